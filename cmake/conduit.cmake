@@ -1,0 +1,56 @@
+# The one helper pair for targets (in the spirit of absl_cc_library / rp_test).
+#
+# conduit_cc_library(NAME n SRCS ... DEPS ...)   static library; header-only when SRCS is empty
+# conduit_cc_test(NAME n SRCS ... DEPS ... [LABELS ...])  gtest binary registered with CTest
+# conduit_proto_library(NAME n PROTOS ...)        C++ messages + gRPC stubs for proto/ files
+
+function(conduit_cc_library)
+  cmake_parse_arguments(A "" "NAME" "SRCS;DEPS" ${ARGN})
+  if(A_SRCS)
+    add_library(${A_NAME} STATIC ${A_SRCS})
+    target_include_directories(${A_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${A_NAME} PUBLIC ${A_DEPS})
+  else()
+    add_library(${A_NAME} INTERFACE)
+    target_include_directories(${A_NAME} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${A_NAME} INTERFACE ${A_DEPS})
+  endif()
+endfunction()
+
+function(conduit_cc_test)
+  cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${A_NAME} ${A_SRCS})
+  target_include_directories(${A_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gmock GTest::gtest_main)
+  add_test(NAME ${A_NAME} COMMAND ${A_NAME})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  set_tests_properties(${A_NAME} PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${A_LABELS}"
+    ENVIRONMENT "CONDUIT_BIN_DIR=${PROJECT_BINARY_DIR}/bin;CONDUIT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()
+
+function(conduit_proto_library)
+  cmake_parse_arguments(A "" "NAME" "PROTOS" ${ARGN})
+  set(srcs)
+  foreach(proto ${A_PROTOS})
+    get_filename_component(dir ${proto} DIRECTORY)
+    get_filename_component(stem ${proto} NAME_WE)
+    set(out ${PROJECT_BINARY_DIR}/gen/${dir}/${stem})
+    list(APPEND srcs ${out}.pb.cc ${out}.grpc.pb.cc)
+    add_custom_command(
+      OUTPUT ${out}.pb.cc ${out}.pb.h ${out}.grpc.pb.cc ${out}.grpc.pb.h
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/gen
+      COMMAND protobuf::protoc
+        -I${PROJECT_SOURCE_DIR}/proto
+        --cpp_out=${PROJECT_BINARY_DIR}/gen
+        --grpc_out=${PROJECT_BINARY_DIR}/gen
+        --plugin=protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>
+        ${PROJECT_SOURCE_DIR}/proto/${proto}
+      DEPENDS ${PROJECT_SOURCE_DIR}/proto/${proto}
+      COMMENT "protoc ${proto}")
+  endforeach()
+  add_library(${A_NAME} STATIC ${srcs})
+  target_include_directories(${A_NAME} PUBLIC ${PROJECT_BINARY_DIR}/gen)
+  target_link_libraries(${A_NAME} PUBLIC gRPC::grpc++ protobuf::libprotobuf)
+endfunction()

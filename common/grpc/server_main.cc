@@ -1,0 +1,74 @@
+#include "common/grpc/server_main.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/flags/flag.h"
+#include "common/flags/flags.h"
+#include "common/grpc/server_runner.h"
+#include "common/logging/logging.h"
+#include "common/metrics/metrics.h"
+
+ABSL_FLAG(std::string, data_dir, "./data", "Directory for the service's RocksDB data");
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "gRPC listen address host:port (port 0: any)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus /metrics listen address host:port (port 0: any; empty: off)");
+ABSL_FLAG(std::string, port_file, "", "If set, write the chosen gRPC port here once serving");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+
+namespace conduit::grpc_util {
+
+int ServerMain(const std::string& name, int argc, char** argv, ServerParts parts) {
+  auto wait_for_signal = InstallShutdownSignals();
+  flags::Parse(argc, argv);
+  logging::Init(absl::GetFlag(FLAGS_log_level));
+
+  metrics::MetricsHub metrics;
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!metrics_listen.empty()) {
+    if (auto s = metrics.Serve(metrics_listen); !s.ok()) {
+      spdlog::critical("{}: {}", name, s.ToString());
+      return 1;
+    }
+  }
+  std::vector<grpc::Service*> services;
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (auto s = parts.build(data_dir, *metrics.registry(), &services); !s.ok()) {
+    spdlog::critical("{}: cannot start: {}", name, s.ToString());
+    return 1;
+  }
+  ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  auto server = StartServer(options, services);
+  if (!server.ok()) {
+    spdlog::critical("{}: {}", name, server.status().ToString());
+    parts.teardown();
+    return 1;
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    std::ofstream tmp(port_file + ".tmp");
+    tmp << (*server)->port() << "\n";
+    tmp.close();
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+  spdlog::info("{} serving gRPC on {} (data in {}){}", name, (*server)->address(), data_dir,
+               metrics.port() ? fmt::format(", metrics on http://{}:{}/metrics",
+                                            metrics_listen.substr(0, metrics_listen.rfind(':')),
+                                            metrics.port())
+                              : "");
+  std::printf("%s listening on %s\n", name.c_str(), (*server)->address().c_str());
+  std::printf("try: grpcurl -plaintext %s list\n", (*server)->address().c_str());
+  std::fflush(stdout);
+
+  int sig = wait_for_signal();
+  spdlog::info("{}: signal {}, draining", name, sig);
+  parts.begin_shutdown();
+  (*server)->Shutdown();
+  server->reset();
+  parts.teardown();
+  spdlog::info("{}: stopped", name);
+  return 0;
+}
+
+}  // namespace conduit::grpc_util

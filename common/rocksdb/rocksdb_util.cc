@@ -1,0 +1,109 @@
+#include "common/rocksdb/rocksdb_util.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/table.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace conduit::rocksdb_util {
+
+absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context) {
+  if (status.ok()) return absl::OkStatus();
+  std::string message = absl::StrCat(context, ": ", status.ToString());
+  switch (status.code()) {
+    case rocksdb::Status::kNotFound:
+      return absl::NotFoundError(message);
+    case rocksdb::Status::kInvalidArgument:
+      return absl::InvalidArgumentError(message);
+    case rocksdb::Status::kCorruption:
+      return absl::DataLossError(message);
+    case rocksdb::Status::kIOError:
+    case rocksdb::Status::kBusy:
+    case rocksdb::Status::kTimedOut:
+    case rocksdb::Status::kTryAgain:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+rocksdb::DBOptions DefaultDbOptions() {
+  rocksdb::DBOptions options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  options.IncreaseParallelism(cores);
+  options.max_background_jobs = std::max(2, cores);
+  options.enable_pipelined_write = true;
+  // Keep the WAL bounded: flush memtables of column families holding old WAL files.
+  options.max_total_wal_size = 256 << 20;
+  return options;
+}
+
+rocksdb::ColumnFamilyOptions DefaultCfOptions() {
+  rocksdb::ColumnFamilyOptions options;
+  options.OptimizeLevelStyleCompaction(64 << 20);
+  options.write_buffer_size = 32 << 20;
+  options.compression = rocksdb::kLZ4Compression;
+  static std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(128 << 20);
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return options;
+}
+
+OpenDb::~OpenDb() {
+  if (!db_) return;
+  handles_.clear();
+  (void)db_->Close();
+}
+
+OpenDb::Handle OpenDb::Find(std::string_view name) const {
+  for (const auto& h : handles_) {
+    if (h->GetName() == name) return h;
+  }
+  return nullptr;
+}
+
+OpenDb::Handle OpenDb::Share(rocksdb::ColumnFamilyHandle* raw) {
+  rocksdb::DB* db = db_.get();
+  return Handle(raw, [db](rocksdb::ColumnFamilyHandle* h) { (void)db->DestroyColumnFamilyHandle(h); });
+}
+
+absl::StatusOr<OpenDb::Handle> OpenDb::CreateColumnFamily(
+    const std::string& name, const rocksdb::ColumnFamilyOptions& options) {
+  rocksdb::ColumnFamilyHandle* raw = nullptr;
+  rocksdb::Status s = db_->CreateColumnFamily(options, name, &raw);
+  if (!s.ok()) return ToStatus(s, absl::StrCat("create column family '", name, "'"));
+  return Share(raw);
+}
+
+absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& db_options,
+                            const rocksdb::ColumnFamilyOptions& cf_options,
+                            const std::vector<std::string>& required_cfs) {
+  std::vector<std::string> names;
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, path, &names);
+  if (!s.ok()) names.clear();  // a new database: nothing to list yet
+  if (std::find(names.begin(), names.end(), rocksdb::kDefaultColumnFamilyName) == names.end()) {
+    names.push_back(rocksdb::kDefaultColumnFamilyName);
+  }
+  for (const auto& cf : required_cfs) {
+    if (std::find(names.begin(), names.end(), cf) == names.end()) names.push_back(cf);
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& name : names) descriptors.emplace_back(name, cf_options);
+
+  std::vector<rocksdb::ColumnFamilyHandle*> raw;
+  rocksdb::DB* db = nullptr;
+  s = rocksdb::DB::Open(db_options, path, descriptors, &raw, &db);
+  if (!s.ok()) return ToStatus(s, absl::StrCat("open rocksdb at '", path, "'"));
+  OpenDb result;
+  result.db_.reset(db);
+  for (auto* h : raw) result.handles_.push_back(result.Share(h));
+  return result;
+}
+
+}  // namespace conduit::rocksdb_util

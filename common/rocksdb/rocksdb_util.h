@@ -1,0 +1,65 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace conduit::rocksdb_util {
+
+// rocksdb::Status → absl::Status. `context` names the operation ("append to topic 'x'").
+// Corruption maps to DATA_LOSS, IO errors and busy/timeouts to UNAVAILABLE, the rest to INTERNAL
+// except NotFound / InvalidArgument.
+absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context);
+
+// Options every Conduit database shares: create if missing, bounded background jobs sized to
+// the machine, pipelined writes, a shared block cache.
+rocksdb::DBOptions DefaultDbOptions();
+rocksdb::ColumnFamilyOptions DefaultCfOptions();
+
+// An open database and the column family handles opened with it. Handles are shared_ptrs whose
+// deleter returns them to the DB, so a reader may keep a dropped column family's handle until it
+// is done. Every handle copy must be released before the OpenDb is destroyed (which closes the
+// DB). Not thread-safe itself; the DB is.
+class OpenDb {
+ public:
+  using Handle = std::shared_ptr<rocksdb::ColumnFamilyHandle>;
+
+  OpenDb() = default;
+  OpenDb(OpenDb&&) = default;
+  OpenDb& operator=(OpenDb&&) = default;
+  ~OpenDb();
+
+  rocksdb::DB* db() const { return db_.get(); }
+  const std::vector<Handle>& handles() const { return handles_; }
+  // The handle of `name`, or null.
+  Handle Find(std::string_view name) const;
+  // Creates a column family; the returned handle is not kept in handles().
+  absl::StatusOr<Handle> CreateColumnFamily(const std::string& name,
+                                            const rocksdb::ColumnFamilyOptions& options);
+  // Wraps a raw handle of this DB in a shared handle.
+  Handle Share(rocksdb::ColumnFamilyHandle* raw);
+  // Releases handles() (the caller keeps the copies it wants).
+  void ForgetHandles() { handles_.clear(); }
+
+ private:
+  friend absl::StatusOr<OpenDb> Open(const std::string&, const rocksdb::DBOptions&,
+                                     const rocksdb::ColumnFamilyOptions&,
+                                     const std::vector<std::string>&);
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<Handle> handles_;
+};
+
+// Opens (creating if needed) the database at `path` with every column family it already has,
+// plus `required_cfs`, each opened with `cf_options`.
+absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& db_options,
+                            const rocksdb::ColumnFamilyOptions& cf_options,
+                            const std::vector<std::string>& required_cfs);
+
+}  // namespace conduit::rocksdb_util

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/time/time.h"
+#include "services/log_broker/domain/log_store.h"
+
+namespace conduit::log_broker::api {
+
+// Prometheus families of the log broker, fed by the broker (as its BrokerObserver) and by the
+// gRPC service (request latencies). Thread-safe.
+class LogMetrics final : public BrokerObserver {
+ public:
+  explicit LogMetrics(prometheus::Registry& registry);
+
+  void OnBatchWritten(int requests, int records, bool synced, absl::Duration latency) override;
+  void OnWalSynced(absl::Duration latency) override;
+  void OnProduced(const std::string& topic, int64_t records, int64_t bytes) override;
+  void OnFetched(const std::string& topic, int64_t records, int64_t bytes) override;
+  void OnHighWatermark(const std::string& topic, int32_t partition, int64_t hw) override;
+  void OnTopicDeleted(const std::string& topic, int32_t partitions) override;
+
+  void ObserveProduceLatency(absl::Duration d) { produce_latency_.Observe(absl::ToDoubleSeconds(d)); }
+  void ObserveFetchLatency(absl::Duration d) { fetch_latency_.Observe(absl::ToDoubleSeconds(d)); }
+
+ private:
+  prometheus::Family<prometheus::Counter>& records_produced_;
+  prometheus::Family<prometheus::Counter>& bytes_produced_;
+  prometheus::Family<prometheus::Counter>& records_fetched_;
+  prometheus::Family<prometheus::Counter>& bytes_fetched_;
+  prometheus::Family<prometheus::Gauge>& high_watermark_;
+  prometheus::Histogram& produce_latency_;
+  prometheus::Histogram& fetch_latency_;
+  prometheus::Histogram& batch_requests_;
+  prometheus::Histogram& batch_records_;
+  prometheus::Histogram& wal_sync_latency_;
+};
+
+}  // namespace conduit::log_broker::api

@@ -1,0 +1,238 @@
+#include "services/log_broker/api/log_service.h"
+
+#include "absl/time/clock.h"
+#include "common/grpc/status.h"
+#include "services/log_broker/api/convert.h"
+#include "services/log_broker/domain/limits.h"
+
+namespace conduit::log_broker::api {
+namespace {
+
+using grpc_util::ToGrpcStatus;
+
+// Each Tail wait is bounded so that a cancelled or shutting-down stream ends promptly.
+constexpr absl::Duration kTailWait = absl::Seconds(1);
+
+// Runs `work` on the storage executor and finishes `reactor` with its status.
+template <typename Work>
+grpc::ServerUnaryReactor* Blocking(grpc::CallbackServerContext* ctx, Broker* broker, Work work) {
+  auto* reactor = ctx->DefaultReactor();
+  absl::Status queued = broker->RunBlocking([reactor, work]() mutable {
+    reactor->Finish(ToGrpcStatus(work()));
+  });
+  if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* ctx,
+                                                  const pb::CreateTopicRequest* request,
+                                                  pb::CreateTopicResponse* response) {
+  auto config = FromProto(request->config());
+  if (!config.ok()) return Done(ctx, config.status());
+  return Blocking(ctx, broker_, [this, request, response, config = *config]() -> absl::Status {
+    auto meta = broker_->CreateTopic(request->name(), request->partitions(), config);
+    if (!meta.ok()) return meta.status();
+    ToProto(*meta, response->mutable_topic());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* LogService::DeleteTopic(grpc::CallbackServerContext* ctx,
+                                                  const pb::DeleteTopicRequest* request,
+                                                  pb::DeleteTopicResponse* response) {
+  return Blocking(ctx, broker_, [this, request] { return broker_->DeleteTopic(request->name()); });
+}
+
+grpc::ServerUnaryReactor* LogService::ListTopics(grpc::CallbackServerContext* ctx,
+                                                 const pb::ListTopicsRequest* request,
+                                                 pb::ListTopicsResponse* response) {
+  for (const TopicMeta& meta : broker_->ListTopics()) ToProto(meta, response->add_topics());
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* LogService::DescribeTopic(grpc::CallbackServerContext* ctx,
+                                                    const pb::DescribeTopicRequest* request,
+                                                    pb::DescribeTopicResponse* response) {
+  auto description = broker_->DescribeTopic(request->name());
+  if (description.ok()) ToProto(*description, response);
+  return Done(ctx, description.status());
+}
+
+grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
+                                              const pb::ProduceRequest* request,
+                                              pb::ProduceResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  const absl::Time started = absl::Now();
+  // The request is ours for the life of the call and unused after this point: move the
+  // payloads out rather than copying them.
+  auto* mutable_request = const_cast<pb::ProduceRequest*>(request);
+  std::vector<ProduceRecordArgs> records;
+  records.reserve(request->records_size());
+  for (auto& r : *mutable_request->mutable_records()) records.push_back(FromProto(std::move(r)));
+
+  absl::Status status = broker_->Produce(
+      request->topic(), std::move(records),
+      [this, reactor, response, started](absl::StatusOr<ProduceResult> result) {
+        if (result.ok()) {
+          response->mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
+          for (const RecordPosition& p : result->positions) {
+            auto* out = response->add_positions();
+            out->set_partition(p.partition);
+            out->set_offset(p.offset);
+          }
+          SetTimestamp(result->append_time, response->mutable_append_time());
+        }
+        metrics_->ObserveProduceLatency(absl::Now() - started);
+        reactor->Finish(ToGrpcStatus(result.status()));
+      });
+  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
+                                            const pb::FetchRequest* request,
+                                            pb::FetchResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  const absl::Time started = absl::Now();
+  absl::Status status = broker_->Fetch(
+      FromProto(*request), [this, reactor, response, started](absl::StatusOr<FetchResult> result) {
+        if (result.ok()) {
+          response->mutable_records()->Reserve(static_cast<int>(result->records.size()));
+          for (const StoredRecord& r : result->records) ToProto(r, response->add_records());
+          response->set_high_watermark(result->high_watermark);
+          response->set_log_start_offset(result->log_start_offset);
+        }
+        metrics_->ObserveFetchLatency(absl::Now() - started);
+        reactor->Finish(ToGrpcStatus(result.status()));
+      });
+  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LogService::ListOffsets(grpc::CallbackServerContext* ctx,
+                                                  const pb::ListOffsetsRequest* request,
+                                                  pb::ListOffsetsResponse* response) {
+  OffsetQuery query;
+  switch (request->spec()) {
+    case pb::OFFSET_SPEC_EARLIEST:
+      query = OffsetQuery::kEarliest;
+      break;
+    case pb::OFFSET_SPEC_LATEST:
+      query = OffsetQuery::kLatest;
+      break;
+    case pb::OFFSET_SPEC_TIMESTAMP:
+      query = OffsetQuery::kTimestamp;
+      break;
+    default:
+      return Done(ctx, absl::InvalidArgumentError(
+                           "spec must be OFFSET_SPEC_EARLIEST, OFFSET_SPEC_LATEST or "
+                           "OFFSET_SPEC_TIMESTAMP"));
+  }
+  if (query == OffsetQuery::kTimestamp && !request->has_timestamp()) {
+    return Done(ctx, absl::InvalidArgumentError("OFFSET_SPEC_TIMESTAMP needs a timestamp"));
+  }
+  return Blocking(ctx, broker_, [this, request, response, query]() -> absl::Status {
+    std::vector<int32_t> partitions(request->partitions().begin(), request->partitions().end());
+    auto offsets = broker_->ListOffsets(request->topic(), partitions, query,
+                                        FromTimestamp(request->timestamp()));
+    if (!offsets.ok()) return offsets.status();
+    for (const RecordPosition& p : *offsets) {
+      auto* out = response->add_offsets();
+      out->set_partition(p.partition);
+      out->set_offset(p.offset);
+    }
+    return absl::OkStatus();
+  });
+}
+
+// Streams a partition: fetch (long-poll) → write → on write done, fetch again. One message is in
+// flight at a time and the next fetch starts only when gRPC has taken the previous one, so a
+// slow reader holds back the stream (HTTP/2 flow control) instead of growing a buffer.
+class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailResponse> {
+ public:
+  TailReactor(LogService* service, const pb::TailRequest& request) : service_(service) {
+    args_.topic = request.topic();
+    args_.partition = request.partition();
+    args_.offset = request.offset();
+    if (request.has_max_records()) args_.max_records = request.max_records();
+    args_.max_wait = kTailWait;
+    if (request.start() == pb::OFFSET_SPEC_EARLIEST || request.start() == pb::OFFSET_SPEC_LATEST) {
+      auto offsets = service_->broker_->ListOffsets(
+          args_.topic, {args_.partition},
+          request.start() == pb::OFFSET_SPEC_EARLIEST ? OffsetQuery::kEarliest : OffsetQuery::kLatest,
+          absl::InfinitePast());
+      if (!offsets.ok()) {
+        Finish(ToGrpcStatus(offsets.status()));
+        return;
+      }
+      args_.offset = offsets->front().offset;
+    } else if (request.start() != pb::OFFSET_SPEC_UNSPECIFIED) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "start must be OFFSET_SPEC_EARLIEST or OFFSET_SPEC_LATEST when set"));
+      return;
+    }
+    FetchNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed"));
+      return;
+    }
+    FetchNext();
+  }
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { delete this; }
+
+ private:
+  void FetchNext() {
+    absl::Status status = service_->broker_->Fetch(
+        args_, [this](absl::StatusOr<FetchResult> result) { OnFetched(std::move(result)); });
+    if (!status.ok()) Finish(ToGrpcStatus(status));
+  }
+
+  void OnFetched(absl::StatusOr<FetchResult> result) {
+    if (cancelled_.load()) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "tail cancelled"));
+      return;
+    }
+    if (service_->shutting_down_.load()) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
+    if (!result.ok()) {
+      Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    if (result->records.empty()) {  // the wait ran out with nothing new: wait again
+      FetchNext();
+      return;
+    }
+    response_.Clear();
+    response_.mutable_records()->Reserve(static_cast<int>(result->records.size()));
+    for (const StoredRecord& r : result->records) ToProto(r, response_.add_records());
+    response_.set_high_watermark(result->high_watermark);
+    args_.offset = result->records.back().offset + 1;
+    StartWrite(&response_);
+  }
+
+  LogService* const service_;
+  FetchArgs args_;
+  pb::TailResponse response_;
+  std::atomic<bool> cancelled_{false};
+};
+
+grpc::ServerWriteReactor<pb::TailResponse>* LogService::Tail(grpc::CallbackServerContext* ctx,
+                                                             const pb::TailRequest* request) {
+  return new TailReactor(this, *request);
+}
+
+}  // namespace conduit::log_broker::api

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace conduit::log_broker {
+
+struct Header {
+  std::string key;
+  std::string value;
+  friend bool operator==(const Header&, const Header&) = default;
+};
+
+// What a producer sends. An absent key differs from an empty one (as in Kafka); a record with a
+// key and no value is a tombstone for compacted topics.
+struct RecordData {
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  std::vector<Header> headers;
+  std::optional<absl::Time> event_time;  // the producer's clock
+  std::string event_id;
+
+  // Bytes counted against the record size limit: key + value + header keys and values.
+  size_t PayloadBytes() const;
+  friend bool operator==(const RecordData&, const RecordData&) = default;
+};
+
+// A record as stored: its position and the broker's append time.
+struct StoredRecord {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  absl::Time append_time;
+  RecordData data;
+};
+
+// Where a produced record landed.
+struct RecordPosition {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  friend bool operator==(const RecordPosition&, const RecordPosition&) = default;
+};
+
+}  // namespace conduit::log_broker

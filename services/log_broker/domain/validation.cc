@@ -1,0 +1,76 @@
+#include "services/log_broker/domain/validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "services/log_broker/domain/limits.h"
+
+namespace conduit::log_broker {
+
+absl::Status ValidateTopicName(absl::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError("topic name is empty");
+  if (name.size() > kMaxTopicNameLength) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "topic name is %d characters; the limit is %d", name.size(), kMaxTopicNameLength));
+  }
+  if (name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat("topic name '", name, "' is reserved"));
+  }
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "topic name '", absl::CHexEscape(name), "' may only contain [a-zA-Z0-9._-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePartitionCount(int32_t partitions) {
+  if (partitions < 1 || partitions > kMaxPartitions) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "partitions must be between 1 and %d, got %d", kMaxPartitions, partitions));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TopicConfig> NormalizeConfig(TopicConfig config) {
+  if (config.flush_interval == absl::ZeroDuration()) config.flush_interval = absl::Milliseconds(100);
+  if (config.max_record_bytes == 0) config.max_record_bytes = 1 << 20;
+  if (config.flush_interval < kMinFlushInterval || config.flush_interval > kMaxFlushInterval) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flush_interval must be between ", absl::FormatDuration(kMinFlushInterval),
+                     " and ", absl::FormatDuration(kMaxFlushInterval), ", got ",
+                     absl::FormatDuration(config.flush_interval)));
+  }
+  if (config.max_record_bytes < 1 || config.max_record_bytes > kMaxRecordBytesLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_record_bytes must be between 1 and %d, got %d", kMaxRecordBytesLimit,
+                        config.max_record_bytes));
+  }
+  return config;
+}
+
+absl::Status ValidateRecord(const TopicMeta& topic, const RecordData& record,
+                            std::optional<int32_t> partition, size_t index) {
+  if (partition && (*partition < 0 || *partition >= topic.partitions)) {
+    return absl::NotFoundError(absl::StrFormat("record %d: partition %d of topic '%s' does not exist "
+                                               "(it has %d partitions)",
+                                               index, *partition, topic.name, topic.partitions));
+  }
+  size_t bytes = record.PayloadBytes();
+  if (bytes > static_cast<size_t>(topic.config.max_record_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("record %d is %d bytes; topic '%s' accepts at most %d", index, bytes,
+                        topic.name, topic.config.max_record_bytes));
+  }
+  for (const auto& h : record.headers) {
+    if (h.key.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("record %d has a header with an empty key", index));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace conduit::log_broker

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/time/clock.h"
+#include "services/log_broker/api/log_metrics.h"
+#include "services/log_broker/api/log_service.h"
+#include "services/log_broker/domain/broker.h"
+#include "services/log_broker/storage/rocksdb_log_store.h"
+
+namespace conduit::log_broker {
+
+// The log broker wired together: RocksDB store under <data_dir>/broker, the Broker on top of it
+// (recovered), its metrics and its gRPC service. Used by conduit-broker, conduit-standalone and
+// the integration tests, so all three run the same thing.
+//
+// Destruction order is the reverse of construction: service, broker (drains), store (closes).
+class LogBrokerNode {
+ public:
+  static absl::StatusOr<std::unique_ptr<LogBrokerNode>> Open(const std::string& data_dir,
+                                                             prometheus::Registry& registry,
+                                                             const time::Clock* clock,
+                                                             BrokerOptions options = {});
+
+  api::LogService* service() { return service_.get(); }
+  Broker* broker() { return broker_.get(); }
+
+ private:
+  LogBrokerNode() = default;
+
+  std::unique_ptr<RocksDbLogStore> store_;
+  std::unique_ptr<api::LogMetrics> metrics_;
+  std::unique_ptr<Broker> broker_;
+  std::unique_ptr<api::LogService> service_;
+};
+
+}  // namespace conduit::log_broker

@@ -1,0 +1,79 @@
+#pragma once
+
+// Every on-disk key of the log broker. The layout is described in services/log_broker/README.md.
+//
+// Column families:
+//   "meta"          broker metadata; keys start with a one-byte prefix (below)
+//   "topic.<id>"    one per topic: records keyed by RecordKey(partition, offset)
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "services/log_broker/storage/coding.h"
+
+namespace conduit::log_broker::keys {
+
+inline constexpr char kMetaColumnFamily[] = "meta";
+inline constexpr std::string_view kTopicColumnFamilyPrefix = "topic.";
+
+// Prefixes of keys in the "meta" column family. Each must be distinct (checked below), so one
+// kind of key never shadows another.
+inline constexpr char kTopicMetaPrefix = 'T';      // 'T' + BE64(topic id) → TopicMeta
+inline constexpr std::array<char, 1> kMetaPrefixes = {kTopicMetaPrefix};
+
+constexpr bool AllDistinct(const auto& prefixes) {
+  for (size_t i = 0; i < prefixes.size(); ++i)
+    for (size_t j = i + 1; j < prefixes.size(); ++j)
+      if (prefixes[i] == prefixes[j]) return false;
+  return true;
+}
+static_assert(AllDistinct(kMetaPrefixes), "meta key prefixes must be distinct");
+
+inline std::string TopicColumnFamily(uint64_t topic_id) {
+  return std::string(kTopicColumnFamilyPrefix) + std::to_string(topic_id);
+}
+
+// The topic id a column family name carries, if it is a topic column family.
+inline std::optional<uint64_t> TopicIdOfColumnFamily(std::string_view name) {
+  if (name.substr(0, kTopicColumnFamilyPrefix.size()) != kTopicColumnFamilyPrefix) return {};
+  uint64_t id = 0;
+  std::string_view digits = name.substr(kTopicColumnFamilyPrefix.size());
+  if (!absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &id)) return {};
+  return id;
+}
+
+inline std::string TopicMetaKey(uint64_t topic_id) {
+  std::string key(1, kTopicMetaPrefix);
+  coding::PutBigEndian64(&key, topic_id);
+  return key;
+}
+
+// Record key: BE32(partition) + BE64(offset), 12 bytes, so a partition's records are one
+// contiguous, offset-ordered key range.
+inline constexpr size_t kRecordKeySize = 12;
+
+inline std::string RecordKey(int32_t partition, int64_t offset) {
+  std::string key;
+  key.reserve(kRecordKeySize);
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
+  coding::PutBigEndian64(&key, static_cast<uint64_t>(offset));
+  return key;
+}
+
+// The first key after every record of `partition`.
+inline std::string PartitionEndKey(int32_t partition) {
+  std::string key;
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(partition) + 1);
+  return key;
+}
+
+inline int64_t OffsetOfRecordKey(std::string_view key) {
+  return static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 4));
+}
+
+}  // namespace conduit::log_broker::keys
