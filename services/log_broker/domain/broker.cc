@@ -36,6 +36,7 @@ Broker::~Broker() = default;
 absl::Status Broker::Recover() {
   auto topics = store_->LoadTopics();
   if (!topics.ok()) return topics.status();
+  absl::Time latest_append = absl::InfinitePast();
   absl::MutexLock lock(&mu_);
   for (TopicMeta& meta : *topics) {
     auto state = std::make_shared<TopicState>(meta);
@@ -48,7 +49,7 @@ absl::Status Broker::Recover() {
       part.high_watermark = extent->next_offset;
       part.log_start_offset = extent->log_start_offset;
       part.last_append_time = extent->last_append_time;
-      pipeline_.SetLastAppendTime(extent->last_append_time);
+      latest_append = std::max(latest_append, extent->last_append_time);
       observer_->OnHighWatermark(meta.name, p, extent->next_offset);
     }
     if (meta.config.durability == Durability::kInterval) {
@@ -57,6 +58,7 @@ absl::Status Broker::Recover() {
     next_topic_id_ = std::max(next_topic_id_, meta.id + 1);
     topics_.emplace(meta.name, std::move(state));
   }
+  pipeline_.SetLastAppendTime(latest_append);
   return absl::OkStatus();
 }
 

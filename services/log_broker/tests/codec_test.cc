@@ -1,0 +1,76 @@
+#include "services/log_broker/storage/codec.h"
+
+#include <gtest/gtest.h>
+
+#include "services/log_broker/storage/key_schema.h"
+
+namespace conduit::log_broker {
+namespace {
+
+TEST(Codec, RecordRoundTripKeepsAbsentVersusEmpty) {
+  RecordData data;
+  data.key = std::string("");  // empty, not absent
+  data.value = std::string("v\0x", 3);
+  data.headers = {Header{"h1", "1"}, Header{"h2", std::string(300, 'z')}};
+  data.event_time = absl::FromUnixMicros(1'700'000'000'123'456);
+  data.event_id = "evt-1";
+  std::string bytes;
+  const absl::Time append = absl::FromUnixMicros(1'700'000'001'000'000);
+  codec::EncodeRecord(data, append, &bytes);
+  RecordData back;
+  absl::Time append_back;
+  ASSERT_TRUE(codec::DecodeRecord(bytes, &append_back, &back).ok());
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(append_back, append);
+
+  RecordData bare;  // no key, no value, no event time
+  codec::EncodeRecord(bare, append, &bytes);
+  RecordData bare_back;
+  ASSERT_TRUE(codec::DecodeRecord(bytes, &append_back, &bare_back).ok());
+  EXPECT_FALSE(bare_back.key.has_value());
+  EXPECT_FALSE(bare_back.value.has_value());
+  EXPECT_FALSE(bare_back.event_time.has_value());
+}
+
+TEST(Codec, TruncatedRecordIsDataLoss) {
+  RecordData data;
+  data.value = std::string(50, 'x');
+  std::string bytes;
+  codec::EncodeRecord(data, absl::UnixEpoch(), &bytes);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    RecordData out;
+    absl::Time t;
+    EXPECT_EQ(codec::DecodeRecord(std::string_view(bytes).substr(0, cut), &t, &out).code(),
+              absl::StatusCode::kDataLoss)
+        << cut;
+  }
+}
+
+TEST(Codec, TopicMetaRoundTrip) {
+  TopicMeta meta{42, "orders.v2", 12,
+                 TopicConfig{Durability::kInterval, absl::Milliseconds(250), 4096},
+                 absl::FromUnixSeconds(1'700'000'000)};
+  auto back = codec::DecodeTopicMeta(codec::EncodeTopicMeta(meta));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, meta);
+  EXPECT_FALSE(codec::DecodeTopicMeta("\x01short").ok());
+}
+
+TEST(KeySchema, RecordKeysSortByPartitionThenOffset) {
+  EXPECT_LT(keys::RecordKey(0, 255), keys::RecordKey(0, 256));
+  EXPECT_LT(keys::RecordKey(0, int64_t{1} << 40), keys::RecordKey(1, 0));
+  EXPECT_LT(keys::RecordKey(0, INT64_MAX), keys::PartitionEndKey(0));
+  EXPECT_LE(keys::PartitionEndKey(0), keys::RecordKey(1, 0));
+  EXPECT_EQ(keys::OffsetOfRecordKey(keys::RecordKey(7, 123456789)), 123456789);
+  EXPECT_EQ(keys::RecordKey(3, 9).size(), keys::kRecordKeySize);
+}
+
+TEST(KeySchema, TopicColumnFamilyNames) {
+  EXPECT_EQ(keys::TopicIdOfColumnFamily(keys::TopicColumnFamily(17)), 17u);
+  EXPECT_FALSE(keys::TopicIdOfColumnFamily("meta").has_value());
+  EXPECT_FALSE(keys::TopicIdOfColumnFamily("topic.x").has_value());
+  EXPECT_FALSE(keys::TopicIdOfColumnFamily("default").has_value());
+}
+
+}  // namespace
+}  // namespace conduit::log_broker
