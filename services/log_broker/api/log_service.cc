@@ -189,14 +189,33 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
     }
     FetchNext();
   }
-  void OnCancel() override { cancelled_.store(true); }
+  void OnCancel() override {
+    cancelled_.store(true);
+    std::shared_ptr<PendingFetch> pending;
+    {
+      absl::MutexLock lock(&mu_);
+      pending = pending_;
+    }
+    if (pending) pending->Cancel();  // end the wait now rather than at its deadline
+  }
   void OnDone() override { delete this; }
 
  private:
   void FetchNext() {
+    std::shared_ptr<PendingFetch> pending;
     absl::Status status = service_->broker_->Fetch(
-        args_, [this](absl::StatusOr<FetchResult> result) { OnFetched(std::move(result)); });
-    if (!status.ok()) Finish(ToGrpcStatus(status));
+        args_, [this](absl::StatusOr<FetchResult> result) { OnFetched(std::move(result)); },
+        &pending);
+    if (!status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    if (pending == nullptr) return;
+    {
+      absl::MutexLock lock(&mu_);
+      pending_ = pending;
+    }
+    if (cancelled_.load()) pending->Cancel();  // OnCancel ran before pending_ was set
   }
 
   void OnFetched(absl::StatusOr<FetchResult> result) {
@@ -228,6 +247,8 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
   FetchArgs args_;
   pb::TailResponse response_;
   std::atomic<bool> cancelled_{false};
+  absl::Mutex mu_;
+  std::shared_ptr<PendingFetch> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 grpc::ServerWriteReactor<pb::TailResponse>* LogService::Tail(grpc::CallbackServerContext* ctx,

@@ -175,8 +175,10 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
   for (auto& fn : wake) fn();
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!live[i]) continue;
+    int64_t payload = 0;
+    for (const RoutedRecord& r : batch[i].records) payload += static_cast<int64_t>(r.data.PayloadBytes());
     observer_->OnProduced(batch[i].topic->meta.name, static_cast<int64_t>(batch[i].records.size()),
-                          batch[i].bytes);
+                          payload);
     batch[i].done(ProduceResult{std::move(positions[i]), now});
   }
 }

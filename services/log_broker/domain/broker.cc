@@ -199,7 +199,8 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
   return pipeline_.Submit(*std::move(topic), std::move(routed), bytes, std::move(done));
 }
 
-absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done) {
+absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
+                           std::shared_ptr<PendingFetch>* pending) {
   auto found = FindTopic(args.topic);
   if (!found.ok()) return found.status();
   std::shared_ptr<TopicState> topic = *std::move(found);
@@ -238,42 +239,38 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done) {
     return absl::OkStatus();
   }
 
-  // Long-poll: whichever comes first, an append past `offset` or the deadline, starts the read.
-  struct Wait {
-    std::atomic<bool> fired{false};
-    time::TimerQueue::TimerId timer = 0;
-  };
-  auto wait = std::make_shared<Wait>();
-  const uint64_t id = next_waiter_id_.fetch_add(1);
-  auto fire = [this, topic, args, done, wait]() mutable {
-    StartRead(std::move(topic), std::move(args), std::move(done));
-  };
-  wait->timer = timers_.Schedule(absl::Now() + args.max_wait, [wait, &part, id, fire]() mutable {
-    if (wait->fired.exchange(true)) return;
-    {
-      absl::MutexLock lock(&part.mu);
-      part.waiters.erase(id);
-    }
-    fire();
-  });
+  // Long-poll: whichever comes first (an append past `offset`, the deadline, or Cancel) starts
+  // the read.
+  auto wait = std::make_shared<PendingFetch>();
+  wait->broker_ = this;
+  wait->topic_ = topic;
+  wait->part_ = &part;
+  wait->waiter_id_ = next_waiter_id_.fetch_add(1);
+  wait->read_ = [this, topic, args, done]() { StartRead(topic, args, done); };
+  wait->timer_ = timers_.Schedule(absl::Now() + args.max_wait, [wait] { wait->Fire(); });
   bool read_now = false;
   {
     absl::MutexLock lock(&part.mu);
     if (part.high_watermark > args.offset) {
       read_now = true;  // an append landed since we looked
-    } else if (!wait->fired.load()) {
-      part.waiters.emplace(id, [this, wait, fire]() mutable {
-        if (wait->fired.exchange(true)) return;
-        timers_.Cancel(wait->timer);
-        fire();
-      });
+    } else if (!wait->fired_.load()) {
+      part.waiters.emplace(wait->waiter_id_, [wait] { wait->Fire(); });
     }
   }
-  if (read_now && !wait->fired.exchange(true)) {
-    timers_.Cancel(wait->timer);
-    fire();
-  }
+  if (pending != nullptr) *pending = wait;
+  if (read_now) wait->Fire();
   return absl::OkStatus();
+}
+
+void PendingFetch::Fire() {
+  if (fired_.exchange(true)) return;
+  broker_->timers_.Cancel(timer_);
+  {
+    absl::MutexLock lock(&part_->mu);
+    part_->waiters.erase(waiter_id_);
+  }
+  auto read = std::move(read_);
+  read();
 }
 
 void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done) {

@@ -56,6 +56,28 @@ struct TopicDescription {
   std::vector<PartitionDescription> partitions;
 };
 
+class Broker;
+
+// A fetch waiting for records (long-poll). Cancel() ends the wait early: the fetch then
+// completes at once with what is available (usually nothing). Thread-safe; no-op once the
+// fetch has completed.
+class PendingFetch {
+ public:
+  void Cancel() { Fire(); }
+
+ private:
+  friend class Broker;
+  void Fire();  // first caller (append, deadline or Cancel) starts the read
+
+  Broker* broker_ = nullptr;
+  std::shared_ptr<TopicState> topic_;  // keeps part_ alive
+  PartitionState* part_ = nullptr;
+  uint64_t waiter_id_ = 0;
+  time::TimerQueue::TimerId timer_ = 0;
+  std::function<void()> read_;
+  std::atomic<bool> fired_{false};
+};
+
 enum class OffsetQuery { kEarliest, kLatest, kTimestamp };
 
 struct BrokerOptions {
@@ -100,7 +122,10 @@ class Broker {
   // Reads from `offset`; with max_wait, waits for records when none are available yet.
   // Returns an error up front (never calling `done`): NOT_FOUND, INVALID_ARGUMENT,
   // OUT_OF_RANGE naming the valid range, RESOURCE_EXHAUSTED when the read queue is full.
-  absl::Status Fetch(const FetchArgs& args, FetchCallback done);
+  // When the fetch waits and `pending` is given, *pending is set to a handle that can end the
+  // wait early.
+  absl::Status Fetch(const FetchArgs& args, FetchCallback done,
+                     std::shared_ptr<PendingFetch>* pending = nullptr);
 
   // Offsets per partition (all when `partitions` is empty): earliest is the log start, latest
   // the high watermark, timestamp the first offset whose append time is >= `at` (the high
@@ -110,6 +135,8 @@ class Broker {
                                                           OffsetQuery query, absl::Time at);
 
  private:
+  friend class PendingFetch;
+
   absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
   absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);

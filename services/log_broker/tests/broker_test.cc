@@ -208,6 +208,28 @@ TEST_F(BrokerTest, LongPollTimesOutEmpty) {
   EXPECT_TRUE(result->records.empty());
 }
 
+TEST_F(BrokerTest, CancelEndsALongPollAtOnce) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  FetchArgs args{"t", 0, 0};
+  args.max_wait = absl::Seconds(30);
+  absl::Notification done;
+  absl::StatusOr<FetchResult> result;
+  std::shared_ptr<PendingFetch> pending;
+  ASSERT_TRUE(broker_->Fetch(args, [&](auto r) {
+    result = std::move(r);
+    done.Notify();
+  }, &pending).ok());
+  ASSERT_NE(pending, nullptr);
+  EXPECT_FALSE(done.HasBeenNotified());
+  pending->Cancel();
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->records.empty());
+  pending->Cancel();  // a second cancel is harmless
+  // A later append does not complete the fetch twice (Notification would abort).
+  ASSERT_TRUE(Produce("t", {To(0, "late")}).ok());
+}
+
 TEST_F(BrokerTest, DeletingATopicEndsItsLongPolls) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
   FetchArgs args{"t", 0, 0};
