@@ -69,37 +69,42 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
   auto normalized = NormalizeConfig(config);
   if (!normalized.ok()) return normalized.status();
 
-  absl::MutexLock lock(&mu_);
-  if (topics_.contains(name)) {
-    return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
+  // admin_mu_ serializes topic changes; mu_ is held only for map access, so RocksDB work here
+  // never stalls produce and fetch looking up their topics.
+  absl::MutexLock admin(&admin_mu_);
+  TopicMeta meta;
+  {
+    absl::MutexLock lock(&mu_);
+    if (topics_.contains(name)) {
+      return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
+    }
+    meta = TopicMeta{next_topic_id_, name, partitions, *normalized, clock_->Now()};
   }
-  TopicMeta meta{next_topic_id_, name, partitions, *normalized, clock_->Now()};
   if (auto s = store_->CreateTopic(meta); !s.ok()) return s;
-  ++next_topic_id_;
   if (meta.config.durability == Durability::kInterval) {
     pipeline_.RequestSyncEvery(meta.config.flush_interval);
   }
+  absl::MutexLock lock(&mu_);
+  ++next_topic_id_;
   topics_.emplace(name, std::make_shared<TopicState>(meta));
   return meta;
 }
 
 absl::Status Broker::DeleteTopic(const std::string& name) {
-  std::shared_ptr<TopicState> topic;
+  absl::MutexLock admin(&admin_mu_);
+  auto found = FindTopic(name);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<TopicState> topic = *std::move(found);
+  absl::Status status;
+  // Between batches, so no write to the topic is half-done when its records go.
+  pipeline_.RunExclusive([&] {
+    status = store_->DeleteTopic(topic->meta);
+    if (status.ok()) topic->deleted.store(true);
+  });
+  if (!status.ok()) return status;
   {
     absl::MutexLock lock(&mu_);
-    auto it = topics_.find(name);
-    if (it == topics_.end()) {
-      return absl::NotFoundError(absl::StrCat("topic '", name, "' does not exist"));
-    }
-    topic = it->second;
-    absl::Status status;
-    // Between batches, so no write to the topic is half-done when its records go.
-    pipeline_.RunExclusive([&] {
-      status = store_->DeleteTopic(topic->meta);
-      if (status.ok()) topic->deleted.store(true);
-    });
-    if (!status.ok()) return status;
-    topics_.erase(it);
+    topics_.erase(name);
   }
   observer_->OnTopicDeleted(name, topic->meta.partitions);
   // Wake long-polls: their reads now fail NOT_FOUND.

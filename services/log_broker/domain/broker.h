@@ -147,6 +147,7 @@ class Broker {
   BrokerObserver* const observer_;
   const BrokerOptions options_;
 
+  absl::Mutex admin_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes CreateTopic / DeleteTopic
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TopicState>> topics_ ABSL_GUARDED_BY(mu_);
   uint64_t next_topic_id_ ABSL_GUARDED_BY(mu_) = 1;

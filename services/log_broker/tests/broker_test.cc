@@ -145,6 +145,16 @@ TEST_F(BrokerTest, BadProduceChangesNothing) {
   EXPECT_EQ(ok->positions[0].offset, 0) << "refused requests consumed no offsets";
 }
 
+TEST_F(BrokerTest, RequestOverTheSizeLimitIsRefusedWhole) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, TopicConfig{Durability::kSync, {}, 8 << 20}).ok());
+  std::vector<ProduceRecordArgs> records;
+  for (int i = 0; i < 5; ++i) records.push_back(To(0, std::string(7 << 20, 'x')));  // 35 MiB
+  auto status = Produce("t", std::move(records)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("produce request is"), std::string::npos) << status;
+  EXPECT_EQ(store_.record_count(), 0u);
+}
+
 TEST_F(BrokerTest, FetchValidatesAndNamesTheValidRange) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
   ASSERT_TRUE(Produce("t", {To(0, "a"), To(0, "b")}).ok());
