@@ -18,34 +18,87 @@ absl::Duration FromDuration(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
 
-absl::StatusOr<TopicConfig> FromProto(const pb::TopicConfig& config) {
-  TopicConfig out;
+namespace {
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  const int64_t micros = absl::ToInt64Microseconds(d);
+  out->set_seconds(micros / 1'000'000);
+  out->set_nanos(static_cast<int32_t>(micros % 1'000'000) * 1000);
+}
+
+}  // namespace
+
+absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config) {
+  TopicConfigPatch patch;
   switch (config.durability()) {
     case pb::DURABILITY_UNSPECIFIED:
+      break;
     case pb::DURABILITY_SYNC:
-      out.durability = Durability::kSync;
+      patch.durability = Durability::kSync;
       break;
     case pb::DURABILITY_INTERVAL:
-      out.durability = Durability::kInterval;
+      patch.durability = Durability::kInterval;
       break;
     default:
       return absl::InvalidArgumentError("unknown durability");
   }
-  out.flush_interval = FromDuration(config.flush_interval());
-  out.max_record_bytes = config.max_record_bytes();
-  return out;
+  switch (config.cleanup_policy()) {
+    case pb::CLEANUP_POLICY_UNSPECIFIED:
+      break;
+    case pb::CLEANUP_POLICY_DELETE:
+      patch.cleanup_policy = CleanupPolicy::kDelete;
+      break;
+    case pb::CLEANUP_POLICY_COMPACT:
+      patch.cleanup_policy = CleanupPolicy::kCompact;
+      break;
+    case pb::CLEANUP_POLICY_COMPACT_DELETE:
+      patch.cleanup_policy = CleanupPolicy::kCompactDelete;
+      break;
+    default:
+      return absl::InvalidArgumentError("unknown cleanup_policy");
+  }
+  if (config.has_flush_interval()) patch.flush_interval = FromDuration(config.flush_interval());
+  if (config.has_max_record_bytes()) patch.max_record_bytes = config.max_record_bytes();
+  if (config.has_retention_time()) {
+    const absl::Duration d = FromDuration(config.retention_time());
+    patch.retention_time = d < absl::ZeroDuration() ? absl::InfiniteDuration() : d;
+  }
+  if (config.has_retention_bytes()) patch.retention_bytes = config.retention_bytes();
+  if (config.has_tombstone_retention()) {
+    patch.tombstone_retention = FromDuration(config.tombstone_retention());
+  }
+  if (config.has_dedup_window()) patch.dedup_window = FromDuration(config.dedup_window());
+  return patch;
 }
 
 void ToProto(const TopicMeta& meta, pb::TopicInfo* out) {
+  const TopicConfig& c = meta.config;
   out->set_name(meta.name);
   out->set_partitions(meta.partitions);
   auto* config = out->mutable_config();
-  config->set_durability(meta.config.durability == Durability::kSync ? pb::DURABILITY_SYNC
-                                                                     : pb::DURABILITY_INTERVAL);
-  const int64_t micros = absl::ToInt64Microseconds(meta.config.flush_interval);
-  config->mutable_flush_interval()->set_seconds(micros / 1'000'000);
-  config->mutable_flush_interval()->set_nanos(static_cast<int32_t>(micros % 1'000'000) * 1000);
-  config->set_max_record_bytes(meta.config.max_record_bytes);
+  config->set_durability(c.durability == Durability::kSync ? pb::DURABILITY_SYNC
+                                                           : pb::DURABILITY_INTERVAL);
+  SetDuration(c.flush_interval, config->mutable_flush_interval());
+  config->set_max_record_bytes(c.max_record_bytes);
+  if (c.retention_time == absl::InfiniteDuration()) {
+    config->mutable_retention_time()->set_seconds(-1);
+  } else {
+    SetDuration(c.retention_time, config->mutable_retention_time());
+  }
+  config->set_retention_bytes(c.retention_bytes);
+  switch (c.cleanup_policy) {
+    case CleanupPolicy::kDelete:
+      config->set_cleanup_policy(pb::CLEANUP_POLICY_DELETE);
+      break;
+    case CleanupPolicy::kCompact:
+      config->set_cleanup_policy(pb::CLEANUP_POLICY_COMPACT);
+      break;
+    case CleanupPolicy::kCompactDelete:
+      config->set_cleanup_policy(pb::CLEANUP_POLICY_COMPACT_DELETE);
+      break;
+  }
+  SetDuration(c.tombstone_retention, config->mutable_tombstone_retention());
+  SetDuration(c.dedup_window, config->mutable_dedup_window());
   SetTimestamp(meta.created, out->mutable_created());
 }
 
@@ -83,10 +136,18 @@ void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out
   for (const auto& p : description.partitions) {
     auto* info = out->add_partitions();
     info->set_partition(p.partition);
-    info->set_log_start_offset(p.log_start_offset);
-    info->set_high_watermark(p.high_watermark);
+    info->set_log_start_offset(p.meta.log_start_offset);
+    info->set_high_watermark(p.meta.next_offset);
+    info->set_record_count(p.meta.record_count);
+    info->set_bytes(p.meta.bytes);
+    if (p.meta.record_count > 0 && p.oldest_append_time != absl::InfinitePast()) {
+      SetTimestamp(p.oldest_append_time, info->mutable_oldest_append_time());
+    }
     if (p.newest_append_time != absl::InfinitePast()) {
       SetTimestamp(p.newest_append_time, info->mutable_newest_append_time());
+    }
+    if (p.meta.max_event_time != absl::InfinitePast()) {
+      SetTimestamp(p.meta.max_event_time, info->mutable_max_event_time());
     }
   }
 }
@@ -99,6 +160,17 @@ FetchArgs FromProto(const pb::FetchRequest& request) {
   if (request.has_max_records()) args.max_records = request.max_records();
   if (request.has_max_bytes()) args.max_bytes = request.max_bytes();
   args.max_wait = FromDuration(request.max_wait());
+  return args;
+}
+
+std::optional<ProducerArgs> ProducerFromProto(const pb::ProduceRequest& request) {
+  if (request.producer_id() == 0 && request.sequences_size() == 0) return std::nullopt;
+  ProducerArgs args;
+  args.producer_id = request.producer_id();
+  args.epoch = request.producer_epoch();
+  for (const auto& s : request.sequences()) {
+    args.base_sequences.emplace_back(s.partition(), s.base_sequence());
+  }
   return args;
 }
 

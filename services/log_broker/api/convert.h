@@ -10,12 +10,13 @@ namespace conduit::log_broker::api {
 
 namespace pb = ::conduit::log::v1;
 
-absl::StatusOr<TopicConfig> FromProto(const pb::TopicConfig& config);
+absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config);
 void ToProto(const TopicMeta& meta, pb::TopicInfo* out);
 ProduceRecordArgs FromProto(pb::ProduceRecord&& record);
 void ToProto(const StoredRecord& record, pb::Record* out);
 void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out);
 FetchArgs FromProto(const pb::FetchRequest& request);
+std::optional<ProducerArgs> ProducerFromProto(const pb::ProduceRequest& request);
 
 void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
 absl::Time FromTimestamp(const google::protobuf::Timestamp& t);

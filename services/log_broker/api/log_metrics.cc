@@ -32,6 +32,14 @@ LogMetrics::LogMetrics(prometheus::Registry& registry)
                           .Name("conduit_log_high_watermark")
                           .Help("Next offset to be written, by topic and partition")
                           .Register(registry)),
+      duplicates_(BuildCounter()
+                      .Name("conduit_log_duplicates_dropped_total")
+                      .Help("Records not appended again: idempotent retries and dedup-window hits")
+                      .Register(registry)),
+      records_removed_(BuildCounter()
+                           .Name("conduit_log_records_removed_total")
+                           .Help("Records removed by retention or compaction, by topic and reason")
+                           .Register(registry)),
       produce_latency_(BuildHistogram()
                            .Name("conduit_log_produce_latency_seconds")
                            .Help("Produce RPC latency, receipt to durable ack")
@@ -82,9 +90,23 @@ void LogMetrics::OnHighWatermark(const std::string& topic, int32_t partition, in
       .Set(static_cast<double>(hw));
 }
 
+void LogMetrics::OnDuplicatesDropped(const std::string& topic, int64_t records) {
+  duplicates_.Add({{"topic", topic}}).Increment(static_cast<double>(records));
+}
+
+void LogMetrics::OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
+                                  int64_t bytes) {
+  records_removed_.Add({{"topic", topic}, {"reason", compaction ? "compaction" : "retention"}})
+      .Increment(static_cast<double>(records));
+}
+
 void LogMetrics::OnTopicDeleted(const std::string& topic, int32_t partitions) {
-  for (auto* family : {&records_produced_, &bytes_produced_, &records_fetched_, &bytes_fetched_}) {
+  for (auto* family :
+       {&records_produced_, &bytes_produced_, &records_fetched_, &bytes_fetched_, &duplicates_}) {
     family->Remove(&family->Add({{"topic", topic}}));
+  }
+  for (const char* reason : {"compaction", "retention"}) {
+    records_removed_.Remove(&records_removed_.Add({{"topic", topic}, {"reason", reason}}));
   }
   for (int32_t p = 0; p < partitions; ++p) {
     high_watermark_.Remove(

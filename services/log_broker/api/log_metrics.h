@@ -25,6 +25,9 @@ class LogMetrics final : public BrokerObserver {
   void OnFetched(const std::string& topic, int64_t records, int64_t bytes) override;
   void OnHighWatermark(const std::string& topic, int32_t partition, int64_t hw) override;
   void OnTopicDeleted(const std::string& topic, int32_t partitions) override;
+  void OnDuplicatesDropped(const std::string& topic, int64_t records) override;
+  void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
+                        int64_t bytes) override;
 
   void ObserveProduceLatency(absl::Duration d) { produce_latency_.Observe(absl::ToDoubleSeconds(d)); }
   void ObserveFetchLatency(absl::Duration d) { fetch_latency_.Observe(absl::ToDoubleSeconds(d)); }
@@ -35,6 +38,8 @@ class LogMetrics final : public BrokerObserver {
   prometheus::Family<prometheus::Counter>& records_fetched_;
   prometheus::Family<prometheus::Counter>& bytes_fetched_;
   prometheus::Family<prometheus::Gauge>& high_watermark_;
+  prometheus::Family<prometheus::Counter>& duplicates_;
+  prometheus::Family<prometheus::Counter>& records_removed_;
   prometheus::Histogram& produce_latency_;
   prometheus::Histogram& fetch_latency_;
   prometheus::Histogram& batch_requests_;

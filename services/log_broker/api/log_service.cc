@@ -35,12 +35,37 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
 grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* ctx,
                                                   const pb::CreateTopicRequest* request,
                                                   pb::CreateTopicResponse* response) {
-  auto config = FromProto(request->config());
-  if (!config.ok()) return Done(ctx, config.status());
-  return Blocking(ctx, broker_, [this, request, response, config = *config]() -> absl::Status {
+  auto patch = FromProto(request->config());
+  if (!patch.ok()) return Done(ctx, patch.status());
+  return Blocking(ctx, broker_, [this, request, response, config = *patch]() -> absl::Status {
     auto meta = broker_->CreateTopic(request->name(), request->partitions(), config);
     if (!meta.ok()) return meta.status();
     ToProto(*meta, response->mutable_topic());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* LogService::UpdateTopicConfig(grpc::CallbackServerContext* ctx,
+                                                        const pb::UpdateTopicConfigRequest* request,
+                                                        pb::UpdateTopicConfigResponse* response) {
+  auto patch = FromProto(request->config());
+  if (!patch.ok()) return Done(ctx, patch.status());
+  return Blocking(ctx, broker_, [this, request, response, patch = *patch]() -> absl::Status {
+    auto meta = broker_->UpdateTopicConfig(request->name(), patch);
+    if (!meta.ok()) return meta.status();
+    ToProto(*meta, response->mutable_topic());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* ctx,
+                                                   const pb::InitProducerRequest* request,
+                                                   pb::InitProducerResponse* response) {
+  return Blocking(ctx, broker_, [this, request, response]() -> absl::Status {
+    auto producer = broker_->InitProducer(request->producer_name());
+    if (!producer.ok()) return producer.status();
+    response->set_producer_id(producer->id);
+    response->set_producer_epoch(producer->epoch);
     return absl::OkStatus();
   });
 }
@@ -79,7 +104,7 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
   for (auto& r : *mutable_request->mutable_records()) records.push_back(FromProto(std::move(r)));
 
   absl::Status status = broker_->Produce(
-      request->topic(), std::move(records),
+      request->topic(), std::move(records), ProducerFromProto(*request),
       [this, reactor, response, started](absl::StatusOr<ProduceResult> result) {
         if (result.ok()) {
           response->mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
@@ -87,6 +112,7 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
             auto* out = response->add_positions();
             out->set_partition(p.partition);
             out->set_offset(p.offset);
+            out->set_duplicate(p.duplicate);
           }
           SetTimestamp(result->append_time, response->mutable_append_time());
         }
@@ -109,6 +135,7 @@ grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
           for (const StoredRecord& r : result->records) ToProto(r, response->add_records());
           response->set_high_watermark(result->high_watermark);
           response->set_log_start_offset(result->log_start_offset);
+          response->set_next_offset(result->next_offset);
         }
         metrics_->ObserveFetchLatency(absl::Now() - started);
         reactor->Finish(ToGrpcStatus(result.status()));
@@ -231,7 +258,9 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
       Finish(ToGrpcStatus(result.status()));
       return;
     }
-    if (result->records.empty()) {  // the wait ran out with nothing new: wait again
+    if (result->records.empty()) {
+      // The wait ran out with nothing new, or compaction left a gap: wait again past it.
+      args_.offset = std::max(args_.offset, result->next_offset);
       FetchNext();
       return;
     }

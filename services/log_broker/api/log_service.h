@@ -44,6 +44,12 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   grpc::ServerUnaryReactor* ListOffsets(grpc::CallbackServerContext* ctx,
                                         const pb::ListOffsetsRequest* request,
                                         pb::ListOffsetsResponse* response) override;
+  grpc::ServerUnaryReactor* UpdateTopicConfig(grpc::CallbackServerContext* ctx,
+                                              const pb::UpdateTopicConfigRequest* request,
+                                              pb::UpdateTopicConfigResponse* response) override;
+  grpc::ServerUnaryReactor* InitProducer(grpc::CallbackServerContext* ctx,
+                                         const pb::InitProducerRequest* request,
+                                         pb::InitProducerResponse* response) override;
 
  private:
   class TailReactor;

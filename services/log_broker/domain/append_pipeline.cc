@@ -3,15 +3,29 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace conduit::log_broker {
 
+BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) {
+  PartitionState* part = &topic->partitions[partition];
+  auto [it, inserted] = staged_.try_emplace(part);
+  if (inserted) {
+    Staged& s = it->second;
+    s.topic = topic;
+    s.partition = partition;
+    s.next_offset_before = part->next_offset;
+    absl::MutexLock lock(&part->mu);
+    s.meta = part->meta;
+    s.oldest_append_time = part->oldest_append_time;
+  }
+  return it->second;
+}
+
 AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, const time::Clock* clock,
-                               PipelineOptions options)
-    : store_(store), observer_(observer), clock_(clock), options_(options) {
+                               const ProducerRegistry* producers, PipelineOptions options)
+    : store_(store), observer_(observer), clock_(clock), producers_(producers), options_(options) {
   writer_ = std::thread([this] { WriterLoop(); });
   syncer_ = std::thread([this] { SyncLoop(); });
 }
@@ -38,18 +52,33 @@ void AppendPipeline::SetLastAppendTime(absl::Time t) {
 }
 
 absl::Status AppendPipeline::Submit(std::shared_ptr<TopicState> topic,
-                                    std::vector<RoutedRecord> records, int64_t bytes,
+                                    std::vector<RoutedRecord> records,
+                                    std::optional<ProducerStamp> stamp, int64_t bytes,
                                     ProduceCallback done) {
+  return Enqueue(Pending{std::move(topic), std::move(records), std::move(stamp), bytes,
+                         std::move(done), std::nullopt},
+                 /*backpressure=*/true);
+}
+
+absl::Status AppendPipeline::SubmitMaintenance(MaintenanceOp op) {
+  Pending p;
+  p.topic = op.topic;
+  p.maintenance = std::move(op);
+  return Enqueue(std::move(p), /*backpressure=*/false);
+}
+
+absl::Status AppendPipeline::Enqueue(Pending pending, bool backpressure) {
   absl::MutexLock lock(&mu_);
   if (!failed_.ok()) return failed_;
   if (stopping_) return absl::UnavailableError("broker is shutting down");
-  if (queued_bytes_ > 0 && queued_bytes_ + bytes > options_.max_queued_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "append queue holds ", queued_bytes_, " bytes (limit ", options_.max_queued_bytes,
-        "); retry after 50ms"));
+  if (backpressure && queued_bytes_ > 0 &&
+      queued_bytes_ + pending.bytes > options_.max_queued_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("append queue holds ", queued_bytes_,
+                                                     " bytes (limit ", options_.max_queued_bytes,
+                                                     "); retry after 50ms"));
   }
-  queued_bytes_ += bytes;
-  queue_.push_back(Pending{std::move(topic), std::move(records), bytes, std::move(done)});
+  queued_bytes_ += pending.bytes;
+  queue_.push_back(std::move(pending));
   return absl::OkStatus();
 }
 
@@ -88,57 +117,192 @@ void AppendPipeline::WriterLoop() {
   }
 }
 
+void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome, bool* sync) {
+  TopicState* topic = p.topic.get();
+  const TopicConfig config = topic->config();
+  const size_t n = p.records.size();
+
+  // Idempotence: one verdict per partition the request writes to.
+  absl::flat_hash_map<int32_t, int32_t> counts;
+  for (const RoutedRecord& r : p.records) ++counts[r.partition];
+  absl::flat_hash_map<int32_t, const ProducerBatch*> originals;
+  if (p.stamp) {
+    const int32_t current = producers_->CurrentEpoch(p.stamp->producer_id);
+    if (current < 0) {
+      p.done(absl::FailedPreconditionError(
+          absl::StrCat("unknown producer id ", p.stamp->producer_id, "; call InitProducer")));
+      return;
+    }
+    for (const auto& [partition, count] : counts) {
+      PartitionState* part = &topic->partitions[partition];
+      auto key = std::make_pair(part, p.stamp->producer_id);
+      auto staged = ctx.producers_.find(key);
+      const ProducerPartitionState& state = staged != ctx.producers_.end()
+                                                ? staged->second.state
+                                                : part->producers[p.stamp->producer_id];
+      auto verdict = CheckSequence(state, current, p.stamp->producer_id, p.stamp->epoch,
+                                   p.stamp->base_sequences.at(partition), count);
+      if (!verdict.ok()) {
+        p.done(verdict.status());
+        return;
+      }
+      if (verdict->kind == SequenceCheck::kDuplicate) originals[partition] = verdict->original;
+    }
+    if (!originals.empty()) {
+      if (originals.size() != counts.size()) {
+        p.done(absl::FailedPreconditionError(
+            "request mixes a retried batch with new records in other partitions"));
+        return;
+      }
+      // A retry of a batch already appended: answer with the original positions.
+      ProduceResult result{std::vector<RecordPosition>(n), ctx.now()};
+      absl::flat_hash_map<int32_t, int> seen;
+      for (size_t i = 0; i < n; ++i) {
+        const int32_t partition = p.records[i].partition;
+        result.positions[i] = RecordPosition{
+            partition, originals[partition]->OffsetOf(seen[partition]++), /*duplicate=*/true};
+      }
+      observer_->OnDuplicatesDropped(topic->name, static_cast<int64_t>(n));
+      p.done(std::move(result));
+      return;
+    }
+  }
+
+  // Append every record that is not an event-id duplicate within the dedup window.
+  outcome->result.positions.resize(n);
+  outcome->result.append_time = ctx.now();
+  absl::flat_hash_map<int32_t, ProducerBatch> batches;  // idempotent: per partition
+  bool appended = false;
+  int64_t duplicates = 0;
+  const bool dedup = config.dedup_window > absl::ZeroDuration();
+  for (size_t i = 0; i < n; ++i) {
+    RoutedRecord& r = p.records[i];
+    PartitionState* part = &topic->partitions[r.partition];
+    if (dedup && !r.data.event_id.empty()) {
+      auto key = std::make_pair(topic, r.data.event_id);
+      const DedupEntry* seen = nullptr;
+      if (auto it = ctx.dedup_.find(key); it != ctx.dedup_.end()) {
+        seen = &it->second;
+      } else if (auto it2 = topic->dedup.find(r.data.event_id); it2 != topic->dedup.end()) {
+        seen = &it2->second;
+      }
+      if (seen && seen->append_time > ctx.now() - config.dedup_window) {
+        outcome->result.positions[i] = RecordPosition{seen->position.partition,
+                                                      seen->position.offset, /*duplicate=*/true};
+        ++duplicates;
+        if (p.stamp) {
+          ProducerBatch& b = batches[r.partition];
+          b.offsets.push_back(seen->position.offset);
+        }
+        continue;
+      }
+    }
+    BatchContext::Staged& s = ctx.Stage(topic, r.partition);
+    const int64_t offset = part->next_offset++;
+    if (s.meta.record_count == 0) s.oldest_append_time = ctx.now();
+    s.meta.next_offset = part->next_offset;
+    s.meta.record_count += 1;
+    s.meta.bytes += static_cast<int64_t>(r.data.PayloadBytes());
+    if (r.data.event_time) s.meta.max_event_time = std::max(s.meta.max_event_time, *r.data.event_time);
+    s.appended = true;
+    appended = true;
+    ctx.writes_.records.push_back(AppendEntry{topic->id, r.partition, offset, ctx.now(), &r.data});
+    outcome->result.positions[i] = RecordPosition{r.partition, offset};
+    if (p.stamp) batches[r.partition].offsets.push_back(offset);
+    if (dedup && !r.data.event_id.empty()) {
+      DedupEntry entry{RecordPosition{r.partition, offset}, ctx.now()};
+      ctx.dedup_[std::make_pair(topic, r.data.event_id)] = entry;
+      ctx.writes_.dedup_puts.push_back(WriteSet::DedupPut{topic->id, r.data.event_id, entry});
+    }
+  }
+  if (duplicates > 0) observer_->OnDuplicatesDropped(topic->name, duplicates);
+  if (p.stamp) {
+    for (auto& [partition, batch] : batches) {
+      batch.base_sequence = p.stamp->base_sequences.at(partition);
+      batch.count = counts[partition];
+      batch.first_offset = batch.offsets.front();
+      bool contiguous = true;
+      for (size_t i = 0; i < batch.offsets.size(); ++i) {
+        contiguous &= batch.offsets[i] == batch.first_offset + static_cast<int64_t>(i);
+      }
+      if (contiguous) batch.offsets.clear();
+      PartitionState* part = &topic->partitions[partition];
+      auto key = std::make_pair(part, p.stamp->producer_id);
+      auto [it, inserted] = ctx.producers_.try_emplace(key);
+      if (inserted) {
+        it->second = BatchContext::StagedProducer{topic, partition,
+                                                  part->producers[p.stamp->producer_id]};
+      }
+      RecordBatch(&it->second.state, p.stamp->epoch, std::move(batch));
+    }
+  }
+  // Every record was a duplicate: nothing to wait for, unless producer state must be saved.
+  if (!appended && !p.stamp) {
+    p.done(std::move(outcome->result));
+    return;
+  }
+  *sync |= config.durability == Durability::kSync;
+  outcome->live = true;
+}
+
 void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
   absl::Status failed;
   {
     absl::MutexLock lock(&mu_);
     failed = failed_;
   }
+  auto finish = [&](Pending& p, const absl::Status& status) {
+    if (p.maintenance) {
+      p.maintenance->done(status);
+    } else {
+      p.done(status);
+    }
+  };
   if (!failed.ok()) {
-    for (auto& p : batch) p.done(failed);
+    for (auto& p : batch) finish(p, failed);
     return;
   }
 
   // Append time never goes backwards, whatever the wall clock does.
-  const absl::Time now = std::max(clock_->Now(), last_append_time_);
-  struct Touched {
-    TopicState* topic;
-    int32_t partition;
-    int64_t first_offset;  // to roll back if the write fails
-  };
-  absl::flat_hash_map<PartitionState*, Touched> touched;
-  std::vector<AppendEntry> entries;
-  std::vector<std::vector<RecordPosition>> positions(batch.size());
-  std::vector<bool> live(batch.size(), false);
+  BatchContext ctx(std::max(clock_->Now(), last_append_time_));
+  std::vector<Outcome> outcomes(batch.size());
   bool sync = false;
-  int records = 0;
-
+  int requests = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending& p = batch[i];
     if (p.topic->deleted.load()) {
-      p.done(absl::NotFoundError(absl::StrCat("topic '", p.topic->meta.name, "' was deleted")));
+      finish(p, absl::NotFoundError(absl::StrCat("topic '", p.topic->name, "' was deleted")));
       continue;
     }
-    live[i] = true;
-    sync |= p.topic->meta.config.durability == Durability::kSync;
-    positions[i].reserve(p.records.size());
-    for (RoutedRecord& r : p.records) {
-      PartitionState& part = p.topic->partitions[r.partition];
-      touched.try_emplace(&part, Touched{p.topic.get(), r.partition, part.next_offset});
-      entries.push_back(AppendEntry{p.topic->meta.id, r.partition, part.next_offset, now, &r.data});
-      positions[i].push_back(RecordPosition{r.partition, part.next_offset});
-      ++part.next_offset;
-      ++records;
+    if (p.maintenance) {
+      p.maintenance->build(ctx);
+      outcomes[i].live = true;
+      continue;
     }
+    AddProduce(p, ctx, &outcomes[i], &sync);
+    requests += outcomes[i].live ? 1 : 0;
   }
-  if (entries.empty()) return;
+  WriteSet& writes = ctx.writes_;
+  for (auto& [part, s] : ctx.staged_) {
+    writes.partitions.push_back(WriteSet::PartitionUpdate{s.topic->id, s.partition, s.meta});
+  }
+  for (auto& [key, staged] : ctx.producers_) {
+    writes.producers.push_back(
+        WriteSet::ProducerUpdate{staged.topic->id, staged.partition, key.second, staged.state});
+  }
+  if (writes.empty()) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (outcomes[i].live) finish(batch[i], absl::OkStatus());
+    }
+    return;
+  }
 
   const absl::Time started = absl::Now();
-  absl::Status status = store_->Append(entries, sync);
+  absl::Status status = store_->Write(writes, sync);
   const absl::Duration latency = absl::Now() - started;
 
   if (!status.ok()) {
-    for (auto& [part, t] : touched) part->next_offset = t.first_offset;
+    for (auto& [part, s] : ctx.staged_) part->next_offset = s.next_offset_before;
     absl::Status stop = absl::UnavailableError(
         absl::StrCat("storage write failed (", status.message(),
                      "); the broker accepts no produce requests until it is restarted"));
@@ -147,39 +311,57 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
       failed_ = stop;
     }
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (live[i]) batch[i].done(stop);
+      if (outcomes[i].live) finish(batch[i], stop);
     }
     return;
   }
-  last_append_time_ = now;
-  observer_->OnBatchWritten(static_cast<int>(batch.size()), records, sync, latency);
+  last_append_time_ = ctx.now();
+  observer_->OnBatchWritten(requests, static_cast<int>(writes.records.size()), sync, latency);
   if (sync) observer_->OnWalSynced(latency);
   {
     absl::MutexLock lock(&mu_);
     unsynced_ = !sync;
   }
 
-  // The batch is durable: publish the new high watermarks, then wake readers.
+  // The batch is durable: publish the new partition state, then wake readers.
+  for (auto& [key, staged] : ctx.producers_) {
+    key.first->producers[key.second] = std::move(staged.state);
+  }
+  for (auto& [key, entry] : ctx.dedup_) {
+    key.first->dedup[key.second] = entry;
+    key.first->dedup_order.emplace_back(entry.append_time, key.second);
+  }
+  for (auto& fn : ctx.on_commit_) fn();
   std::vector<std::function<void()>> wake;
-  for (auto& [part, t] : touched) {
-    int64_t hw = part->next_offset;
+  for (auto& [part, s] : ctx.staged_) {
     {
       absl::MutexLock lock(&part->mu);
-      part->high_watermark = hw;
-      part->last_append_time = now;
-      for (auto& [id, fn] : part->waiters) wake.push_back(std::move(fn));
-      part->waiters.clear();
+      part->meta = s.meta;
+      part->oldest_append_time = s.oldest_append_time;
+      if (s.appended) {
+        part->last_append_time = ctx.now();
+        for (auto& [id, fn] : part->waiters) wake.push_back(std::move(fn));
+        part->waiters.clear();
+      }
     }
-    observer_->OnHighWatermark(t.topic->meta.name, t.partition, hw);
+    observer_->OnHighWatermark(s.topic->name, s.partition, s.meta.next_offset);
   }
   for (auto& fn : wake) fn();
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (!live[i]) continue;
-    int64_t payload = 0;
-    for (const RoutedRecord& r : batch[i].records) payload += static_cast<int64_t>(r.data.PayloadBytes());
-    observer_->OnProduced(batch[i].topic->meta.name, static_cast<int64_t>(batch[i].records.size()),
-                          payload);
-    batch[i].done(ProduceResult{std::move(positions[i]), now});
+    if (!outcomes[i].live) continue;
+    Pending& p = batch[i];
+    if (p.maintenance) {
+      p.maintenance->done(absl::OkStatus());
+      continue;
+    }
+    int64_t records = 0, payload = 0;
+    for (size_t r = 0; r < p.records.size(); ++r) {
+      if (outcomes[i].result.positions[r].duplicate) continue;
+      ++records;
+      payload += static_cast<int64_t>(p.records[r].data.PayloadBytes());
+    }
+    observer_->OnProduced(p.topic->name, records, payload);
+    p.done(std::move(outcomes[i].result));
   }
 }
 

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/time/clock.h"
 #include "services/log_broker/domain/log_store.h"
+#include "services/log_broker/domain/producer_registry.h"
 #include "services/log_broker/domain/topic_state.h"
 
 namespace conduit::log_broker {
@@ -21,6 +23,13 @@ namespace conduit::log_broker {
 struct RoutedRecord {
   int32_t partition = 0;
   RecordData data;
+};
+
+// The idempotent-producer part of a produce request.
+struct ProducerStamp {
+  int64_t producer_id = 0;
+  int32_t epoch = 0;
+  absl::flat_hash_map<int32_t, int32_t> base_sequences;  // partition → base sequence
 };
 
 struct ProduceResult {
@@ -37,11 +46,57 @@ struct PipelineOptions {
   int64_t max_batch_bytes = 16 << 20;
 };
 
+// The batch the writer thread is building. Maintenance work (retention, compaction, dedup
+// expiry) adds its changes here, so they are atomic with, and ordered among, appends, and see
+// the partitions exactly as the appends before them in the batch left them. Writer thread only.
+class BatchContext {
+ public:
+  struct Staged {
+    TopicState* topic = nullptr;
+    int32_t partition = 0;
+    PartitionMeta meta;                 // as it will be after this batch
+    absl::Time oldest_append_time;      // likewise
+    int64_t next_offset_before = 0;     // to roll back if the write fails
+    bool appended = false;
+  };
+
+  explicit BatchContext(absl::Time now) : now_(now) {}
+
+  absl::Time now() const { return now_; }
+  WriteSet& writes() { return writes_; }
+  // The partition's state as of this point in the batch, for reading and change.
+  Staged& Stage(TopicState* topic, int32_t partition);
+  // Runs after the batch is durable (writer thread).
+  void OnCommit(std::function<void()> fn) { on_commit_.push_back(std::move(fn)); }
+
+ private:
+  friend class AppendPipeline;
+  absl::Time now_;
+  WriteSet writes_;
+  absl::flat_hash_map<PartitionState*, Staged> staged_;
+  absl::flat_hash_map<std::pair<TopicState*, std::string>, DedupEntry> dedup_;
+  struct StagedProducer {
+    TopicState* topic = nullptr;
+    int32_t partition = 0;
+    ProducerPartitionState state;
+  };
+  absl::flat_hash_map<std::pair<PartitionState*, int64_t>, StagedProducer> producers_;
+  std::vector<std::function<void()>> on_commit_;
+};
+
+// Work for the writer thread other than appends: `build` adds to the batch; `done` gets the
+// write's status.
+struct MaintenanceOp {
+  std::shared_ptr<TopicState> topic;
+  std::function<void(BatchContext&)> build;
+  std::function<void(absl::Status)> done;
+};
+
 // Group commit. Produce requests queue here; one writer thread repeatedly takes everything
-// queued (up to max_batch_bytes), assigns offsets per partition in arrival order, writes the lot
-// with one LogStore::Append (one WriteBatch, one WAL fsync when any topic in it is `sync`), and
-// only then advances high watermarks, wakes waiters and completes the requests. A second thread
-// fsyncs the WAL for `interval` topics.
+// queued (up to max_batch_bytes), applies the idempotence and dedup rules, assigns offsets per
+// partition in arrival order, writes the lot with one LogStore::Write (one WriteBatch, one WAL
+// fsync when any topic in it is `sync`), and only then publishes the new partition state, wakes
+// waiters and completes the requests. A second thread fsyncs the WAL for `interval` topics.
 //
 // A failed write leaves offsets unassigned (nothing was acknowledged) and stops the pipeline:
 // later produces get UNAVAILABLE until restart, because the store's state is then unknown.
@@ -50,7 +105,7 @@ struct PipelineOptions {
 class AppendPipeline {
  public:
   AppendPipeline(LogStore* store, BrokerObserver* observer, const time::Clock* clock,
-                 PipelineOptions options);
+                 const ProducerRegistry* producers, PipelineOptions options);
   ~AppendPipeline();  // completes queued requests, then joins
 
   // Seeds the append clock after recovery (append time never goes backwards).
@@ -59,7 +114,10 @@ class AppendPipeline {
   // Queues a request; `done` runs on the writer thread. RESOURCE_EXHAUSTED (without queuing)
   // when too much is queued; UNAVAILABLE after a storage failure or during shutdown.
   absl::Status Submit(std::shared_ptr<TopicState> topic, std::vector<RoutedRecord> records,
-                      int64_t bytes, ProduceCallback done);
+                      std::optional<ProducerStamp> stamp, int64_t bytes, ProduceCallback done);
+
+  // Queues maintenance work (never refused for backpressure; UNAVAILABLE when stopped).
+  absl::Status SubmitMaintenance(MaintenanceOp op);
 
   // Runs `fn` while no batch is being written (used to delete a topic between batches).
   void RunExclusive(const std::function<void()>& fn);
@@ -71,17 +129,28 @@ class AppendPipeline {
   struct Pending {
     std::shared_ptr<TopicState> topic;
     std::vector<RoutedRecord> records;
+    std::optional<ProducerStamp> stamp;
     int64_t bytes = 0;
     ProduceCallback done;
+    std::optional<MaintenanceOp> maintenance;
+  };
+  struct Outcome {
+    bool live = false;  // appended something (or is maintenance) and waits for the write
+    ProduceResult result;
   };
 
   void WriterLoop();
   void SyncLoop();
   void WriteBatch(std::vector<Pending>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Applies one produce request to the batch; completes it at once when nothing is appended
+  // (error, or every record a duplicate).
+  void AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome, bool* sync);
+  absl::Status Enqueue(Pending pending, bool backpressure);
 
   LogStore* const store_;
   BrokerObserver* const observer_;
   const time::Clock* const clock_;
+  const ProducerRegistry* const producers_;
   const PipelineOptions options_;
 
   absl::Mutex mu_;

@@ -16,10 +16,6 @@ namespace {
 // Queue accounting charges each record a little beyond its payload (offset, times, framing).
 constexpr int64_t kRecordOverheadBytes = 32;
 
-absl::Status FetchQueueFull() {
-  return absl::ResourceExhaustedError("storage read queue is full; retry after 10ms");
-}
-
 }  // namespace
 
 Broker::Broker(LogStore* store, const time::Clock* clock, BrokerObserver* observer,
@@ -28,46 +24,78 @@ Broker::Broker(LogStore* store, const time::Clock* clock, BrokerObserver* observ
       clock_(clock),
       observer_(observer),
       options_(options),
+      producers_(store),
       reads_("log-reads", options.storage_threads, options.max_queued_reads),
-      pipeline_(store, observer, clock, options.pipeline) {}
+      pipeline_(store, observer, clock, &producers_, options.pipeline),
+      cleaner_(store, &pipeline_, clock, observer, options.cleaner) {}
 
-Broker::~Broker() = default;
+Broker::~Broker() {
+  {
+    absl::MutexLock lock(&maintenance_mu_);
+    stopping_ = true;
+  }
+  if (maintenance_.joinable()) maintenance_.join();
+}
 
 absl::Status Broker::Recover() {
+  if (auto s = producers_.Recover(); !s.ok()) return s;
   auto topics = store_->LoadTopics();
   if (!topics.ok()) return topics.status();
   absl::Time latest_append = absl::InfinitePast();
-  absl::MutexLock lock(&mu_);
-  for (TopicMeta& meta : *topics) {
-    auto state = std::make_shared<TopicState>(meta);
-    for (int32_t p = 0; p < meta.partitions; ++p) {
-      auto extent = store_->RecoverPartition(meta.id, p);
-      if (!extent.ok()) return extent.status();
-      PartitionState& part = state->partitions[p];
-      part.next_offset = extent->next_offset;
-      absl::MutexLock plock(&part.mu);
-      part.high_watermark = extent->next_offset;
-      part.log_start_offset = extent->log_start_offset;
-      part.last_append_time = extent->last_append_time;
-      latest_append = std::max(latest_append, extent->last_append_time);
-      observer_->OnHighWatermark(meta.name, p, extent->next_offset);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const TopicMeta& meta : *topics) {
+      auto state = std::make_shared<TopicState>(meta);
+      for (int32_t p = 0; p < meta.partitions; ++p) {
+        auto recovered = store_->RecoverPartition(meta.id, p);
+        if (!recovered.ok()) return recovered.status();
+        PartitionState& part = state->partitions[p];
+        PartitionMeta pm = recovered->meta.value_or(PartitionMeta{});
+        pm.next_offset = std::max(pm.next_offset, recovered->end_offset);
+        if (!recovered->meta) pm.log_start_offset = recovered->first_offset;
+        part.next_offset = pm.next_offset;
+        absl::MutexLock plock(&part.mu);
+        part.meta = pm;
+        part.oldest_append_time = recovered->first_append_time;
+        part.last_append_time = recovered->last_append_time;
+        latest_append = std::max(latest_append, recovered->last_append_time);
+        observer_->OnHighWatermark(meta.name, p, pm.next_offset);
+      }
+      auto producer_states = store_->LoadProducerStates(meta.id);
+      if (!producer_states.ok()) return producer_states.status();
+      for (auto& u : *producer_states) {
+        if (u.partition < 0 || u.partition >= meta.partitions) continue;
+        state->partitions[u.partition].producers[u.producer_id] = std::move(u.state);
+      }
+      auto dedup = store_->LoadDedupEntries(meta.id);
+      if (!dedup.ok()) return dedup.status();
+      std::sort(dedup->begin(), dedup->end(), [](const auto& a, const auto& b) {
+        return a.entry.append_time < b.entry.append_time;
+      });
+      for (auto& d : *dedup) {
+        state->dedup_order.emplace_back(d.entry.append_time, d.event_id);
+        state->dedup[std::move(d.event_id)] = d.entry;
+      }
+      if (meta.config.durability == Durability::kInterval) {
+        pipeline_.RequestSyncEvery(meta.config.flush_interval);
+      }
+      next_topic_id_ = std::max(next_topic_id_, meta.id + 1);
+      topics_.emplace(meta.name, std::move(state));
     }
-    if (meta.config.durability == Durability::kInterval) {
-      pipeline_.RequestSyncEvery(meta.config.flush_interval);
-    }
-    next_topic_id_ = std::max(next_topic_id_, meta.id + 1);
-    topics_.emplace(meta.name, std::move(state));
   }
   pipeline_.SetLastAppendTime(latest_append);
+  if (options_.maintenance_interval > absl::ZeroDuration()) {
+    maintenance_ = std::thread([this] { MaintenanceLoop(); });
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t partitions,
-                                              TopicConfig config) {
+                                              const TopicConfigPatch& patch) {
   if (auto s = ValidateTopicName(name); !s.ok()) return s;
   if (auto s = ValidatePartitionCount(partitions); !s.ok()) return s;
-  auto normalized = NormalizeConfig(config);
-  if (!normalized.ok()) return normalized.status();
+  const TopicConfig config = patch.ApplyTo(TopicConfig{});
+  if (auto s = ValidateConfig(config); !s.ok()) return s;
 
   // admin_mu_ serializes topic changes; mu_ is held only for map access, so RocksDB work here
   // never stalls produce and fetch looking up their topics.
@@ -78,7 +106,7 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
     if (topics_.contains(name)) {
       return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
     }
-    meta = TopicMeta{next_topic_id_, name, partitions, *normalized, clock_->Now()};
+    meta = TopicMeta{next_topic_id_, name, partitions, config, clock_->Now()};
   }
   if (auto s = store_->CreateTopic(meta); !s.ok()) return s;
   if (meta.config.durability == Durability::kInterval) {
@@ -90,6 +118,22 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
   return meta;
 }
 
+absl::StatusOr<TopicMeta> Broker::UpdateTopicConfig(const std::string& name,
+                                                    const TopicConfigPatch& patch) {
+  absl::MutexLock admin(&admin_mu_);
+  auto topic = FindTopic(name);
+  if (!topic.ok()) return topic.status();
+  TopicMeta meta = (*topic)->meta();
+  meta.config = patch.ApplyTo(meta.config);
+  if (auto s = ValidateConfig(meta.config); !s.ok()) return s;
+  if (auto s = store_->UpdateTopic(meta); !s.ok()) return s;
+  (*topic)->set_config(meta.config);
+  if (meta.config.durability == Durability::kInterval) {
+    pipeline_.RequestSyncEvery(meta.config.flush_interval);
+  }
+  return meta;
+}
+
 absl::Status Broker::DeleteTopic(const std::string& name) {
   absl::MutexLock admin(&admin_mu_);
   auto found = FindTopic(name);
@@ -98,7 +142,7 @@ absl::Status Broker::DeleteTopic(const std::string& name) {
   absl::Status status;
   // Between batches, so no write to the topic is half-done when its records go.
   pipeline_.RunExclusive([&] {
-    status = store_->DeleteTopic(topic->meta);
+    status = store_->DeleteTopic(topic->meta());
     if (status.ok()) topic->deleted.store(true);
   });
   if (!status.ok()) return status;
@@ -106,7 +150,7 @@ absl::Status Broker::DeleteTopic(const std::string& name) {
     absl::MutexLock lock(&mu_);
     topics_.erase(name);
   }
-  observer_->OnTopicDeleted(name, topic->meta.partitions);
+  observer_->OnTopicDeleted(name, topic->partition_count);
   // Wake long-polls: their reads now fail NOT_FOUND.
   for (PartitionState& part : topic->partitions) {
     std::vector<std::function<void()>> wake;
@@ -122,24 +166,28 @@ absl::Status Broker::DeleteTopic(const std::string& name) {
 
 std::vector<TopicMeta> Broker::ListTopics() const {
   std::vector<TopicMeta> out;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [name, topic] : topics_) out.push_back(topic->meta);
-  }
+  for (const auto& topic : TopicsSnapshot()) out.push_back(topic->meta());
   std::sort(out.begin(), out.end(),
             [](const TopicMeta& a, const TopicMeta& b) { return a.name < b.name; });
+  return out;
+}
+
+std::vector<std::shared_ptr<TopicState>> Broker::TopicsSnapshot() const {
+  std::vector<std::shared_ptr<TopicState>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, topic] : topics_) out.push_back(topic);
   return out;
 }
 
 absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) const {
   auto topic = FindTopic(name);
   if (!topic.ok()) return topic.status();
-  TopicDescription out{(*topic)->meta, {}};
+  TopicDescription out{(*topic)->meta(), {}};
   for (int32_t p = 0; p < out.meta.partitions; ++p) {
     const PartitionState& part = (*topic)->partitions[p];
     absl::MutexLock lock(&part.mu);
     out.partitions.push_back(
-        PartitionDescription{p, part.log_start_offset, part.high_watermark, part.last_append_time});
+        PartitionDescription{p, part.meta, part.oldest_append_time, part.last_append_time});
   }
   return out;
 }
@@ -149,6 +197,22 @@ absl::Status Broker::RunBlocking(std::function<void()> fn) {
     return absl::ResourceExhaustedError("storage executor is busy; retry after 10ms");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
+  return producers_.Init(name);
+}
+
+void Broker::RunMaintenance() { cleaner_.RunOnce(TopicsSnapshot()); }
+
+void Broker::MaintenanceLoop() {
+  absl::MutexLock lock(&maintenance_mu_);
+  while (!maintenance_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                                           options_.maintenance_interval)) {
+    maintenance_mu_.Unlock();
+    RunMaintenance();
+    maintenance_mu_.Lock();
+  }
 }
 
 absl::StatusOr<std::shared_ptr<TopicState>> Broker::FindTopic(const std::string& name) const {
@@ -161,18 +225,18 @@ absl::StatusOr<std::shared_ptr<TopicState>> Broker::FindTopic(const std::string&
 }
 
 absl::Status Broker::CheckPartition(const TopicState& topic, int32_t partition) const {
-  if (partition < 0 || partition >= topic.meta.partitions) {
+  if (partition < 0 || partition >= topic.partition_count) {
     return absl::NotFoundError(absl::StrFormat("partition %d of topic '%s' does not exist (it has %d)",
-                                               partition, topic.meta.name, topic.meta.partitions));
+                                               partition, topic.name, topic.partition_count));
   }
   return absl::OkStatus();
 }
 
 absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceRecordArgs> records,
-                             ProduceCallback done) {
+                             std::optional<ProducerArgs> producer, ProduceCallback done) {
   auto topic = FindTopic(topic_name);
   if (!topic.ok()) return topic.status();
-  const TopicMeta& meta = (*topic)->meta;
+  const TopicMeta meta = (*topic)->meta();
   if (records.empty()) return absl::InvalidArgumentError("produce request has no records");
   if (records.size() > static_cast<size_t>(kMaxRecordsPerProduce)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -201,173 +265,41 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
     return absl::InvalidArgumentError(absl::StrFormat(
         "produce request is %d bytes; the limit is %d", bytes, kMaxProduceRequestBytes));
   }
-  return pipeline_.Submit(*std::move(topic), std::move(routed), bytes, std::move(done));
+  std::optional<ProducerStamp> stamp;
+  if (producer) {
+    auto checked = CheckProducerArgs(*producer, routed);
+    if (!checked.ok()) return checked.status();
+    stamp = *std::move(checked);
+  }
+  return pipeline_.Submit(*std::move(topic), std::move(routed), std::move(stamp), bytes,
+                          std::move(done));
 }
 
-absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
-                           std::shared_ptr<PendingFetch>* pending) {
-  auto found = FindTopic(args.topic);
-  if (!found.ok()) return found.status();
-  std::shared_ptr<TopicState> topic = *std::move(found);
-  if (auto s = CheckPartition(*topic, args.partition); !s.ok()) return s;
-  if (args.offset < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("offset must be >= 0, got ", args.offset));
+absl::StatusOr<ProducerStamp> Broker::CheckProducerArgs(const ProducerArgs& producer,
+                                                        const std::vector<RoutedRecord>& routed) {
+  if (producer.producer_id <= 0) {
+    return absl::InvalidArgumentError("producer_id must be positive (from InitProducer)");
   }
-  if (args.max_records && (*args.max_records < 1 || *args.max_records > kMaxFetchRecords)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max_records must be between 1 and %d, got %d", kMaxFetchRecords, *args.max_records));
+  ProducerStamp stamp{producer.producer_id, producer.epoch, {}};
+  for (const auto& [partition, base] : producer.base_sequences) {
+    if (!stamp.base_sequences.emplace(partition, base).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("partition ", partition, " has two base sequences"));
+    }
   }
-  if (args.max_bytes && (*args.max_bytes < 1 || *args.max_bytes > kMaxFetchBytes)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max_bytes must be between 1 and %d, got %d", kMaxFetchBytes, *args.max_bytes));
+  absl::flat_hash_map<int32_t, bool> touched;
+  for (const RoutedRecord& r : routed) touched[r.partition] = true;
+  for (const auto& [partition, unused] : touched) {
+    if (!stamp.base_sequences.contains(partition)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "records go to partition ", partition, " but the request has no base sequence for it"));
+    }
   }
-  if (args.max_wait < absl::ZeroDuration() || args.max_wait > kMaxFetchWait) {
+  if (touched.size() != stamp.base_sequences.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_wait must be between 0 and ", absl::FormatDuration(kMaxFetchWait),
-                     ", got ", absl::FormatDuration(args.max_wait)));
+        "the request has a base sequence for a partition none of its records go to");
   }
-
-  PartitionState& part = topic->partitions[args.partition];
-  int64_t hw, start;
-  {
-    absl::MutexLock lock(&part.mu);
-    hw = part.high_watermark;
-    start = part.log_start_offset;
-  }
-  if (args.offset < start || args.offset > hw) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "offset %d is outside partition %d of topic '%s': valid offsets are %d..%d", args.offset,
-        args.partition, args.topic, start, hw));
-  }
-  if (args.offset < hw || args.max_wait == absl::ZeroDuration()) {
-    StartRead(std::move(topic), args, std::move(done));
-    return absl::OkStatus();
-  }
-
-  // Long-poll: whichever comes first (an append past `offset`, the deadline, or Cancel) starts
-  // the read.
-  auto wait = std::make_shared<PendingFetch>();
-  wait->broker_ = this;
-  wait->topic_ = topic;
-  wait->part_ = &part;
-  wait->waiter_id_ = next_waiter_id_.fetch_add(1);
-  wait->read_ = [this, topic, args, done]() { StartRead(topic, args, done); };
-  wait->timer_ = timers_.Schedule(absl::Now() + args.max_wait, [wait] { wait->Fire(); });
-  bool read_now = false;
-  {
-    absl::MutexLock lock(&part.mu);
-    if (part.high_watermark > args.offset) {
-      read_now = true;  // an append landed since we looked
-    } else if (!wait->fired_.load()) {
-      part.waiters.emplace(wait->waiter_id_, [wait] { wait->Fire(); });
-    }
-  }
-  if (pending != nullptr) *pending = wait;
-  if (read_now) wait->Fire();
-  return absl::OkStatus();
-}
-
-void PendingFetch::Fire() {
-  if (fired_.exchange(true)) return;
-  broker_->timers_.Cancel(timer_);
-  {
-    absl::MutexLock lock(&part_->mu);
-    part_->waiters.erase(waiter_id_);
-  }
-  auto read = std::move(read_);
-  read();
-}
-
-void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done) {
-  auto read = [this, topic, args, done]() {
-    if (topic->deleted.load()) {
-      done(absl::NotFoundError(absl::StrCat("topic '", args.topic, "' was deleted")));
-      return;
-    }
-    PartitionState& part = topic->partitions[args.partition];
-    FetchResult result;
-    {
-      absl::MutexLock lock(&part.mu);
-      result.high_watermark = part.high_watermark;
-      result.log_start_offset = part.log_start_offset;
-    }
-    if (args.offset < result.log_start_offset) {
-      done(absl::OutOfRangeError(absl::StrFormat(
-          "offset %d is below the log start %d of partition %d of topic '%s'", args.offset,
-          result.log_start_offset, args.partition, args.topic)));
-      return;
-    }
-    auto records = store_->Read(topic->meta.id, args.partition, args.offset, result.high_watermark,
-                                args.max_records.value_or(kDefaultFetchRecords),
-                                args.max_bytes.value_or(kDefaultFetchBytes));
-    if (!records.ok()) {
-      done(records.status());
-      return;
-    }
-    int64_t bytes = 0;
-    for (const auto& r : *records) bytes += static_cast<int64_t>(r.data.PayloadBytes());
-    observer_->OnFetched(args.topic, static_cast<int64_t>(records->size()), bytes);
-    result.records = *std::move(records);
-    done(std::move(result));
-  };
-  if (!reads_.TrySubmit(read)) done(FetchQueueFull());
-}
-
-absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
-    const std::string& topic_name, const std::vector<int32_t>& partitions, OffsetQuery query,
-    absl::Time at) {
-  auto topic = FindTopic(topic_name);
-  if (!topic.ok()) return topic.status();
-  std::vector<int32_t> wanted = partitions;
-  if (wanted.empty()) {
-    for (int32_t p = 0; p < (*topic)->meta.partitions; ++p) wanted.push_back(p);
-  }
-  for (int32_t p : wanted) {
-    if (auto s = CheckPartition(**topic, p); !s.ok()) return s;
-  }
-  std::vector<RecordPosition> out;
-  for (int32_t p : wanted) {
-    const PartitionState& part = (*topic)->partitions[p];
-    int64_t offset;
-    if (query == OffsetQuery::kTimestamp) {
-      auto found = OffsetForTime(**topic, p, at);
-      if (!found.ok()) return found.status();
-      offset = *found;
-    } else {
-      absl::MutexLock lock(&part.mu);
-      offset = query == OffsetQuery::kEarliest ? part.log_start_offset : part.high_watermark;
-    }
-    out.push_back(RecordPosition{p, offset});
-  }
-  return out;
-}
-
-absl::StatusOr<int64_t> Broker::OffsetForTime(const TopicState& topic, int32_t partition,
-                                              absl::Time at) {
-  int64_t lo, hi;
-  {
-    const PartitionState& part = topic.partitions[partition];
-    absl::MutexLock lock(&part.mu);
-    lo = part.log_start_offset;
-    hi = part.high_watermark;
-  }
-  const int64_t hw = hi;
-  // Append time never decreases within a partition, so binary search over offsets. Each probe
-  // reads the first stored record at or after `mid` (offsets may have holes).
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    auto probe = store_->Read(topic.meta.id, partition, mid, hw, 1, 1);
-    if (!probe.ok()) return probe.status();
-    if (probe->empty() || probe->front().append_time >= at) {
-      hi = mid;
-    } else {
-      lo = probe->front().offset + 1;
-    }
-  }
-  if (lo >= hw) return hw;
-  auto first = store_->Read(topic.meta.id, partition, lo, hw, 1, 1);
-  if (!first.ok()) return first.status();
-  return first->empty() ? hw : first->front().offset;
+  return stamp;
 }
 
 }  // namespace conduit::log_broker

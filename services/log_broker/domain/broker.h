@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -18,7 +20,9 @@
 #include "common/time/clock.h"
 #include "common/time/timer_queue.h"
 #include "services/log_broker/domain/append_pipeline.h"
+#include "services/log_broker/domain/log_cleaner.h"
 #include "services/log_broker/domain/log_store.h"
+#include "services/log_broker/domain/producer_registry.h"
 #include "services/log_broker/domain/topic_state.h"
 
 namespace conduit::log_broker {
@@ -26,6 +30,13 @@ namespace conduit::log_broker {
 struct ProduceRecordArgs {
   std::optional<int32_t> partition;
   RecordData data;
+};
+
+// The idempotent-producer fields of a produce request.
+struct ProducerArgs {
+  int64_t producer_id = 0;
+  int32_t epoch = 0;
+  std::vector<std::pair<int32_t, int32_t>> base_sequences;  // (partition, base sequence)
 };
 
 struct FetchArgs {
@@ -41,13 +52,15 @@ struct FetchResult {
   std::vector<StoredRecord> records;
   int64_t high_watermark = 0;
   int64_t log_start_offset = 0;
+  // Where to fetch next: one past the last record returned, or past a compacted-away gap.
+  int64_t next_offset = 0;
 };
 using FetchCallback = std::function<void(absl::StatusOr<FetchResult>)>;
 
 struct PartitionDescription {
   int32_t partition = 0;
-  int64_t log_start_offset = 0;
-  int64_t high_watermark = 0;
+  PartitionMeta meta;  // log start, high watermark (next_offset), count, bytes, max event time
+  absl::Time oldest_append_time = absl::InfinitePast();
   absl::Time newest_append_time = absl::InfinitePast();
 };
 
@@ -82,8 +95,12 @@ enum class OffsetQuery { kEarliest, kLatest, kTimestamp };
 
 struct BrokerOptions {
   PipelineOptions pipeline;
+  CleanerOptions cleaner;
   int storage_threads = 4;
   size_t max_queued_reads = 4096;
+  // Period of the background retention / compaction / dedup-expiry pass (real time). Zero: no
+  // background thread; call RunMaintenance() (tests, with a FakeClock).
+  absl::Duration maintenance_interval = absl::Seconds(5);
 };
 
 // The log broker's rules: topics, record placement, offset assignment (through the
@@ -102,7 +119,10 @@ class Broker {
 
   // INVALID_ARGUMENT for a bad name, partition count or config; ALREADY_EXISTS for a taken name.
   absl::StatusOr<TopicMeta> CreateTopic(const std::string& name, int32_t partitions,
-                                        TopicConfig config);
+                                        const TopicConfigPatch& config);
+  // Changes the set fields of a topic's config. NOT_FOUND, INVALID_ARGUMENT.
+  absl::StatusOr<TopicMeta> UpdateTopicConfig(const std::string& name,
+                                              const TopicConfigPatch& patch);
   // NOT_FOUND when absent. Produce and fetch requests in flight for the topic fail NOT_FOUND.
   absl::Status DeleteTopic(const std::string& name);
   std::vector<TopicMeta> ListTopics() const;
@@ -116,8 +136,16 @@ class Broker {
   // the offsets once durable. Returns an error (and never calls `done`) when the request is
   // refused up front: NOT_FOUND unknown topic/partition, INVALID_ARGUMENT bad record,
   // RESOURCE_EXHAUSTED backpressure, UNAVAILABLE broker stopped.
+  // With `producer`, the request is idempotent: see ProduceRequest in log.proto.
   absl::Status Produce(const std::string& topic, std::vector<ProduceRecordArgs> records,
-                       ProduceCallback done);
+                       std::optional<ProducerArgs> producer, ProduceCallback done);
+
+  // A producer id and epoch for idempotent produce. Blocking (a synced write).
+  absl::StatusOr<ProducerInfo> InitProducer(const std::string& name);
+
+  // One pass of retention, compaction and dedup expiry over every topic (see LogCleaner).
+  // Blocking; the background thread calls it every maintenance_interval.
+  void RunMaintenance();
 
   // Reads from `offset`; with max_wait, waits for records when none are available yet.
   // Returns an error up front (never calling `done`): NOT_FOUND, INVALID_ARGUMENT,
@@ -139,8 +167,9 @@ class Broker {
 
   absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
   absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
+  static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
+                                                         const std::vector<RoutedRecord>& routed);
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);
-  absl::StatusOr<int64_t> OffsetForTime(const TopicState& topic, int32_t partition, absl::Time at);
 
   LogStore* const store_;
   const time::Clock* const clock_;
@@ -153,11 +182,20 @@ class Broker {
   uint64_t next_topic_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::atomic<uint64_t> next_waiter_id_{1};
 
-  // Destroyed in reverse order: the pipeline first (completing appends and waking waiters),
-  // then timers (running pending long-poll timeouts), then the executor (running their reads).
+  std::vector<std::shared_ptr<TopicState>> TopicsSnapshot() const;
+  void MaintenanceLoop();
+
+  ProducerRegistry producers_;
+  // Destroyed in reverse order: the maintenance thread first, then the pipeline (completing
+  // appends and waking waiters), timers (running pending long-poll timeouts), and the executor
+  // (running their reads).
   executor::BoundedExecutor reads_;
   time::TimerQueue timers_;
   AppendPipeline pipeline_;
+  LogCleaner cleaner_;
+  absl::Mutex maintenance_mu_;
+  bool stopping_ ABSL_GUARDED_BY(maintenance_mu_) = false;
+  std::thread maintenance_;
 };
 
 }  // namespace conduit::log_broker

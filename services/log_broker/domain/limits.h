@@ -19,5 +19,8 @@ inline constexpr int32_t kMaxFetchBytes = 16 << 20;
 inline constexpr absl::Duration kMaxFetchWait = absl::Seconds(30);
 inline constexpr absl::Duration kMinFlushInterval = absl::Milliseconds(1);
 inline constexpr absl::Duration kMaxFlushInterval = absl::Seconds(60);
+inline constexpr absl::Duration kMaxDedupWindow = absl::Hours(24 * 7);
+// Recent batches remembered per (producer, partition) to answer retries (Kafka keeps 5).
+inline constexpr int kProducerBatchesRemembered = 5;
 
 }  // namespace conduit::log_broker

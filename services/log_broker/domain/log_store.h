@@ -1,15 +1,29 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "services/log_broker/domain/producer_state.h"
 #include "services/log_broker/domain/record.h"
 #include "services/log_broker/domain/topic.h"
 
 namespace conduit::log_broker {
+
+// A partition's durable bookkeeping, written in the same atomic write as every change to the
+// partition's records, so it always agrees with them.
+struct PartitionMeta {
+  int64_t log_start_offset = 0;
+  int64_t next_offset = 0;  // the high watermark
+  int64_t record_count = 0;
+  int64_t bytes = 0;  // payload bytes
+  absl::Time max_event_time = absl::InfinitePast();
+  friend bool operator==(const PartitionMeta&, const PartitionMeta&) = default;
+};
 
 // One record to write at an offset the broker has assigned.
 struct AppendEntry {
@@ -17,42 +31,111 @@ struct AppendEntry {
   int32_t partition = 0;
   int64_t offset = 0;
   absl::Time append_time;
-  const RecordData* data = nullptr;  // not owned; valid for the duration of Append
+  const RecordData* data = nullptr;  // not owned; valid for the duration of Write
 };
 
-// What recovery learns about a partition from its stored records.
-struct PartitionExtent {
-  int64_t log_start_offset = 0;  // offset of the first stored record (== next_offset if empty)
-  int64_t next_offset = 0;       // one past the last stored record
+// Where an event id was appended (dedup window).
+struct DedupEntry {
+  RecordPosition position;
+  absl::Time append_time;
+};
+
+// Everything one atomic write changes. The broker's writer thread builds it; a LogStore applies
+// all of it or nothing.
+struct WriteSet {
+  struct PartitionUpdate {
+    uint64_t topic_id;
+    int32_t partition;
+    PartitionMeta meta;
+  };
+  struct ProducerUpdate {
+    uint64_t topic_id;
+    int32_t partition;
+    int64_t producer_id;
+    ProducerPartitionState state;
+  };
+  struct DedupPut {
+    uint64_t topic_id;
+    std::string event_id;
+    DedupEntry entry;
+  };
+  struct DedupDelete {
+    uint64_t topic_id;
+    std::string event_id;
+  };
+  struct RangeDelete {  // records with offsets in [from, to)
+    uint64_t topic_id;
+    int32_t partition;
+    int64_t from;
+    int64_t to;
+  };
+  struct RecordDelete {
+    uint64_t topic_id;
+    int32_t partition;
+    int64_t offset;
+  };
+
+  std::vector<AppendEntry> records;
+  std::vector<PartitionUpdate> partitions;
+  std::vector<ProducerUpdate> producers;
+  std::vector<DedupPut> dedup_puts;
+  std::vector<DedupDelete> dedup_deletes;
+  std::vector<RangeDelete> range_deletes;
+  std::vector<RecordDelete> record_deletes;
+
+  bool empty() const {
+    return records.empty() && partitions.empty() && producers.empty() && dedup_puts.empty() &&
+           dedup_deletes.empty() && range_deletes.empty() && record_deletes.empty();
+  }
+};
+
+// What recovery learns about a partition.
+struct PartitionRecovery {
+  std::optional<PartitionMeta> meta;  // absent if the partition was never written
+  // From the stored records: first / one-past-last offsets and append times.
+  int64_t first_offset = 0;
+  int64_t end_offset = 0;
+  absl::Time first_append_time = absl::InfinitePast();
   absl::Time last_append_time = absl::InfinitePast();
 };
 
-// Persistence of topics and records. The broker (domain) owns offsets and ordering; a LogStore
-// only stores what it is given, atomically per Append call.
+// Persistence of topics, records and their bookkeeping. The broker (domain) owns offsets,
+// ordering and every rule; a LogStore only stores what it is given, atomically per Write.
 //
-// Implementations are thread-safe: Append is called from the broker's single writer thread,
-// Read from storage executor threads, topic changes from request threads.
+// Implementations are thread-safe: Write is called from the broker's single writer thread,
+// Read from storage executor threads, topic and producer changes from request threads.
 class LogStore {
  public:
   virtual ~LogStore() = default;
 
   // Every topic persisted, in no particular order.
   virtual absl::StatusOr<std::vector<TopicMeta>> LoadTopics() = 0;
-  virtual absl::StatusOr<PartitionExtent> RecoverPartition(uint64_t topic_id, int32_t partition) = 0;
+  virtual absl::StatusOr<PartitionRecovery> RecoverPartition(uint64_t topic_id,
+                                                             int32_t partition) = 0;
+  virtual absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
+      uint64_t topic_id) = 0;
+  virtual absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(uint64_t topic_id) = 0;
 
   // Persists a new topic (durably) and makes room for its records.
   virtual absl::Status CreateTopic(const TopicMeta& topic) = 0;
-  // Removes a topic and all of its records (durably).
+  // Rewrites a topic's metadata (durably).
+  virtual absl::Status UpdateTopic(const TopicMeta& topic) = 0;
+  // Removes a topic, its records and all its bookkeeping (durably).
   virtual absl::Status DeleteTopic(const TopicMeta& topic) = 0;
 
-  // Writes all entries atomically; with `sync`, returns only after the WAL is fsynced.
-  virtual absl::Status Append(const std::vector<AppendEntry>& entries, bool sync) = 0;
-  // Fsyncs everything appended so far.
+  // The producer registry (durable).
+  virtual absl::StatusOr<std::vector<ProducerInfo>> LoadProducers() = 0;
+  virtual absl::Status SaveProducer(const ProducerInfo& producer) = 0;
+
+  // Applies everything atomically; with `sync`, returns only after the WAL is fsynced.
+  virtual absl::Status Write(const WriteSet& writes, bool sync) = 0;
+  // Fsyncs everything written so far.
   virtual absl::Status SyncWal() = 0;
 
   // Records of one partition with offsets in [from, end), in offset order, at most
   // `max_records`, stopping once `max_bytes` of payload is reached (but always at least one
-  // record when any exists). NOT_FOUND when the topic is gone.
+  // record when any exists). Offsets may have holes (compaction). NOT_FOUND when the topic is
+  // gone.
   virtual absl::StatusOr<std::vector<StoredRecord>> Read(uint64_t topic_id, int32_t partition,
                                                          int64_t from, int64_t end,
                                                          int32_t max_records, int64_t max_bytes) = 0;
@@ -66,8 +149,11 @@ class BrokerObserver {
   virtual void OnBatchWritten(int requests, int records, bool synced, absl::Duration latency) {}
   virtual void OnWalSynced(absl::Duration latency) {}
   virtual void OnProduced(const std::string& topic, int64_t records, int64_t bytes) {}
+  virtual void OnDuplicatesDropped(const std::string& topic, int64_t records) {}
   virtual void OnFetched(const std::string& topic, int64_t records, int64_t bytes) {}
   virtual void OnHighWatermark(const std::string& topic, int32_t partition, int64_t hw) {}
+  virtual void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
+                                int64_t bytes) {}
   virtual void OnTopicDeleted(const std::string& topic, int32_t partitions) {}
 };
 

@@ -41,6 +41,9 @@ struct StoredRecord {
 struct RecordPosition {
   int32_t partition = 0;
   int64_t offset = 0;
+  // Not appended again: a retried idempotent batch or an event id seen within the dedup
+  // window. `offset` is the original record's.
+  bool duplicate = false;
   friend bool operator==(const RecordPosition&, const RecordPosition&) = default;
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -14,15 +15,46 @@ enum class Durability {
   kInterval,
 };
 
+enum class CleanupPolicy {
+  kDelete,         // retention by time and size
+  kCompact,        // keep the latest record per key
+  kCompactDelete,  // both
+};
+
 struct TopicConfig {
   Durability durability = Durability::kSync;
   absl::Duration flush_interval = absl::Milliseconds(100);
   int32_t max_record_bytes = 1 << 20;
+  // InfiniteDuration keeps records forever.
+  absl::Duration retention_time = absl::Hours(24 * 7);
+  // -1: no size limit. Per partition.
+  int64_t retention_bytes = -1;
+  CleanupPolicy cleanup_policy = CleanupPolicy::kDelete;
+  absl::Duration tombstone_retention = absl::Hours(24);
+  // Zero: no deduplication by event id.
+  absl::Duration dedup_window = absl::ZeroDuration();
+
+  bool deletes() const { return cleanup_policy != CleanupPolicy::kCompact; }
+  bool compacts() const { return cleanup_policy != CleanupPolicy::kDelete; }
   friend bool operator==(const TopicConfig&, const TopicConfig&) = default;
 };
 
-// A topic's persistent description. `id` is unique for the life of the data directory and names
-// the topic's column family, so a topic deleted and re-created never sees old records.
+// The fields a request sets; the rest keep their current (or default) values.
+struct TopicConfigPatch {
+  std::optional<Durability> durability;
+  std::optional<absl::Duration> flush_interval;
+  std::optional<int32_t> max_record_bytes;
+  std::optional<absl::Duration> retention_time;
+  std::optional<int64_t> retention_bytes;
+  std::optional<CleanupPolicy> cleanup_policy;
+  std::optional<absl::Duration> tombstone_retention;
+  std::optional<absl::Duration> dedup_window;
+
+  TopicConfig ApplyTo(TopicConfig base) const;
+};
+
+// A topic's persistent description. `id` is unique among live topics and names the topic's
+// column family, so a topic deleted and re-created never sees old records.
 struct TopicMeta {
   uint64_t id = 0;
   std::string name;

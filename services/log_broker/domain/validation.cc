@@ -35,25 +35,43 @@ absl::Status ValidatePartitionCount(int32_t partitions) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TopicConfig> NormalizeConfig(TopicConfig config) {
-  if (config.flush_interval == absl::ZeroDuration()) config.flush_interval = absl::Milliseconds(100);
-  if (config.max_record_bytes == 0) config.max_record_bytes = 1 << 20;
+absl::Status ValidateConfig(const TopicConfig& config) {
+  auto invalid = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (config.flush_interval < kMinFlushInterval || config.flush_interval > kMaxFlushInterval) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("flush_interval must be between ", absl::FormatDuration(kMinFlushInterval),
-                     " and ", absl::FormatDuration(kMaxFlushInterval), ", got ",
-                     absl::FormatDuration(config.flush_interval)));
+    return invalid("flush_interval must be between ", absl::FormatDuration(kMinFlushInterval),
+                   " and ", absl::FormatDuration(kMaxFlushInterval), ", got ",
+                   absl::FormatDuration(config.flush_interval));
   }
   if (config.max_record_bytes < 1 || config.max_record_bytes > kMaxRecordBytesLimit) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max_record_bytes must be between 1 and %d, got %d", kMaxRecordBytesLimit,
-                        config.max_record_bytes));
+    return invalid("max_record_bytes must be between 1 and ", kMaxRecordBytesLimit, ", got ",
+                   config.max_record_bytes);
   }
-  return config;
+  if (config.retention_time <= absl::ZeroDuration()) {
+    return invalid("retention_time must be positive (or negative to keep records forever), got ",
+                   absl::FormatDuration(config.retention_time));
+  }
+  if (config.retention_bytes == 0 || config.retention_bytes < -1) {
+    return invalid("retention_bytes must be positive or -1 (no limit), got ",
+                   config.retention_bytes);
+  }
+  if (config.tombstone_retention < absl::ZeroDuration()) {
+    return invalid("tombstone_retention must not be negative, got ",
+                   absl::FormatDuration(config.tombstone_retention));
+  }
+  if (config.dedup_window < absl::ZeroDuration() || config.dedup_window > kMaxDedupWindow) {
+    return invalid("dedup_window must be between 0 and ", absl::FormatDuration(kMaxDedupWindow),
+                   ", got ", absl::FormatDuration(config.dedup_window));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateRecord(const TopicMeta& topic, const RecordData& record,
                             std::optional<int32_t> partition, size_t index) {
+  if (topic.config.compacts() && !record.key) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "record %d has no key; compacted topic '%s' keeps the latest record per key", index,
+        topic.name));
+  }
   if (partition && (*partition < 0 || *partition >= topic.partitions)) {
     return absl::NotFoundError(absl::StrFormat("record %d: partition %d of topic '%s' does not exist "
                                                "(it has %d partitions)",

@@ -16,10 +16,11 @@ absl::Status ValidateTopicName(absl::string_view name);
 // 1..kMaxPartitions. INVALID_ARGUMENT otherwise.
 absl::Status ValidatePartitionCount(int32_t partitions);
 
-// Checks a config and fills defaults for unset (zero) fields. INVALID_ARGUMENT when out of range.
-absl::StatusOr<TopicConfig> NormalizeConfig(TopicConfig config);
+// INVALID_ARGUMENT naming the first field out of range.
+absl::Status ValidateConfig(const TopicConfig& config);
 
-// One record against its topic: size limit, partition range when explicit.
+// One record against its topic: size limit, partition range when explicit, key present on
+// compacted topics.
 absl::Status ValidateRecord(const TopicMeta& topic, const RecordData& record,
                             std::optional<int32_t> partition, size_t index);
 

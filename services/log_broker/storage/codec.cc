@@ -6,7 +6,7 @@ namespace conduit::log_broker::codec {
 namespace {
 
 constexpr uint8_t kRecordVersion = 1;
-constexpr uint8_t kTopicMetaVersion = 1;
+constexpr uint8_t kTopicMetaVersion = 2;
 constexpr uint8_t kHasKey = 1, kHasValue = 2, kHasEventTime = 4;
 
 absl::Status Corrupt(std::string_view what) {
@@ -72,15 +72,24 @@ absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, RecordDa
 }
 
 std::string EncodeTopicMeta(const TopicMeta& meta) {
+  const TopicConfig& c = meta.config;
   std::string out;
   out.push_back(static_cast<char>(kTopicMetaVersion));
   coding::PutBigEndian64(&out, meta.id);
   coding::PutLengthPrefixed(&out, meta.name);
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.partitions));
-  out.push_back(static_cast<char>(meta.config.durability == Durability::kSync ? 0 : 1));
-  coding::PutVarint64(&out, static_cast<uint64_t>(absl::ToInt64Microseconds(meta.config.flush_interval)));
-  coding::PutVarint64(&out, static_cast<uint64_t>(meta.config.max_record_bytes));
+  out.push_back(static_cast<char>(c.durability == Durability::kSync ? 0 : 1));
+  coding::PutVarint64(&out, static_cast<uint64_t>(absl::ToInt64Microseconds(c.flush_interval)));
+  coding::PutVarint64(&out, static_cast<uint64_t>(c.max_record_bytes));
   coding::PutBigEndian64(&out, static_cast<uint64_t>(absl::ToUnixMicros(meta.created)));
+  const int64_t retention = c.retention_time == absl::InfiniteDuration()
+                                ? -1
+                                : absl::ToInt64Microseconds(c.retention_time);
+  coding::PutBigEndian64(&out, static_cast<uint64_t>(retention));
+  coding::PutBigEndian64(&out, static_cast<uint64_t>(c.retention_bytes));
+  out.push_back(static_cast<char>(c.cleanup_policy));
+  coding::PutVarint64(&out, static_cast<uint64_t>(absl::ToInt64Microseconds(c.tombstone_retention)));
+  coding::PutVarint64(&out, static_cast<uint64_t>(absl::ToInt64Microseconds(c.dedup_window)));
   return out;
 }
 
@@ -89,7 +98,7 @@ absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in) {
   uint8_t version = 0, durability = 0;
   uint64_t partitions = 0, flush_us = 0, max_record = 0, created = 0;
   std::string_view name;
-  if (!coding::GetByte(&in, &version) || version != kTopicMetaVersion ||
+  if (!coding::GetByte(&in, &version) || (version != 1 && version != kTopicMetaVersion) ||
       !coding::GetFixed64(&in, &meta.id) || !coding::GetLengthPrefixed(&in, &name) ||
       !coding::GetVarint64(&in, &partitions) || !coding::GetByte(&in, &durability) ||
       !coding::GetVarint64(&in, &flush_us) || !coding::GetVarint64(&in, &max_record) ||
@@ -98,11 +107,161 @@ absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in) {
   }
   meta.name = std::string(name);
   meta.partitions = static_cast<int32_t>(partitions);
-  meta.config.durability = durability == 0 ? Durability::kSync : Durability::kInterval;
-  meta.config.flush_interval = absl::Microseconds(static_cast<int64_t>(flush_us));
-  meta.config.max_record_bytes = static_cast<int32_t>(max_record);
+  TopicConfig& c = meta.config;
+  c.durability = durability == 0 ? Durability::kSync : Durability::kInterval;
+  c.flush_interval = absl::Microseconds(static_cast<int64_t>(flush_us));
+  c.max_record_bytes = static_cast<int32_t>(max_record);
   meta.created = absl::FromUnixMicros(static_cast<int64_t>(created));
+  if (version == 1) return meta;  // later fields keep their defaults
+  uint64_t retention = 0, retention_bytes = 0, tombstone = 0, dedup = 0;
+  uint8_t policy = 0;
+  if (!coding::GetFixed64(&in, &retention) || !coding::GetFixed64(&in, &retention_bytes) ||
+      !coding::GetByte(&in, &policy) || policy > 2 || !coding::GetVarint64(&in, &tombstone) ||
+      !coding::GetVarint64(&in, &dedup)) {
+    return Corrupt("topic metadata");
+  }
+  c.retention_time = static_cast<int64_t>(retention) < 0
+                         ? absl::InfiniteDuration()
+                         : absl::Microseconds(static_cast<int64_t>(retention));
+  c.retention_bytes = static_cast<int64_t>(retention_bytes);
+  c.cleanup_policy = static_cast<CleanupPolicy>(policy);
+  c.tombstone_retention = absl::Microseconds(static_cast<int64_t>(tombstone));
+  c.dedup_window = absl::Microseconds(static_cast<int64_t>(dedup));
   return meta;
+}
+
+namespace {
+
+void PutTime(std::string* out, absl::Time t) {
+  const int64_t micros = t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixMicros(t);
+  coding::PutBigEndian64(out, static_cast<uint64_t>(micros));
+}
+
+bool GetTime(std::string_view* in, absl::Time* t) {
+  uint64_t raw = 0;
+  if (!coding::GetFixed64(in, &raw)) return false;
+  const int64_t micros = static_cast<int64_t>(raw);
+  *t = micros == INT64_MIN ? absl::InfinitePast() : absl::FromUnixMicros(micros);
+  return true;
+}
+
+bool GetInt64(std::string_view* in, int64_t* v) {
+  uint64_t raw = 0;
+  if (!coding::GetVarint64(in, &raw)) return false;
+  *v = static_cast<int64_t>(raw);
+  return true;
+}
+
+bool GetInt32(std::string_view* in, int32_t* v) {
+  uint64_t raw = 0;
+  if (!coding::GetVarint64(in, &raw) || raw > UINT32_MAX) return false;
+  *v = static_cast<int32_t>(static_cast<uint32_t>(raw));
+  return true;
+}
+
+bool CheckVersion(std::string_view* in) {
+  uint8_t version = 0;
+  return coding::GetByte(in, &version) && version == 1;
+}
+
+}  // namespace
+
+std::string EncodePartitionMeta(const PartitionMeta& meta) {
+  std::string out(1, '\x01');
+  coding::PutVarint64(&out, static_cast<uint64_t>(meta.log_start_offset));
+  coding::PutVarint64(&out, static_cast<uint64_t>(meta.next_offset));
+  coding::PutVarint64(&out, static_cast<uint64_t>(meta.record_count));
+  coding::PutVarint64(&out, static_cast<uint64_t>(meta.bytes));
+  PutTime(&out, meta.max_event_time);
+  return out;
+}
+
+absl::StatusOr<PartitionMeta> DecodePartitionMeta(std::string_view in) {
+  PartitionMeta meta;
+  if (!CheckVersion(&in) || !GetInt64(&in, &meta.log_start_offset) ||
+      !GetInt64(&in, &meta.next_offset) || !GetInt64(&in, &meta.record_count) ||
+      !GetInt64(&in, &meta.bytes) || !GetTime(&in, &meta.max_event_time)) {
+    return Corrupt("partition metadata");
+  }
+  return meta;
+}
+
+std::string EncodeProducerState(const ProducerPartitionState& state) {
+  std::string out(1, '\x01');
+  coding::PutVarint64(&out, static_cast<uint64_t>(static_cast<int64_t>(state.epoch) + 1));
+  coding::PutVarint64(&out, static_cast<uint64_t>(static_cast<int64_t>(state.last_sequence) + 1));
+  coding::PutVarint64(&out, state.recent.size());
+  for (const ProducerBatch& b : state.recent) {
+    coding::PutVarint64(&out, static_cast<uint64_t>(b.base_sequence));
+    coding::PutVarint64(&out, static_cast<uint64_t>(b.count));
+    coding::PutVarint64(&out, static_cast<uint64_t>(b.first_offset));
+    coding::PutVarint64(&out, b.offsets.size());
+    for (int64_t o : b.offsets) coding::PutVarint64(&out, static_cast<uint64_t>(o));
+  }
+  return out;
+}
+
+absl::StatusOr<ProducerPartitionState> DecodeProducerState(std::string_view in) {
+  ProducerPartitionState state;
+  int64_t epoch = 0, last = 0, batches = 0;
+  if (!CheckVersion(&in) || !GetInt64(&in, &epoch) || !GetInt64(&in, &last) ||
+      !GetInt64(&in, &batches) || batches < 0 || batches > 1000) {
+    return Corrupt("producer state");
+  }
+  state.epoch = static_cast<int32_t>(epoch - 1);
+  state.last_sequence = static_cast<int32_t>(last - 1);
+  for (int64_t i = 0; i < batches; ++i) {
+    ProducerBatch b;
+    int64_t offsets = 0;
+    if (!GetInt32(&in, &b.base_sequence) || !GetInt32(&in, &b.count) ||
+        !GetInt64(&in, &b.first_offset) || !GetInt64(&in, &offsets) || offsets < 0 ||
+        offsets > static_cast<int64_t>(in.size())) {
+      return Corrupt("producer state");
+    }
+    b.offsets.resize(offsets);
+    for (auto& o : b.offsets) {
+      if (!GetInt64(&in, &o)) return Corrupt("producer state");
+    }
+    state.recent.push_back(std::move(b));
+  }
+  return state;
+}
+
+std::string EncodeProducerInfo(const ProducerInfo& info) {
+  std::string out(1, '\x01');
+  coding::PutVarint64(&out, static_cast<uint64_t>(info.epoch));
+  coding::PutLengthPrefixed(&out, info.name);
+  return out;
+}
+
+absl::StatusOr<ProducerInfo> DecodeProducerInfo(int64_t id, std::string_view in) {
+  ProducerInfo info;
+  info.id = id;
+  std::string_view name;
+  if (!CheckVersion(&in) || !GetInt32(&in, &info.epoch) || !coding::GetLengthPrefixed(&in, &name)) {
+    return Corrupt("producer");
+  }
+  info.name = std::string(name);
+  return info;
+}
+
+std::string EncodeDedupEntry(const DedupEntry& entry) {
+  std::string out(1, '\x01');
+  coding::PutBigEndian32(&out, static_cast<uint32_t>(entry.position.partition));
+  coding::PutVarint64(&out, static_cast<uint64_t>(entry.position.offset));
+  PutTime(&out, entry.append_time);
+  return out;
+}
+
+absl::StatusOr<DedupEntry> DecodeDedupEntry(std::string_view in) {
+  DedupEntry entry;
+  if (!CheckVersion(&in) || in.size() < 4) return Corrupt("dedup entry");
+  entry.position.partition = static_cast<int32_t>(coding::ReadBigEndian32(in.data()));
+  in.remove_prefix(4);
+  if (!GetInt64(&in, &entry.position.offset) || !GetTime(&in, &entry.append_time)) {
+    return Corrupt("dedup entry");
+  }
+  return entry;
 }
 
 }  // namespace conduit::log_broker::codec

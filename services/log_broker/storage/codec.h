@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/record.h"
 #include "services/log_broker/domain/topic.h"
 
@@ -17,10 +18,31 @@ void EncodeRecord(const RecordData& data, absl::Time append_time, std::string* o
 // DATA_LOSS when the bytes are not a valid record.
 absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, RecordData* data);
 
-// Topic metadata, format version 1:
-//   u8 version=1 | BE64 id | varint len + name | varint partitions | u8 durability
+// Topic metadata, format version 2 (version 1 stops after `created`):
+//   u8 version=2 | BE64 id | varint len + name | varint partitions | u8 durability
 //   | varint flush interval µs | varint max record bytes | BE64 created µs
+//   | BE64 retention time µs (-1: forever) | BE64 retention bytes (-1: none) | u8 cleanup policy
+//   | varint tombstone retention µs | varint dedup window µs
 std::string EncodeTopicMeta(const TopicMeta& meta);
 absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in);
+
+// Partition bookkeeping v1: u8 1 | varint log start | varint next offset | varint record count
+//   | varint bytes | BE64 max event time µs (INT64_MIN: none)
+std::string EncodePartitionMeta(const PartitionMeta& meta);
+absl::StatusOr<PartitionMeta> DecodePartitionMeta(std::string_view in);
+
+// Producer state in a partition v1: u8 1 | varint epoch+1 | varint last sequence+1
+//   | varint batch count | (varint base seq | varint count | varint first offset
+//   | varint offsets count | varint offset*)*
+std::string EncodeProducerState(const ProducerPartitionState& state);
+absl::StatusOr<ProducerPartitionState> DecodeProducerState(std::string_view in);
+
+// Producer registry entry v1: u8 1 | varint epoch | varint len + name
+std::string EncodeProducerInfo(const ProducerInfo& info);
+absl::StatusOr<ProducerInfo> DecodeProducerInfo(int64_t id, std::string_view in);
+
+// Dedup entry v1: u8 1 | BE32 partition | varint offset | BE64 append time µs
+std::string EncodeDedupEntry(const DedupEntry& entry);
+absl::StatusOr<DedupEntry> DecodeDedupEntry(std::string_view in);
 
 }  // namespace conduit::log_broker::codec

@@ -24,7 +24,15 @@ inline constexpr std::string_view kTopicColumnFamilyPrefix = "topic.";
 // Prefixes of keys in the "meta" column family. Each must be distinct (checked below), so one
 // kind of key never shadows another.
 inline constexpr char kTopicMetaPrefix = 'T';      // 'T' + BE64(topic id) → TopicMeta
-inline constexpr std::array<char, 1> kMetaPrefixes = {kTopicMetaPrefix};
+inline constexpr char kPartitionMetaPrefix = 'P';  // 'P' + BE64(topic id) + BE32(partition) → PartitionMeta
+inline constexpr char kProducerStatePrefix = 'S';  // 'S' + BE64(topic) + BE32(partition) + BE64(producer) → ProducerPartitionState
+inline constexpr char kDedupPrefix = 'E';          // 'E' + BE64(topic id) + event id → DedupEntry
+inline constexpr char kProducerPrefix = 'R';       // 'R' + BE64(producer id) → ProducerInfo
+inline constexpr std::array<char, 5> kMetaPrefixes = {
+    kTopicMetaPrefix, kPartitionMetaPrefix, kProducerStatePrefix, kDedupPrefix, kProducerPrefix};
+// Prefixes whose keys continue with BE64(topic id): a topic's bookkeeping is one range each.
+inline constexpr std::array<char, 3> kTopicScopedPrefixes = {kPartitionMetaPrefix,
+                                                             kProducerStatePrefix, kDedupPrefix};
 
 constexpr bool AllDistinct(const auto& prefixes) {
   for (size_t i = 0; i < prefixes.size(); ++i)
@@ -50,6 +58,41 @@ inline std::optional<uint64_t> TopicIdOfColumnFamily(std::string_view name) {
 inline std::string TopicMetaKey(uint64_t topic_id) {
   std::string key(1, kTopicMetaPrefix);
   coding::PutBigEndian64(&key, topic_id);
+  return key;
+}
+
+// prefix + BE64(topic id): the start of one topic's keys under a topic-scoped prefix; the same
+// for topic_id + 1 is the end.
+inline std::string TopicScopeKey(char prefix, uint64_t topic_id) {
+  std::string key(1, prefix);
+  coding::PutBigEndian64(&key, topic_id);
+  return key;
+}
+
+inline std::string PartitionMetaKey(uint64_t topic_id, int32_t partition) {
+  std::string key = TopicScopeKey(kPartitionMetaPrefix, topic_id);
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
+  return key;
+}
+
+inline std::string ProducerStateKey(uint64_t topic_id, int32_t partition, int64_t producer_id) {
+  std::string key = TopicScopeKey(kProducerStatePrefix, topic_id);
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
+  coding::PutBigEndian64(&key, static_cast<uint64_t>(producer_id));
+  return key;
+}
+inline constexpr size_t kProducerStateKeySize = 1 + 8 + 4 + 8;
+
+inline std::string DedupKey(uint64_t topic_id, std::string_view event_id) {
+  std::string key = TopicScopeKey(kDedupPrefix, topic_id);
+  key.append(event_id);
+  return key;
+}
+inline constexpr size_t kDedupKeyPrefixSize = 1 + 8;
+
+inline std::string ProducerKey(int64_t producer_id) {
+  std::string key(1, kProducerPrefix);
+  coding::PutBigEndian64(&key, static_cast<uint64_t>(producer_id));
   return key;
 }
 

@@ -56,23 +56,44 @@ RocksDbLogStore::~RocksDbLogStore() {
   meta_.reset();
 }
 
+absl::Status RocksDbLogStore::ScanMeta(
+    const std::string& prefix,
+    const std::function<absl::Status(std::string_view, std::string_view)>& fn) {
+  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), meta_.get()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (auto s = fn(it->key().ToStringView(), it->value().ToStringView()); !s.ok()) return s;
+  }
+  return ToStatus(it->status(), "scan metadata");
+}
+
 absl::StatusOr<std::vector<TopicMeta>> RocksDbLogStore::LoadTopics() {
   std::vector<TopicMeta> out;
-  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), meta_.get()));
-  const std::string prefix(1, keys::kTopicMetaPrefix);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    auto meta = codec::DecodeTopicMeta(it->value().ToStringView());
-    if (!meta.ok()) return meta.status();
-    out.push_back(*std::move(meta));
-  }
-  if (!it->status().ok()) return ToStatus(it->status(), "load topics");
+  absl::Status s = ScanMeta(std::string(1, keys::kTopicMetaPrefix),
+                            [&](std::string_view, std::string_view value) {
+                              auto meta = codec::DecodeTopicMeta(value);
+                              if (!meta.ok()) return meta.status();
+                              out.push_back(*std::move(meta));
+                              return absl::OkStatus();
+                            });
+  if (!s.ok()) return s;
   return out;
 }
 
-absl::StatusOr<PartitionExtent> RocksDbLogStore::RecoverPartition(uint64_t topic_id,
-                                                                  int32_t partition) {
+absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(uint64_t topic_id,
+                                                                    int32_t partition) {
   auto handle = TopicHandle(topic_id);
   if (!handle.ok()) return handle.status();
+  PartitionRecovery out;
+  std::string value;
+  rocksdb::Status got = db_.db()->Get(rocksdb::ReadOptions(), meta_.get(),
+                                      keys::PartitionMetaKey(topic_id, partition), &value);
+  if (got.ok()) {
+    auto meta = codec::DecodePartitionMeta(value);
+    if (!meta.ok()) return meta.status();
+    out.meta = *meta;
+  } else if (!got.IsNotFound()) {
+    return ToStatus(got, "read partition metadata");
+  }
   const std::string lower = keys::RecordKey(partition, 0);
   const std::string upper = keys::PartitionEndKey(partition);
   rocksdb::Slice lower_slice(lower), upper_slice(upper);
@@ -80,20 +101,60 @@ absl::StatusOr<PartitionExtent> RocksDbLogStore::RecoverPartition(uint64_t topic
   options.iterate_lower_bound = &lower_slice;
   options.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, handle->get()));
-  PartitionExtent extent;
+  RecordData ignored;
   it->SeekToLast();
   if (it->Valid()) {
-    extent.next_offset = keys::OffsetOfRecordKey(it->key().ToStringView()) + 1;
-    RecordData ignored;
-    if (auto s = codec::DecodeRecord(it->value().ToStringView(), &extent.last_append_time, &ignored);
+    out.end_offset = keys::OffsetOfRecordKey(it->key().ToStringView()) + 1;
+    if (auto s = codec::DecodeRecord(it->value().ToStringView(), &out.last_append_time, &ignored);
         !s.ok()) {
       return s;
     }
     it->SeekToFirst();
-    if (it->Valid()) extent.log_start_offset = keys::OffsetOfRecordKey(it->key().ToStringView());
+    if (it->Valid()) {
+      out.first_offset = keys::OffsetOfRecordKey(it->key().ToStringView());
+      ignored = RecordData();
+      if (auto s = codec::DecodeRecord(it->value().ToStringView(), &out.first_append_time, &ignored);
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   if (!it->status().ok()) return ToStatus(it->status(), "recover partition");
-  return extent;
+  return out;
+}
+
+absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> RocksDbLogStore::LoadProducerStates(
+    uint64_t topic_id) {
+  std::vector<WriteSet::ProducerUpdate> out;
+  absl::Status s = ScanMeta(
+      keys::TopicScopeKey(keys::kProducerStatePrefix, topic_id),
+      [&](std::string_view key, std::string_view value) {
+        if (key.size() != keys::kProducerStateKeySize) return absl::DataLossError("bad producer key");
+        auto state = codec::DecodeProducerState(value);
+        if (!state.ok()) return state.status();
+        out.push_back(WriteSet::ProducerUpdate{
+            topic_id, static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 9)),
+            static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 13)), *std::move(state)});
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<std::vector<WriteSet::DedupPut>> RocksDbLogStore::LoadDedupEntries(
+    uint64_t topic_id) {
+  std::vector<WriteSet::DedupPut> out;
+  absl::Status s = ScanMeta(keys::TopicScopeKey(keys::kDedupPrefix, topic_id),
+                            [&](std::string_view key, std::string_view value) {
+                              auto entry = codec::DecodeDedupEntry(value);
+                              if (!entry.ok()) return entry.status();
+                              out.push_back(WriteSet::DedupPut{
+                                  topic_id, std::string(key.substr(keys::kDedupKeyPrefixSize)),
+                                  *entry});
+                              return absl::OkStatus();
+                            });
+  if (!s.ok()) return s;
+  return out;
 }
 
 absl::Status RocksDbLogStore::CreateTopic(const TopicMeta& topic) {
@@ -114,13 +175,28 @@ absl::Status RocksDbLogStore::CreateTopic(const TopicMeta& topic) {
   return absl::OkStatus();
 }
 
+absl::Status RocksDbLogStore::UpdateTopic(const TopicMeta& topic) {
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return ToStatus(db_.db()->Put(sync, meta_.get(), keys::TopicMetaKey(topic.id),
+                                codec::EncodeTopicMeta(topic)),
+                  absl::StrCat("update topic '", topic.name, "'"));
+}
+
 absl::Status RocksDbLogStore::DeleteTopic(const TopicMeta& topic) {
   auto handle = TopicHandle(topic.id);
   if (!handle.ok()) return handle.status();
   // Metadata first, column family second: a crash in between leaves an orphan to drop.
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s = batch.Delete(meta_.get(), keys::TopicMetaKey(topic.id));
+  for (char prefix : keys::kTopicScopedPrefixes) {
+    if (!s.ok()) break;
+    s = batch.DeleteRange(meta_.get(), keys::TopicScopeKey(prefix, topic.id),
+                          keys::TopicScopeKey(prefix, topic.id + 1));
+  }
   rocksdb::WriteOptions sync;
   sync.sync = true;
-  rocksdb::Status s = db_.db()->Delete(sync, meta_.get(), keys::TopicMetaKey(topic.id));
+  if (s.ok()) s = db_.db()->Write(sync, &batch);
   if (!s.ok()) return ToStatus(s, absl::StrCat("delete topic '", topic.name, "'"));
   {
     absl::MutexLock lock(&mu_);
@@ -131,28 +207,110 @@ absl::Status RocksDbLogStore::DeleteTopic(const TopicMeta& topic) {
   return ToStatus(s, absl::StrCat("drop records of topic '", topic.name, "'"));
 }
 
-absl::Status RocksDbLogStore::Append(const std::vector<AppendEntry>& entries, bool sync) {
+absl::StatusOr<std::vector<ProducerInfo>> RocksDbLogStore::LoadProducers() {
+  std::vector<ProducerInfo> out;
+  absl::Status s = ScanMeta(std::string(1, keys::kProducerPrefix),
+                            [&](std::string_view key, std::string_view value) {
+                              if (key.size() != 9) return absl::DataLossError("bad producer key");
+                              auto info = codec::DecodeProducerInfo(
+                                  static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 1)),
+                                  value);
+                              if (!info.ok()) return info.status();
+                              out.push_back(*std::move(info));
+                              return absl::OkStatus();
+                            });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::Status RocksDbLogStore::SaveProducer(const ProducerInfo& producer) {
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return ToStatus(db_.db()->Put(sync, meta_.get(), keys::ProducerKey(producer.id),
+                                codec::EncodeProducerInfo(producer)),
+                  "save producer");
+}
+
+absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
   rocksdb::WriteBatch batch;
   std::string value;
   uint64_t cached_id = 0;
   rocksdb_util::OpenDb::Handle cached;
-  for (const AppendEntry& e : entries) {
-    if (!cached || e.topic_id != cached_id) {
-      auto handle = TopicHandle(e.topic_id);
+  auto topic_cf = [&](uint64_t topic_id) -> absl::StatusOr<rocksdb::ColumnFamilyHandle*> {
+    if (!cached || topic_id != cached_id) {
+      auto handle = TopicHandle(topic_id);
       if (!handle.ok()) return handle.status();
       cached = *std::move(handle);
-      cached_id = e.topic_id;
+      cached_id = topic_id;
     }
-    codec::EncodeRecord(*e.data, e.append_time, &value);
-    rocksdb::Status s = batch.Put(cached.get(), keys::RecordKey(e.partition, e.offset), value);
-    if (!s.ok()) return ToStatus(s, "build write batch");
+    return cached.get();
+  };
+  rocksdb::Status s;
+  auto check = [&](const rocksdb::Status& st) {
+    if (s.ok()) s = st;
+  };
+  for (const auto& d : writes.range_deletes) {
+    auto cf = topic_cf(d.topic_id);
+    if (!cf.ok()) return cf.status();
+    check(batch.DeleteRange(*cf, keys::RecordKey(d.partition, d.from), keys::RecordKey(d.partition, d.to)));
   }
+  for (const auto& d : writes.record_deletes) {
+    auto cf = topic_cf(d.topic_id);
+    if (!cf.ok()) return cf.status();
+    check(batch.Delete(*cf, keys::RecordKey(d.partition, d.offset)));
+  }
+  for (const AppendEntry& e : writes.records) {
+    auto cf = topic_cf(e.topic_id);
+    if (!cf.ok()) return cf.status();
+    codec::EncodeRecord(*e.data, e.append_time, &value);
+    check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), value));
+  }
+  for (const auto& p : writes.partitions) {
+    check(batch.Put(meta_.get(), keys::PartitionMetaKey(p.topic_id, p.partition),
+                    codec::EncodePartitionMeta(p.meta)));
+  }
+  for (const auto& p : writes.producers) {
+    check(batch.Put(meta_.get(), keys::ProducerStateKey(p.topic_id, p.partition, p.producer_id),
+                    codec::EncodeProducerState(p.state)));
+  }
+  // Deletes before puts: an id expired and re-appended in the same batch keeps its new entry.
+  for (const auto& d : writes.dedup_deletes) {
+    check(batch.Delete(meta_.get(), keys::DedupKey(d.topic_id, d.event_id)));
+  }
+  for (const auto& d : writes.dedup_puts) {
+    check(batch.Put(meta_.get(), keys::DedupKey(d.topic_id, d.event_id),
+                    codec::EncodeDedupEntry(d.entry)));
+  }
+  if (!s.ok()) return ToStatus(s, "build write batch");
   rocksdb::WriteOptions options;
   options.sync = sync;
-  return ToStatus(db_.db()->Write(options, &batch), "append records");
+  return ToStatus(db_.db()->Write(options, &batch), "write records");
 }
 
 absl::Status RocksDbLogStore::SyncWal() { return ToStatus(db_.db()->SyncWAL(), "sync wal"); }
+
+absl::Status RocksDbLogStore::CompactTopic(uint64_t topic_id) {
+  auto handle = TopicHandle(topic_id);
+  if (!handle.ok()) return handle.status();
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  return ToStatus(db_.db()->CompactRange(options, handle->get(), nullptr, nullptr),
+                  "compact topic");
+}
+
+int64_t RocksDbLogStore::LiveDataBytes() const {
+  uint64_t total = 0;
+  (void)db_.db()->GetIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize, &total);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, handle] : topics_) {
+    uint64_t cf_bytes = 0;
+    if (db_.db()->GetIntProperty(handle.get(), rocksdb::DB::Properties::kLiveSstFilesSize,
+                                 &cf_bytes)) {
+      total += cf_bytes;
+    }
+  }
+  return static_cast<int64_t>(total);
+}
 
 absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(uint64_t topic_id,
                                                                 int32_t partition, int64_t from,

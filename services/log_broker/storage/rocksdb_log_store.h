@@ -1,7 +1,9 @@
 #pragma once
 
 #include <memory>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -23,11 +25,23 @@ class RocksDbLogStore final : public LogStore {
   ~RocksDbLogStore() override;
 
   absl::StatusOr<std::vector<TopicMeta>> LoadTopics() override;
-  absl::StatusOr<PartitionExtent> RecoverPartition(uint64_t topic_id, int32_t partition) override;
+  absl::StatusOr<PartitionRecovery> RecoverPartition(uint64_t topic_id, int32_t partition) override;
+  absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
+      uint64_t topic_id) override;
+  absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(uint64_t topic_id) override;
   absl::Status CreateTopic(const TopicMeta& topic) override;
+  absl::Status UpdateTopic(const TopicMeta& topic) override;
   absl::Status DeleteTopic(const TopicMeta& topic) override;
-  absl::Status Append(const std::vector<AppendEntry>& entries, bool sync) override;
+  absl::StatusOr<std::vector<ProducerInfo>> LoadProducers() override;
+  absl::Status SaveProducer(const ProducerInfo& producer) override;
+  absl::Status Write(const WriteSet& writes, bool sync) override;
   absl::Status SyncWal() override;
+
+  // Compacts the RocksDB key range of a whole topic so deleted records free their space now
+  // (retention and compaction otherwise reclaim it as RocksDB compacts in the background).
+  absl::Status CompactTopic(uint64_t topic_id);
+  // Live SST bytes of the database (an estimate from RocksDB's properties).
+  int64_t LiveDataBytes() const;
   absl::StatusOr<std::vector<StoredRecord>> Read(uint64_t topic_id, int32_t partition,
                                                  int64_t from, int64_t end, int32_t max_records,
                                                  int64_t max_bytes) override;
@@ -35,6 +49,9 @@ class RocksDbLogStore final : public LogStore {
  private:
   explicit RocksDbLogStore(rocksdb_util::OpenDb db);
   absl::StatusOr<rocksdb_util::OpenDb::Handle> TopicHandle(uint64_t topic_id) const;
+  // Calls fn(key, value) for every meta key starting with `prefix`.
+  absl::Status ScanMeta(const std::string& prefix,
+                        const std::function<absl::Status(std::string_view, std::string_view)>& fn);
 
   rocksdb_util::OpenDb db_;
   rocksdb_util::OpenDb::Handle meta_;

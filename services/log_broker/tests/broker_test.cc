@@ -16,6 +16,12 @@ namespace {
 using ::testing::ElementsAre;
 using testing::FakeLogStore;
 
+TopicConfigPatch MaxRecordBytes(int32_t n) {
+  TopicConfigPatch patch;
+  patch.max_record_bytes = n;
+  return patch;
+}
+
 ProduceRecordArgs Keyed(std::string key, std::string value) {
   ProduceRecordArgs r;
   r.data.key = std::move(key);
@@ -39,15 +45,18 @@ class BrokerTest : public ::testing::Test {
 
   void Reopen() {
     broker_.reset();
-    broker_ = std::make_unique<Broker>(&store_, &clock_, &observer_);
+    BrokerOptions options;
+    options.maintenance_interval = absl::ZeroDuration();  // tests run passes themselves
+    broker_ = std::make_unique<Broker>(&store_, &clock_, &observer_, options);
     ASSERT_TRUE(broker_->Recover().ok());
   }
 
   absl::StatusOr<ProduceResult> Produce(const std::string& topic,
-                                        std::vector<ProduceRecordArgs> records) {
+                                        std::vector<ProduceRecordArgs> records,
+                                        std::optional<ProducerArgs> producer = std::nullopt) {
     absl::Notification done;
     absl::StatusOr<ProduceResult> result;
-    absl::Status queued = broker_->Produce(topic, std::move(records), [&](auto r) {
+    absl::Status queued = broker_->Produce(topic, std::move(records), producer, [&](auto r) {
       result = std::move(r);
       done.Notify();
     });
@@ -132,7 +141,7 @@ TEST_F(BrokerTest, KeyedRecordsFollowKafkasPartitionerAndKeylessStickPerRequest)
 }
 
 TEST_F(BrokerTest, BadProduceChangesNothing) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 2, TopicConfig{Durability::kSync, {}, 16}).ok());
+  ASSERT_TRUE(broker_->CreateTopic("t", 2, MaxRecordBytes(16)).ok());
   EXPECT_EQ(Produce("nope", {Keyless("x")}).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Produce("t", {}).status().code(), absl::StatusCode::kInvalidArgument);
   // One bad record fails the whole request: the good one before it is not appended.
@@ -146,7 +155,7 @@ TEST_F(BrokerTest, BadProduceChangesNothing) {
 }
 
 TEST_F(BrokerTest, RequestOverTheSizeLimitIsRefusedWhole) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, TopicConfig{Durability::kSync, {}, 8 << 20}).ok());
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, MaxRecordBytes(8 << 20)).ok());
   std::vector<ProduceRecordArgs> records;
   for (int i = 0; i < 5; ++i) records.push_back(To(0, std::string(7 << 20, 'x')));  // 35 MiB
   auto status = Produce("t", std::move(records)).status();
@@ -282,30 +291,30 @@ TEST_F(BrokerTest, RecoveryResumesOffsetsAndAppendTime) {
 TEST_F(BrokerTest, ConcurrentRequestsShareOneWrite) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
   ASSERT_TRUE(Produce("t", {To(0, "warm")}).ok());
-  store_.HoldAppends(true);  // the writer blocks inside its next Append
+  store_.HoldWrites(true);  // the writer blocks inside its next Append
   std::atomic<int> acked{0};
-  ASSERT_TRUE(broker_->Produce("t", {To(0, "first")}, [&](auto r) { acked++; }).ok());
-  store_.WaitForAppendsEntered(2);  // the writer is blocked in Append with "first"
+  ASSERT_TRUE(broker_->Produce("t", {To(0, "first")}, std::nullopt, [&](auto r) { acked++; }).ok());
+  store_.WaitForWritesEntered(2);  // the writer is blocked in Append with "first"
 
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(broker_->Produce("t", {To(0, "x"), To(0, "y")}, [&](auto r) { acked++; }).ok());
+    ASSERT_TRUE(broker_->Produce("t", {To(0, "x"), To(0, "y")}, std::nullopt, [&](auto r) { acked++; }).ok());
   }
-  store_.HoldAppends(false);
+  store_.HoldWrites(false);
   while (acked.load() < 11) absl::SleepFor(absl::Milliseconds(1));  // acks are asynchronous
   // warm-up write, the held write (1 record), then the ten queued requests in one write.
-  EXPECT_THAT(store_.append_calls(), ElementsAre(1, 1, 20));
+  EXPECT_THAT(store_.write_calls(), ElementsAre(1, 1, 20));
 }
 
 TEST_F(BrokerTest, FailedWriteAssignsNoOffsetsAndStopsProduce) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
   ASSERT_TRUE(Produce("t", {To(0, "a")}).ok());
-  store_.FailAppends(absl::UnavailableError("disk on fire"));
+  store_.FailWrites(absl::UnavailableError("disk on fire"));
   EXPECT_EQ(Produce("t", {To(0, "b")}).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Produce("t", {To(0, "c")}).status().code(), absl::StatusCode::kUnavailable);
   auto described = broker_->DescribeTopic("t");
-  EXPECT_EQ(described->partitions[0].high_watermark, 1) << "nothing past the failure is visible";
+  EXPECT_EQ(described->partitions[0].meta.next_offset, 1) << "nothing past the failure is visible";
   // After a restart on a healthy store the next offset is the one after the last durable record.
-  store_.FailAppends(absl::OkStatus());
+  store_.FailWrites(absl::OkStatus());
   Reopen();
   auto next = Produce("t", {To(0, "d")});
   ASSERT_TRUE(next.ok());
@@ -314,7 +323,8 @@ TEST_F(BrokerTest, FailedWriteAssignsNoOffsetsAndStopsProduce) {
 
 TEST_F(BrokerTest, IntervalTopicsAreSyncedInTheBackground) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1,
-                                   TopicConfig{Durability::kInterval, absl::Milliseconds(5), 0})
+                                   TopicConfigPatch{.durability = Durability::kInterval,
+                                                    .flush_interval = absl::Milliseconds(5)})
                   .ok());
   const int syncs_before = store_.syncs();
   ASSERT_TRUE(Produce("t", {To(0, "a")}).ok());

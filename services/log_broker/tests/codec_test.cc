@@ -47,13 +47,37 @@ TEST(Codec, TruncatedRecordIsDataLoss) {
 }
 
 TEST(Codec, TopicMetaRoundTrip) {
-  TopicMeta meta{42, "orders.v2", 12,
-                 TopicConfig{Durability::kInterval, absl::Milliseconds(250), 4096},
-                 absl::FromUnixSeconds(1'700'000'000)};
+  TopicConfig config;
+  config.durability = Durability::kInterval;
+  config.flush_interval = absl::Milliseconds(250);
+  config.max_record_bytes = 4096;
+  config.retention_bytes = 1 << 30;
+  config.cleanup_policy = CleanupPolicy::kCompactDelete;
+  config.tombstone_retention = absl::Minutes(5);
+  config.dedup_window = absl::Hours(1);
+  TopicMeta meta{42, "orders.v2", 12, config, absl::FromUnixSeconds(1'700'000'000)};
   auto back = codec::DecodeTopicMeta(codec::EncodeTopicMeta(meta));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, meta);
+  meta.config.retention_time = absl::InfiniteDuration();
+  EXPECT_EQ(*codec::DecodeTopicMeta(codec::EncodeTopicMeta(meta)), meta);
   EXPECT_FALSE(codec::DecodeTopicMeta("\x01short").ok());
+}
+
+TEST(Codec, BookkeepingRoundTrips) {
+  PartitionMeta pm{5, 99, 90, 12345, absl::InfinitePast()};
+  EXPECT_EQ(*codec::DecodePartitionMeta(codec::EncodePartitionMeta(pm)), pm);
+  pm.max_event_time = absl::FromUnixMicros(1'700'000'000'000'001);
+  EXPECT_EQ(*codec::DecodePartitionMeta(codec::EncodePartitionMeta(pm)), pm);
+  ProducerPartitionState fresh;  // epoch -1, last sequence -1
+  EXPECT_EQ(*codec::DecodeProducerState(codec::EncodeProducerState(fresh)), fresh);
+  ProducerInfo info{12, 4, "outbox-relay"};
+  EXPECT_EQ(*codec::DecodeProducerInfo(12, codec::EncodeProducerInfo(info)), info);
+  DedupEntry entry{RecordPosition{3, 77}, absl::FromUnixSeconds(9)};
+  auto back = codec::DecodeDedupEntry(codec::EncodeDedupEntry(entry));
+  EXPECT_EQ(back->position, entry.position);
+  EXPECT_EQ(back->append_time, entry.append_time);
+  EXPECT_FALSE(codec::DecodePartitionMeta("\x02").ok());
 }
 
 TEST(KeySchema, RecordKeysSortByPartitionThenOffset) {

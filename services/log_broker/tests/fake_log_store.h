@@ -10,7 +10,8 @@
 namespace conduit::log_broker::testing {
 
 // In-memory LogStore for unit-testing the broker's rules. Thread-safe. Can be told to fail
-// appends, and to hold appends until released (to observe group commit).
+// writes, and to hold writes until released (to observe group commit). Reopening a Broker on
+// the same FakeLogStore is a restart.
 class FakeLogStore final : public LogStore {
  public:
   absl::StatusOr<std::vector<TopicMeta>> LoadTopics() override {
@@ -19,41 +20,92 @@ class FakeLogStore final : public LogStore {
     for (const auto& [id, meta] : topics_) out.push_back(meta);
     return out;
   }
-  absl::StatusOr<PartitionExtent> RecoverPartition(uint64_t topic_id, int32_t partition) override {
+  absl::StatusOr<PartitionRecovery> RecoverPartition(uint64_t topic_id, int32_t partition) override {
     absl::MutexLock lock(&mu_);
-    PartitionExtent extent;
+    PartitionRecovery out;
+    if (auto it = partitions_.find({topic_id, partition}); it != partitions_.end()) {
+      out.meta = it->second;
+    }
     auto lo = records_.lower_bound({topic_id, partition, 0});
     auto hi = records_.lower_bound({topic_id, partition + 1, 0});
     if (lo != hi) {
-      extent.log_start_offset = std::get<2>(lo->first);
-      extent.next_offset = std::get<2>(std::prev(hi)->first) + 1;
-      extent.last_append_time = std::prev(hi)->second.append_time;
+      out.first_offset = std::get<2>(lo->first);
+      out.first_append_time = lo->second.append_time;
+      out.end_offset = std::get<2>(std::prev(hi)->first) + 1;
+      out.last_append_time = std::prev(hi)->second.append_time;
     }
-    return extent;
+    return out;
+  }
+  absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
+      uint64_t topic_id) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<WriteSet::ProducerUpdate> out;
+    for (const auto& [key, state] : producer_states_) {
+      if (std::get<0>(key) == topic_id) {
+        out.push_back({topic_id, std::get<1>(key), std::get<2>(key), state});
+      }
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(uint64_t topic_id) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<WriteSet::DedupPut> out;
+    for (const auto& [key, entry] : dedup_) {
+      if (key.first == topic_id) out.push_back({topic_id, key.second, entry});
+    }
+    return out;
   }
   absl::Status CreateTopic(const TopicMeta& topic) override {
     absl::MutexLock lock(&mu_);
     topics_[topic.id] = topic;
     return absl::OkStatus();
   }
+  absl::Status UpdateTopic(const TopicMeta& topic) override { return CreateTopic(topic); }
   absl::Status DeleteTopic(const TopicMeta& topic) override {
     absl::MutexLock lock(&mu_);
     topics_.erase(topic.id);
     records_.erase(records_.lower_bound({topic.id, 0, 0}), records_.lower_bound({topic.id + 1, 0, 0}));
+    std::erase_if(partitions_, [&](const auto& kv) { return kv.first.first == topic.id; });
+    std::erase_if(producer_states_, [&](const auto& kv) { return std::get<0>(kv.first) == topic.id; });
+    std::erase_if(dedup_, [&](const auto& kv) { return kv.first.first == topic.id; });
     return absl::OkStatus();
   }
-  absl::Status Append(const std::vector<AppendEntry>& entries, bool sync) override {
+  absl::StatusOr<std::vector<ProducerInfo>> LoadProducers() override {
     absl::MutexLock lock(&mu_);
-    ++appends_entered_;
+    std::vector<ProducerInfo> out;
+    for (const auto& [id, info] : producers_) out.push_back(info);
+    return out;
+  }
+  absl::Status SaveProducer(const ProducerInfo& producer) override {
+    absl::MutexLock lock(&mu_);
+    producers_[producer.id] = producer;
+    return absl::OkStatus();
+  }
+  absl::Status Write(const WriteSet& w, bool sync) override {
+    absl::MutexLock lock(&mu_);
+    ++writes_entered_;
     mu_.Await(absl::Condition(&released_));
-    append_calls_.push_back(static_cast<int>(entries.size()));
+    write_calls_.push_back(static_cast<int>(w.records.size()));
     if (sync) ++syncs_;
     if (!fail_.ok()) return fail_;
-    for (const auto& e : entries) {
+    for (const auto& e : w.records) {
       if (!topics_.contains(e.topic_id)) return absl::NotFoundError("no such topic id");
+    }
+    for (const auto& d : w.range_deletes) {
+      records_.erase(records_.lower_bound({d.topic_id, d.partition, d.from}),
+                     records_.lower_bound({d.topic_id, d.partition, d.to}));
+    }
+    for (const auto& d : w.record_deletes) records_.erase({d.topic_id, d.partition, d.offset});
+    for (const auto& e : w.records) {
       records_[{e.topic_id, e.partition, e.offset}] =
           StoredRecord{e.partition, e.offset, e.append_time, *e.data};
     }
+    for (const auto& p : w.partitions) partitions_[{p.topic_id, p.partition}] = p.meta;
+    for (const auto& p : w.producers) {
+      producer_states_[{p.topic_id, p.partition, p.producer_id}] = p.state;
+    }
+    for (const auto& d : w.dedup_deletes) dedup_.erase({d.topic_id, d.event_id});
+    for (const auto& d : w.dedup_puts) dedup_[{d.topic_id, d.event_id}] = d.entry;
     return absl::OkStatus();
   }
   absl::Status SyncWal() override {
@@ -80,23 +132,24 @@ class FakeLogStore final : public LogStore {
     return out;
   }
 
-  void FailAppends(absl::Status s) {
+  void FailWrites(absl::Status s) {
     absl::MutexLock lock(&mu_);
     fail_ = std::move(s);
   }
-  void HoldAppends(bool hold) {
+  void HoldWrites(bool hold) {
     absl::MutexLock lock(&mu_);
     released_ = !hold;
   }
-  // Blocks until `n` Append calls have begun (held or not).
-  void WaitForAppendsEntered(int n) {
+  // Blocks until `n` Write calls have begun (held or not).
+  void WaitForWritesEntered(int n) {
     absl::MutexLock lock(&mu_);
-    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return appends_entered_ >= n; };
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return writes_entered_ >= n; };
     mu_.Await(absl::Condition(&reached));
   }
-  std::vector<int> append_calls() {
+  // Records per Write call, in call order.
+  std::vector<int> write_calls() {
     absl::MutexLock lock(&mu_);
-    return append_calls_;
+    return write_calls_;
   }
   int syncs() {
     absl::MutexLock lock(&mu_);
@@ -106,16 +159,25 @@ class FakeLogStore final : public LogStore {
     absl::MutexLock lock(&mu_);
     return records_.size();
   }
+  size_t dedup_count() {
+    absl::MutexLock lock(&mu_);
+    return dedup_.size();
+  }
 
  private:
   absl::Mutex mu_;
   std::map<uint64_t, TopicMeta> topics_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<uint64_t, int32_t, int64_t>, StoredRecord> records_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, int32_t>, PartitionMeta> partitions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<uint64_t, int32_t, int64_t>, ProducerPartitionState> producer_states_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, ProducerInfo> producers_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
   bool released_ ABSL_GUARDED_BY(mu_) = true;
-  std::vector<int> append_calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> write_calls_ ABSL_GUARDED_BY(mu_);
   int syncs_ ABSL_GUARDED_BY(mu_) = 0;
-  int appends_entered_ ABSL_GUARDED_BY(mu_) = 0;
+  int writes_entered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace conduit::log_broker::testing

@@ -25,19 +25,43 @@ TEST(Validation, PartitionCounts) {
   EXPECT_FALSE(ValidatePartitionCount(kMaxPartitions + 1).ok());
 }
 
-TEST(Validation, ConfigDefaultsAndRanges) {
-  auto config = NormalizeConfig(TopicConfig{Durability::kInterval, absl::ZeroDuration(), 0});
-  ASSERT_TRUE(config.ok());
-  EXPECT_EQ(config->flush_interval, absl::Milliseconds(100));
-  EXPECT_EQ(config->max_record_bytes, 1 << 20);
-  EXPECT_FALSE(NormalizeConfig(TopicConfig{Durability::kSync, absl::Minutes(5), 0}).ok());
-  EXPECT_FALSE(NormalizeConfig(TopicConfig{Durability::kSync, absl::Microseconds(10), 0}).ok());
-  EXPECT_FALSE(NormalizeConfig(TopicConfig{Durability::kSync, {}, kMaxRecordBytesLimit + 1}).ok());
-  EXPECT_FALSE(NormalizeConfig(TopicConfig{Durability::kSync, {}, -1}).ok());
+TEST(Validation, ConfigRanges) {
+  EXPECT_TRUE(ValidateConfig(TopicConfig{}).ok()) << "the defaults are valid";
+  auto with = [](auto change) {
+    TopicConfig c;
+    change(c);
+    return ValidateConfig(c).code();
+  };
+  using absl::StatusCode;
+  EXPECT_EQ(with([](TopicConfig& c) { c.flush_interval = absl::Minutes(5); }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.flush_interval = absl::Microseconds(10); }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.max_record_bytes = kMaxRecordBytesLimit + 1; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.max_record_bytes = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.retention_time = absl::ZeroDuration(); }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.retention_time = absl::InfiniteDuration(); }), StatusCode::kOk);
+  EXPECT_EQ(with([](TopicConfig& c) { c.retention_bytes = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.retention_bytes = -2; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.retention_bytes = 1; }), StatusCode::kOk);
+  EXPECT_EQ(with([](TopicConfig& c) { c.tombstone_retention = -absl::Seconds(1); }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](TopicConfig& c) { c.dedup_window = absl::Hours(24 * 8); }), StatusCode::kInvalidArgument);
+}
+
+TEST(Validation, PatchChangesOnlyWhatIsSet) {
+  TopicConfig base;
+  base.retention_bytes = 1000;
+  TopicConfigPatch patch;
+  patch.cleanup_policy = CleanupPolicy::kCompact;
+  TopicConfig out = patch.ApplyTo(base);
+  EXPECT_EQ(out.cleanup_policy, CleanupPolicy::kCompact);
+  EXPECT_EQ(out.retention_bytes, 1000);
+  EXPECT_TRUE(out.compacts());
+  EXPECT_FALSE(out.deletes());
 }
 
 TEST(Validation, RecordSizeAndPartition) {
-  TopicMeta topic{1, "t", 4, TopicConfig{Durability::kSync, absl::Milliseconds(100), 10}, {}};
+  TopicConfig config;
+  config.max_record_bytes = 10;
+  TopicMeta topic{1, "t", 4, config, {}};
   RecordData small{std::string("k"), std::string("v"), {}, {}, ""};
   EXPECT_TRUE(ValidateRecord(topic, small, std::nullopt, 0).ok());
   EXPECT_TRUE(ValidateRecord(topic, small, 3, 0).ok());
@@ -50,6 +74,11 @@ TEST(Validation, RecordSizeAndPartition) {
   RecordData bad_header{std::nullopt, std::string("v"), {Header{"", "x"}}, {}, ""};
   EXPECT_EQ(ValidateRecord(topic, bad_header, std::nullopt, 0).code(),
             absl::StatusCode::kInvalidArgument);
+  topic.config.cleanup_policy = CleanupPolicy::kCompact;
+  RecordData keyless{std::nullopt, std::string("v"), {}, {}, ""};
+  EXPECT_EQ(ValidateRecord(topic, keyless, std::nullopt, 0).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "compacted topics need keys";
 }
 
 }  // namespace

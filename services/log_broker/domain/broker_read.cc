@@ -1,0 +1,169 @@
+// Broker reads: Fetch with long-poll, and offset lookups.
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "services/log_broker/domain/broker.h"
+#include "services/log_broker/domain/limits.h"
+#include "services/log_broker/domain/offset_search.h"
+
+namespace conduit::log_broker {
+namespace {
+
+absl::Status OutOfRange(const FetchArgs& args, int64_t start, int64_t hw) {
+  return absl::OutOfRangeError(absl::StrFormat(
+      "offset %d is outside partition %d of topic '%s': valid offsets are %d..%d", args.offset,
+      args.partition, args.topic, start, hw));
+}
+
+}  // namespace
+
+absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
+                           std::shared_ptr<PendingFetch>* pending) {
+  auto found = FindTopic(args.topic);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<TopicState> topic = *std::move(found);
+  if (auto s = CheckPartition(*topic, args.partition); !s.ok()) return s;
+  if (args.offset < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("offset must be >= 0, got ", args.offset));
+  }
+  if (args.max_records && (*args.max_records < 1 || *args.max_records > kMaxFetchRecords)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max_records must be between 1 and %d, got %d", kMaxFetchRecords, *args.max_records));
+  }
+  if (args.max_bytes && (*args.max_bytes < 1 || *args.max_bytes > kMaxFetchBytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max_bytes must be between 1 and %d, got %d", kMaxFetchBytes, *args.max_bytes));
+  }
+  if (args.max_wait < absl::ZeroDuration() || args.max_wait > kMaxFetchWait) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_wait must be between 0 and ", absl::FormatDuration(kMaxFetchWait),
+                     ", got ", absl::FormatDuration(args.max_wait)));
+  }
+
+  PartitionState& part = topic->partitions[args.partition];
+  int64_t hw, start;
+  {
+    absl::MutexLock lock(&part.mu);
+    hw = part.meta.next_offset;
+    start = part.meta.log_start_offset;
+  }
+  if (args.offset < start || args.offset > hw) return OutOfRange(args, start, hw);
+  if (args.offset < hw || args.max_wait == absl::ZeroDuration()) {
+    StartRead(std::move(topic), args, std::move(done));
+    return absl::OkStatus();
+  }
+
+  // Long-poll: whichever comes first (an append past `offset`, the deadline, or Cancel) starts
+  // the read.
+  auto wait = std::make_shared<PendingFetch>();
+  wait->broker_ = this;
+  wait->topic_ = topic;
+  wait->part_ = &part;
+  wait->waiter_id_ = next_waiter_id_.fetch_add(1);
+  wait->read_ = [this, topic, args, done]() { StartRead(topic, args, done); };
+  wait->timer_ = timers_.Schedule(absl::Now() + args.max_wait, [wait] { wait->Fire(); });
+  bool read_now = false;
+  {
+    absl::MutexLock lock(&part.mu);
+    if (part.meta.next_offset > args.offset) {
+      read_now = true;  // an append landed since we looked
+    } else if (!wait->fired_.load()) {
+      part.waiters.emplace(wait->waiter_id_, [wait] { wait->Fire(); });
+    }
+  }
+  if (pending != nullptr) *pending = wait;
+  if (read_now) wait->Fire();
+  return absl::OkStatus();
+}
+
+void PendingFetch::Fire() {
+  if (fired_.exchange(true)) return;
+  broker_->timers_.Cancel(timer_);
+  {
+    absl::MutexLock lock(&part_->mu);
+    part_->waiters.erase(waiter_id_);
+  }
+  auto read = std::move(read_);
+  read();
+}
+
+void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done) {
+  auto read = [this, topic, args, done]() {
+    if (topic->deleted.load()) {
+      done(absl::NotFoundError(absl::StrCat("topic '", args.topic, "' was deleted")));
+      return;
+    }
+    PartitionState& part = topic->partitions[args.partition];
+    FetchResult result;
+    {
+      absl::MutexLock lock(&part.mu);
+      result.high_watermark = part.meta.next_offset;
+      result.log_start_offset = part.meta.log_start_offset;
+    }
+    if (args.offset < result.log_start_offset) {
+      done(OutOfRange(args, result.log_start_offset, result.high_watermark));
+      return;
+    }
+    auto records = store_->Read(topic->id, args.partition, args.offset, result.high_watermark,
+                                args.max_records.value_or(kDefaultFetchRecords),
+                                args.max_bytes.value_or(kDefaultFetchBytes));
+    if (!records.ok()) {
+      done(records.status());
+      return;
+    }
+    if (records->empty() && args.offset < result.high_watermark) {
+      // Either retention removed the range while we read (then the start moved: say so), or
+      // compaction left only a gap up to the high watermark (then skip it).
+      absl::MutexLock lock(&part.mu);
+      if (args.offset < part.meta.log_start_offset) {
+        done(OutOfRange(args, part.meta.log_start_offset, part.meta.next_offset));
+        return;
+      }
+    }
+    int64_t bytes = 0;
+    for (const auto& r : *records) bytes += static_cast<int64_t>(r.data.PayloadBytes());
+    observer_->OnFetched(args.topic, static_cast<int64_t>(records->size()), bytes);
+    result.next_offset = records->empty() ? std::max(args.offset, result.high_watermark)
+                                          : records->back().offset + 1;
+    result.records = *std::move(records);
+    done(std::move(result));
+  };
+  if (!reads_.TrySubmit(read)) {
+    done(absl::ResourceExhaustedError("storage read queue is full; retry after 10ms"));
+  }
+}
+
+absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
+    const std::string& topic_name, const std::vector<int32_t>& partitions, OffsetQuery query,
+    absl::Time at) {
+  auto topic = FindTopic(topic_name);
+  if (!topic.ok()) return topic.status();
+  std::vector<int32_t> wanted = partitions;
+  if (wanted.empty()) {
+    for (int32_t p = 0; p < (*topic)->partition_count; ++p) wanted.push_back(p);
+  }
+  for (int32_t p : wanted) {
+    if (auto s = CheckPartition(**topic, p); !s.ok()) return s;
+  }
+  std::vector<RecordPosition> out;
+  for (int32_t p : wanted) {
+    const PartitionState& part = (*topic)->partitions[p];
+    int64_t start, hw;
+    {
+      absl::MutexLock lock(&part.mu);
+      start = part.meta.log_start_offset;
+      hw = part.meta.next_offset;
+    }
+    int64_t offset = query == OffsetQuery::kEarliest ? start : hw;
+    if (query == OffsetQuery::kTimestamp) {
+      auto found = FirstOffsetAtOrAfter(store_, (*topic)->id, p, start, hw, at);
+      if (!found.ok()) return found.status();
+      offset = *found;
+    }
+    out.push_back(RecordPosition{p, offset});
+  }
+  return out;
+}
+
+}  // namespace conduit::log_broker

@@ -1,0 +1,262 @@
+#include "services/log_broker/domain/log_cleaner.h"
+
+#include <algorithm>
+
+#include "absl/synchronization/notification.h"
+#include "services/log_broker/domain/offset_search.h"
+
+namespace conduit::log_broker {
+namespace {
+
+constexpr int32_t kReadChunk = 10'000;
+constexpr int64_t kUnlimitedBytes = INT64_MAX;
+
+struct Snapshot {
+  int64_t start;
+  int64_t end;  // high watermark
+  int64_t bytes;
+};
+
+Snapshot Snap(const PartitionState& part) {
+  absl::MutexLock lock(&part.mu);
+  return Snapshot{part.meta.log_start_offset, part.meta.next_offset, part.meta.bytes};
+}
+
+}  // namespace
+
+void LogCleaner::RunOnce(const std::vector<std::shared_ptr<TopicState>>& topics) {
+  absl::MutexLock lock(&run_mu_);
+  absl::flat_hash_map<std::pair<uint64_t, int32_t>, CompactionJob> still_compacting;
+  for (const auto& topic : topics) {
+    if (topic->deleted.load()) continue;
+    const TopicConfig config = topic->config();
+    const absl::Time now = clock_->Now();
+    for (int32_t p = 0; p < topic->partition_count; ++p) {
+      if (config.deletes()) ApplyRetention(topic, p, config, now);
+      if (config.compacts()) {
+        Compact(topic, p, config, now);
+        auto key = std::make_pair(topic->id, p);
+        still_compacting[key] = std::move(jobs_[key]);
+      }
+    }
+    ExpireDedup(topic, config, now);
+  }
+  jobs_ = std::move(still_compacting);  // forget deleted topics and changed policies
+}
+
+absl::Status LogCleaner::RunMaintenance(const std::shared_ptr<TopicState>& topic,
+                                        std::function<void(BatchContext&)> build) {
+  absl::Notification written;
+  absl::Status result;
+  absl::Status queued = pipeline_->SubmitMaintenance(
+      MaintenanceOp{topic, std::move(build), [&](absl::Status s) {
+                      result = std::move(s);
+                      written.Notify();
+                    }});
+  if (!queued.ok()) return queued;
+  written.WaitForNotification();
+  return result;
+}
+
+void LogCleaner::ApplyRetention(const std::shared_ptr<TopicState>& topic, int32_t partition,
+                                const TopicConfig& config, absl::Time now) {
+  const Snapshot snap = Snap(topic->partitions[partition]);
+  if (snap.start >= snap.end) return;
+  const bool by_time = config.retention_time != absl::InfiniteDuration();
+  const bool by_size = config.retention_bytes >= 0 && snap.bytes > config.retention_bytes;
+  if (!by_time && !by_size) return;
+
+  int64_t time_target = snap.start;
+  if (by_time) {
+    auto first_kept = FirstOffsetAtOrAfter(store_, topic->id, partition, snap.start, snap.end,
+                                           now - config.retention_time);
+    if (!first_kept.ok()) return;  // the topic went away, or a read failed: next pass
+    time_target = *first_kept;
+  }
+  if (time_target == snap.start && !by_size) return;
+
+  // Walk from the log start, removing while the record is too old or the partition too big.
+  int64_t new_start = snap.start, removed = 0, removed_bytes = 0, scanned = 0;
+  std::optional<absl::Time> survivor_time;
+  bool reached_end = false;
+  int64_t cursor = snap.start;
+  while (!survivor_time && scanned < options_.max_records_per_pass) {
+    auto chunk = store_->Read(topic->id, partition, cursor, snap.end, kReadChunk, kUnlimitedBytes);
+    if (!chunk.ok()) return;
+    if (chunk->empty()) {
+      reached_end = true;
+      break;
+    }
+    for (const StoredRecord& r : *chunk) {
+      const int64_t size = static_cast<int64_t>(r.data.PayloadBytes());
+      const bool too_old = r.offset < time_target;
+      const bool too_big =
+          config.retention_bytes >= 0 && snap.bytes - removed_bytes > config.retention_bytes;
+      if (!too_old && !too_big) {
+        survivor_time = r.append_time;
+        break;
+      }
+      ++removed;
+      removed_bytes += size;
+      new_start = r.offset + 1;
+      if (++scanned >= options_.max_records_per_pass) break;
+    }
+    cursor = chunk->back().offset + 1;
+  }
+  // Past the last record, only holes remain up to the time target.
+  if (reached_end) new_start = std::max(new_start, std::min(time_target, snap.end));
+  if (new_start <= snap.start) return;
+
+  const int64_t old_start = snap.start;
+  absl::Status status = RunMaintenance(topic, [=, this](BatchContext& ctx) {
+    BatchContext::Staged& s = ctx.Stage(topic.get(), partition);
+    if (s.meta.log_start_offset != old_start) return;  // moved since we looked
+    s.meta.log_start_offset = new_start;
+    s.meta.record_count -= removed;
+    s.meta.bytes -= removed_bytes;
+    if (survivor_time) {
+      s.oldest_append_time = *survivor_time;
+    } else {
+      s.oldest_append_time = s.meta.record_count > 0 ? ctx.now() : absl::InfinitePast();
+    }
+    ctx.writes().range_deletes.push_back(
+        WriteSet::RangeDelete{topic->id, partition, old_start, new_start});
+    ctx.OnCommit([=, this] { observer_->OnRecordsRemoved(topic->name, false, removed, removed_bytes); });
+  });
+  (void)status;  // a failed write stops the pipeline; the next pass finds the same work
+}
+
+void LogCleaner::Compact(const std::shared_ptr<TopicState>& topic, int32_t partition,
+                         const TopicConfig& config, absl::Time now) {
+  CompactionJob& job = jobs_[std::make_pair(topic->id, partition)];
+  int64_t budget = options_.max_records_per_pass;
+  while (budget > 0) {
+    const Snapshot snap = Snap(topic->partitions[partition]);
+    job.clean_upto = std::max(job.clean_upto, snap.start);
+    switch (job.phase) {
+      case CompactionJob::Phase::kIdle: {
+        const bool dirty = job.clean_upto < snap.end;
+        // With nothing new, sweep again only to expire tombstones.
+        const bool tombstones_due = snap.start < snap.end &&
+                                    now - job.last_sweep >= config.tombstone_retention;
+        if (!dirty && !tombstones_due) return;
+        job.latest.clear();
+        job.cursor = job.clean_upto;
+        job.dirty_end = job.clean_upto;
+        job.phase = dirty ? CompactionJob::Phase::kMap : CompactionJob::Phase::kSweep;
+        if (!dirty) job.cursor = snap.start;
+        break;
+      }
+      case CompactionJob::Phase::kMap: {
+        auto chunk = store_->Read(topic->id, partition, job.cursor, snap.end,
+                                  static_cast<int32_t>(std::min<int64_t>(budget, kReadChunk)),
+                                  kUnlimitedBytes);
+        if (!chunk.ok()) return;
+        for (const StoredRecord& r : *chunk) {
+          if (r.data.key) job.latest[*r.data.key] = r.offset;
+          job.cursor = r.offset + 1;
+          if (job.latest.size() >= options_.max_compaction_keys) break;
+        }
+        budget -= static_cast<int64_t>(chunk->size());
+        if (chunk->empty() || job.cursor >= snap.end ||
+            job.latest.size() >= options_.max_compaction_keys) {
+          job.dirty_end = chunk->empty() ? snap.end : job.cursor;
+          job.cursor = snap.start;
+          job.phase = CompactionJob::Phase::kSweep;
+        }
+        break;
+      }
+      case CompactionJob::Phase::kSweep: {
+        job.cursor = std::max(job.cursor, snap.start);
+        const int64_t sweep_end = std::max(job.dirty_end, job.clean_upto);
+        auto chunk = store_->Read(
+            topic->id, partition, job.cursor, sweep_end,
+            static_cast<int32_t>(std::min<int64_t>(budget, options_.max_deletes_per_write)),
+            kUnlimitedBytes);
+        if (!chunk.ok()) return;
+        if (chunk->empty()) {
+          job.clean_upto = sweep_end;
+          job.last_sweep = now;
+          job.latest.clear();
+          job.phase = CompactionJob::Phase::kIdle;
+          return;  // at most one completed round per pass
+        }
+        budget -= static_cast<int64_t>(chunk->size());
+        const absl::Time tombstone_cutoff = now - config.tombstone_retention;
+        std::vector<int64_t> doomed;
+        int64_t doomed_bytes = 0;
+        std::optional<absl::Time> first_survivor;
+        const bool at_log_start = chunk->front().offset == snap.start;
+        for (const StoredRecord& r : *chunk) {
+          bool remove = false;
+          if (r.data.key) {
+            auto it = job.latest.find(*r.data.key);
+            const bool superseded = it != job.latest.end() && it->second > r.offset;
+            const bool expired_tombstone = !r.data.value && r.append_time < tombstone_cutoff;
+            remove = superseded || expired_tombstone;
+          }
+          if (remove) {
+            doomed.push_back(r.offset);
+            doomed_bytes += static_cast<int64_t>(r.data.PayloadBytes());
+          } else if (!first_survivor) {
+            first_survivor = r.append_time;
+          }
+        }
+        job.cursor = chunk->back().offset + 1;
+        if (doomed.empty()) break;
+        const bool first_record_removed = at_log_start && doomed.front() == snap.start;
+        absl::Status status = RunMaintenance(topic, [=, this](BatchContext& ctx) {
+          BatchContext::Staged& s = ctx.Stage(topic.get(), partition);
+          int64_t count = 0, bytes_removed = doomed_bytes;
+          for (int64_t offset : doomed) {
+            if (offset < s.meta.log_start_offset) continue;  // retention got there first
+            ctx.writes().record_deletes.push_back(WriteSet::RecordDelete{topic->id, partition, offset});
+            ++count;
+          }
+          if (count != static_cast<int64_t>(doomed.size())) return;  // stale: redo next round
+          s.meta.record_count -= count;
+          s.meta.bytes -= bytes_removed;
+          if (first_record_removed) {
+            s.oldest_append_time = first_survivor ? *first_survivor
+                                   : s.meta.record_count > 0 ? ctx.now()
+                                                             : absl::InfinitePast();
+          }
+          ctx.OnCommit([=, this] { observer_->OnRecordsRemoved(topic->name, true, count, bytes_removed); });
+        });
+        if (!status.ok()) return;
+        break;
+      }
+    }
+  }
+}
+
+void LogCleaner::ExpireDedup(const std::shared_ptr<TopicState>& topic, const TopicConfig& config,
+                             absl::Time now) {
+  const absl::Time cutoff = now - config.dedup_window;
+  const int32_t limit = options_.max_dedup_expiries_per_pass;
+  (void)RunMaintenance(topic, [topic, cutoff, limit](BatchContext& ctx) {
+    // Writer thread: the dedup map and order are ours to read here.
+    int32_t expired = 0;
+    std::vector<std::pair<std::string, absl::Time>> doomed;
+    for (const auto& [time, id] : topic->dedup_order) {
+      if (time > cutoff || expired >= limit) break;
+      ++expired;
+      auto it = topic->dedup.find(id);
+      if (it != topic->dedup.end() && it->second.append_time == time) {
+        doomed.emplace_back(id, time);
+        ctx.writes().dedup_deletes.push_back(WriteSet::DedupDelete{topic->id, id});
+      }
+    }
+    if (expired == 0) return;
+    ctx.OnCommit([topic, expired, doomed = std::move(doomed)] {
+      for (const auto& [id, time] : doomed) {
+        // Not if the same id was appended again in this batch (a fresh entry).
+        auto it = topic->dedup.find(id);
+        if (it != topic->dedup.end() && it->second.append_time == time) topic->dedup.erase(it);
+      }
+      topic->dedup_order.erase(topic->dedup_order.begin(), topic->dedup_order.begin() + expired);
+    });
+  });
+}
+
+}  // namespace conduit::log_broker

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "services/log_broker/domain/log_store.h"
+#include "services/log_broker/domain/producer_state.h"
+
+namespace conduit::log_broker {
+
+// Idempotent producer sessions: hands out producer ids and epochs, and answers which epoch of a
+// producer is current (older epochs are fenced). Durable through the LogStore. Thread-safe.
+class ProducerRegistry {
+ public:
+  explicit ProducerRegistry(LogStore* store) : store_(store) {}
+
+  absl::Status Recover();
+
+  // A new anonymous producer (epoch 0), or for a named one the same id with the next epoch.
+  // Blocking (a synced write).
+  absl::StatusOr<ProducerInfo> Init(const std::string& name);
+
+  // The current epoch of `producer_id`, or -1 if unknown.
+  int32_t CurrentEpoch(int64_t producer_id) const;
+
+ private:
+  LogStore* const store_;
+  absl::Mutex init_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Init at a time: ids never collide
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int64_t, ProducerInfo> by_id_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> by_name_ ABSL_GUARDED_BY(mu_);
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace conduit::log_broker
