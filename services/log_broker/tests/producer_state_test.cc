@@ -1,0 +1,44 @@
+#include "services/log_broker/domain/producer_state.h"
+
+#include <gtest/gtest.h>
+
+#include "services/log_broker/domain/limits.h"
+
+namespace conduit::log_broker {
+namespace {
+
+TEST(ProducerState, SequencesEpochsAndRememberedBatches) {
+  ProducerPartitionState state;
+  EXPECT_EQ(CheckSequence(state, 0, 1, 0, 0, 3)->kind, SequenceCheck::kAppend);
+  EXPECT_EQ(CheckSequence(state, 0, 1, 0, 1, 3).status().code(), absl::StatusCode::kFailedPrecondition);
+  RecordBatch(&state, 0, ProducerBatch{0, 3, 100, {}});
+  EXPECT_EQ(state.last_sequence, 2);
+  auto dup = CheckSequence(state, 0, 1, 0, 0, 3);
+  ASSERT_EQ(dup->kind, SequenceCheck::kDuplicate);
+  EXPECT_EQ(dup->original->OffsetOf(2), 102);
+  EXPECT_EQ(CheckSequence(state, 0, 1, 0, 3, 1)->kind, SequenceCheck::kAppend);
+
+  for (int i = 0; i < kProducerBatchesRemembered; ++i) {
+    RecordBatch(&state, 0, ProducerBatch{3 + i, 1, 200 + i, {}});
+  }
+  EXPECT_EQ(CheckSequence(state, 0, 1, 0, 0, 3).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "too old to be remembered";
+  // Epochs: older is fenced, newer than current is unknown, a new epoch restarts at 0.
+  EXPECT_EQ(CheckSequence(state, 1, 1, 0, 8, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckSequence(state, 0, 1, 1, 0, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckSequence(state, 1, 1, 1, 0, 1)->kind, SequenceCheck::kAppend);
+  RecordBatch(&state, 1, ProducerBatch{0, 1, 300, {}});
+  EXPECT_EQ(state.recent.size(), 1u);
+  EXPECT_EQ(state.epoch, 1);
+}
+
+TEST(ProducerState, NonContiguousBatchesAnswerWithTheirOwnOffsets) {
+  ProducerBatch batch{0, 3, 10, {10, 4, 11}};  // the middle record was an event-id duplicate
+  EXPECT_EQ(batch.OffsetOf(0), 10);
+  EXPECT_EQ(batch.OffsetOf(1), 4);
+  EXPECT_EQ(batch.OffsetOf(2), 11);
+}
+
+}  // namespace
+}  // namespace conduit::log_broker
