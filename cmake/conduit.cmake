@@ -2,7 +2,7 @@
 #
 # conduit_cc_library(NAME n SRCS ... DEPS ...)   static library; header-only when SRCS is empty
 # conduit_cc_test(NAME n SRCS ... DEPS ... [LABELS ...])  gtest binary registered with CTest
-# conduit_proto_library(NAME n PROTOS ...)        C++ messages + gRPC stubs for proto/ files
+# conduit_proto_library(NAME n PROTOS ... [ROOT dir]) C++ messages + gRPC stubs (ROOT: proto/)
 
 function(conduit_cc_library)
   cmake_parse_arguments(A "" "NAME" "SRCS;DEPS" ${ARGN})
@@ -31,7 +31,10 @@ function(conduit_cc_test)
 endfunction()
 
 function(conduit_proto_library)
-  cmake_parse_arguments(A "" "NAME" "PROTOS" ${ARGN})
+  cmake_parse_arguments(A "" "NAME;ROOT" "PROTOS;DEPS" ${ARGN})
+  if(NOT A_ROOT)
+    set(A_ROOT ${PROJECT_SOURCE_DIR}/proto)
+  endif()
   set(srcs)
   foreach(proto ${A_PROTOS})
     get_filename_component(dir ${proto} DIRECTORY)
@@ -42,15 +45,15 @@ function(conduit_proto_library)
       OUTPUT ${out}.pb.cc ${out}.pb.h ${out}.grpc.pb.cc ${out}.grpc.pb.h
       COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/gen
       COMMAND protobuf::protoc
-        -I${PROJECT_SOURCE_DIR}/proto
+        -I${A_ROOT}
         --cpp_out=${PROJECT_BINARY_DIR}/gen
         --grpc_out=${PROJECT_BINARY_DIR}/gen
         --plugin=protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>
-        ${PROJECT_SOURCE_DIR}/proto/${proto}
-      DEPENDS ${PROJECT_SOURCE_DIR}/proto/${proto}
+        ${A_ROOT}/${proto}
+      DEPENDS ${A_ROOT}/${proto}
       COMMENT "protoc ${proto}")
   endforeach()
   add_library(${A_NAME} STATIC ${srcs})
   target_include_directories(${A_NAME} PUBLIC ${PROJECT_BINARY_DIR}/gen)
-  target_link_libraries(${A_NAME} PUBLIC gRPC::grpc++ protobuf::libprotobuf)
+  target_link_libraries(${A_NAME} PUBLIC gRPC::grpc++ protobuf::libprotobuf ${A_DEPS})
 endfunction()

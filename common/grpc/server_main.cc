@@ -18,7 +18,8 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
 namespace conduit::grpc_util {
 
-int ServerMain(const std::string& name, int argc, char** argv, ServerParts parts) {
+int ServerMain(const std::string& name, int argc, char** argv,
+               std::vector<ServerComponent> components) {
   auto wait_for_signal = InstallShutdownSignals();
   flags::Parse(argc, argv);
   logging::Init(absl::GetFlag(FLAGS_log_level));
@@ -33,16 +34,26 @@ int ServerMain(const std::string& name, int argc, char** argv, ServerParts parts
   }
   std::vector<grpc::Service*> services;
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (auto s = parts.build(data_dir, *metrics.registry(), &services); !s.ok()) {
-    spdlog::critical("{}: cannot start: {}", name, s.ToString());
-    return 1;
-  }
   ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  size_t built = 0;
+  auto teardown = [&] {
+    while (built > 0) components[--built].teardown();
+  };
+  for (; built < components.size(); ++built) {
+    ServerComponent& c = components[built];
+    if (auto s = c.build(data_dir, *metrics.registry(), &services); !s.ok()) {
+      spdlog::critical("{}: cannot start: {}", name, s.ToString());
+      teardown();
+      return 1;
+    }
+    options.health_services.insert(options.health_services.end(), c.health_services.begin(),
+                                   c.health_services.end());
+  }
   auto server = StartServer(options, services);
   if (!server.ok()) {
     spdlog::critical("{}: {}", name, server.status().ToString());
-    parts.teardown();
+    teardown();
     return 1;
   }
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
@@ -63,10 +74,10 @@ int ServerMain(const std::string& name, int argc, char** argv, ServerParts parts
 
   int sig = wait_for_signal();
   spdlog::info("{}: signal {}, draining", name, sig);
-  parts.begin_shutdown();
+  for (auto& c : components) c.begin_shutdown();
   (*server)->Shutdown();
   server->reset();
-  parts.teardown();
+  teardown();
   spdlog::info("{}: stopped", name);
   return 0;
 }

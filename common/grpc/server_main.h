@@ -11,19 +11,23 @@
 
 namespace conduit::grpc_util {
 
-// What a server binary plugs into ServerMain: builds its services (kept alive by the binary)
-// on the data directory, and is told when shutdown begins.
-struct ServerParts {
+// One service a server binary hosts: builds itself (and its gRPC services) on the data
+// directory, is told when shutdown begins, and is torn down after the server has drained.
+struct ServerComponent {
   std::function<absl::Status(const std::string& data_dir, prometheus::Registry& registry,
                              std::vector<grpc::Service*>* services)>
       build;
   std::function<void()> begin_shutdown = [] {};
-  std::function<void()> teardown = [] {};  // after the server has drained
+  std::function<void()> teardown = [] {};
+  // Service names the health service reports SERVING.
+  std::vector<std::string> health_services;
 };
 
 // The main() of every Conduit server: parses the common flags (--data-dir, --listen,
-// --metrics-listen, --port-file, --log-level), serves metrics and gRPC, prints the address,
-// waits for SIGTERM/SIGINT, drains, tears down. Returns the process exit code.
-int ServerMain(const std::string& name, int argc, char** argv, ServerParts parts);
+// --metrics-listen, --port-file, --log-level and the components' own), serves metrics and gRPC
+// for every component, prints the address, waits for SIGTERM/SIGINT, drains, tears down in
+// reverse order. Returns the process exit code.
+int ServerMain(const std::string& name, int argc, char** argv,
+               std::vector<ServerComponent> components);
 
 }  // namespace conduit::grpc_util

@@ -6,6 +6,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/numbers.h"
+#include "grpc/health/v1/health.pb.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -14,7 +15,7 @@ namespace conduit::grpc_util {
 void RunningServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
+  if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);  // all
   server_->Shutdown(absl::ToChronoTime(absl::Now() + drain_));
   server_->Wait();
 }
@@ -30,6 +31,8 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
         absl::StrCat("listen address '", options.listen, "' is not host:port"));
   }
   grpc::EnableDefaultHealthCheckService(true);
+  // Referencing the health descriptor links it in, so reflection can describe the service.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
@@ -48,6 +51,9 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "'"));
+  }
+  if (auto* health = server->GetHealthCheckService()) {
+    for (const std::string& name : options.health_services) health->SetServingStatus(name, true);
   }
   return std::make_unique<RunningServer>(std::move(server), options.listen.substr(0, colon), port,
                                          options.drain_timeout);

@@ -20,6 +20,8 @@ struct ServerOptions {
   absl::Duration keepalive_timeout = absl::Seconds(10);
   // How long Shutdown waits for in-flight calls before cancelling them.
   absl::Duration drain_timeout = absl::Seconds(5);
+  // Fully qualified service names reported SERVING by grpc.health.v1.Health (besides "").
+  std::vector<std::string> health_services;
 };
 
 // A started gRPC server with health checking and server reflection (grpcurl) enabled.

@@ -2,9 +2,32 @@
 
 #include <filesystem>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 
+ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
+          "How often the log broker applies retention, compaction and dedup expiry");
+
 namespace conduit::log_broker {
+
+grpc_util::ServerComponent LogBrokerNode::Component() {
+  auto node = std::make_shared<std::unique_ptr<LogBrokerNode>>();
+  grpc_util::ServerComponent component;
+  component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
+                           std::vector<grpc::Service*>* services) -> absl::Status {
+    BrokerOptions options;
+    options.maintenance_interval = absl::GetFlag(FLAGS_log_maintenance_interval);
+    auto opened = Open(data_dir, registry, time::SystemClock::Get(), options);
+    if (!opened.ok()) return opened.status();
+    *node = *std::move(opened);
+    services->push_back((*node)->service());
+    return absl::OkStatus();
+  };
+  component.begin_shutdown = [node] { (*node)->service()->BeginShutdown(); };
+  component.teardown = [node] { node->reset(); };
+  component.health_services = {::conduit::log::v1::LogService::service_full_name()};
+  return component;
+}
 
 absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(const std::string& data_dir,
                                                                    prometheus::Registry& registry,

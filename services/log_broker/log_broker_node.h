@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/grpc/server_main.h"
 #include "common/time/clock.h"
 #include "services/log_broker/api/log_metrics.h"
 #include "services/log_broker/api/log_service.h"
@@ -23,6 +24,10 @@ class LogBrokerNode {
                                                              prometheus::Registry& registry,
                                                              const time::Clock* clock,
                                                              BrokerOptions options = {});
+
+  // The broker as a component of a server binary, configured from flags
+  // (--log-maintenance-interval).
+  static grpc_util::ServerComponent Component();
 
   api::LogService* service() { return service_.get(); }
   Broker* broker() { return broker_.get(); }
