@@ -286,6 +286,87 @@ TEST_F(LogServerTest, BadInputGetsAClearStatusAndChangesNothing) {
   for (const auto& p : described.partitions()) EXPECT_EQ(p.high_watermark(), 0);
 }
 
+TEST_F(LogServerTest, IdempotentRetryOverTheWireReturnsTheOriginalOffsets) {
+  ASSERT_TRUE(client().CreateTopic("idem", 1).ok());
+  logpb::InitProducerResponse producer;
+  {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    logpb::InitProducerRequest init;
+    init.set_producer_name("outbox-relay");
+    ASSERT_TRUE(client().stub()->InitProducer(&ctx, init, &producer).ok());
+  }
+  logpb::ProduceRequest produce;
+  produce.set_topic("idem");
+  produce.set_producer_id(producer.producer_id());
+  produce.set_producer_epoch(producer.producer_epoch());
+  auto* seq = produce.add_sequences();
+  seq->set_partition(0);
+  seq->set_base_sequence(0);
+  AddRecord(&produce, "a", nullptr, 0);
+  AddRecord(&produce, "b", nullptr, 0);
+  logpb::ProduceResponse first, retry;
+  ASSERT_TRUE(client().Produce(produce, &first).ok());
+  ASSERT_TRUE(client().Produce(produce, &retry).ok());
+  ASSERT_EQ(retry.positions_size(), 2);
+  EXPECT_TRUE(retry.positions(0).duplicate());
+  EXPECT_EQ(retry.positions(1).offset(), first.positions(1).offset());
+  logpb::FetchResponse fetched;
+  ASSERT_TRUE(client().Fetch("idem", 0, 0, &fetched).ok());
+  EXPECT_EQ(fetched.high_watermark(), 2);
+
+  seq->set_base_sequence(5);
+  grpc::Status gap = client().Produce(produce, &retry);
+  EXPECT_EQ(gap.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(gap.error_message(), HasSubstr("sequence gap"));
+}
+
+TEST_F(LogServerTest, UpdateTopicConfigAndTimestampSeek) {
+  ASSERT_TRUE(client().CreateTopic("cfg", 1).ok());
+  {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    logpb::UpdateTopicConfigRequest update;
+    update.set_name("cfg");
+    update.mutable_config()->set_cleanup_policy(logpb::CLEANUP_POLICY_COMPACT_DELETE);
+    update.mutable_config()->mutable_dedup_window()->set_seconds(600);
+    logpb::UpdateTopicConfigResponse updated;
+    ASSERT_TRUE(client().stub()->UpdateTopicConfig(&ctx, update, &updated).ok());
+    EXPECT_EQ(updated.topic().config().cleanup_policy(), logpb::CLEANUP_POLICY_COMPACT_DELETE);
+    EXPECT_EQ(updated.topic().config().dedup_window().seconds(), 600);
+    EXPECT_EQ(updated.topic().config().retention_time().seconds(), 7 * 24 * 3600)
+        << "unset fields keep their values";
+  }
+  {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    logpb::UpdateTopicConfigRequest update;
+    update.set_name("cfg");
+    update.mutable_config()->set_retention_bytes(0);
+    logpb::UpdateTopicConfigResponse updated;
+    EXPECT_EQ(client().stub()->UpdateTopicConfig(&ctx, update, &updated).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  logpb::ProduceRequest produce;
+  produce.set_topic("cfg");
+  std::string key = "k";
+  AddRecord(&produce, "v", &key)->set_event_id("evt");
+  logpb::ProduceResponse first, second;
+  ASSERT_TRUE(client().Produce(produce, &first).ok());
+  ASSERT_TRUE(client().Produce(produce, &second).ok());
+  EXPECT_TRUE(second.positions(0).duplicate()) << "the dedup window applies after the update";
+
+  grpc::ClientContext ctx;
+  LogClient::SetDeadline(&ctx);
+  logpb::ListOffsetsRequest seek;
+  seek.set_topic("cfg");
+  seek.set_spec(logpb::OFFSET_SPEC_TIMESTAMP);
+  *seek.mutable_timestamp() = first.append_time();
+  logpb::ListOffsetsResponse offsets;
+  ASSERT_TRUE(client().stub()->ListOffsets(&ctx, seek, &offsets).ok());
+  EXPECT_EQ(offsets.offsets(0).offset(), 0);
+}
+
 TEST_F(LogServerTest, MetricsCountProducedRecords) {
   ASSERT_TRUE(client().CreateTopic("metered", 1).ok());
   logpb::ProduceRequest produce;
