@@ -31,6 +31,7 @@ class LogBrokerNode {
 
   api::LogService* service() { return service_.get(); }
   Broker* broker() { return broker_.get(); }
+  RocksDbLogStore* store() { return store_.get(); }
 
  private:
   LogBrokerNode() = default;

@@ -75,23 +75,49 @@ void LogMetrics::OnWalSynced(absl::Duration latency) {
   wal_sync_latency_.Observe(absl::ToDoubleSeconds(latency));
 }
 
+LogMetrics::TopicMetrics& LogMetrics::ForTopic(const std::string& topic) {
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) {
+    const prometheus::Labels labels{{"topic", topic}};
+    it = topics_
+             .emplace(topic, TopicMetrics{&records_produced_.Add(labels), &bytes_produced_.Add(labels),
+                                          &records_fetched_.Add(labels), &bytes_fetched_.Add(labels),
+                                          &duplicates_.Add(labels)})
+             .first;
+  }
+  return it->second;
+}
+
 void LogMetrics::OnProduced(const std::string& topic, int64_t records, int64_t bytes) {
-  records_produced_.Add({{"topic", topic}}).Increment(static_cast<double>(records));
-  bytes_produced_.Add({{"topic", topic}}).Increment(static_cast<double>(bytes));
+  absl::MutexLock lock(&mu_);
+  TopicMetrics& m = ForTopic(topic);
+  m.records_produced->Increment(static_cast<double>(records));
+  m.bytes_produced->Increment(static_cast<double>(bytes));
 }
 
 void LogMetrics::OnFetched(const std::string& topic, int64_t records, int64_t bytes) {
-  records_fetched_.Add({{"topic", topic}}).Increment(static_cast<double>(records));
-  bytes_fetched_.Add({{"topic", topic}}).Increment(static_cast<double>(bytes));
-}
-
-void LogMetrics::OnHighWatermark(const std::string& topic, int32_t partition, int64_t hw) {
-  high_watermark_.Add({{"topic", topic}, {"partition", std::to_string(partition)}})
-      .Set(static_cast<double>(hw));
+  absl::MutexLock lock(&mu_);
+  TopicMetrics& m = ForTopic(topic);
+  m.records_fetched->Increment(static_cast<double>(records));
+  m.bytes_fetched->Increment(static_cast<double>(bytes));
 }
 
 void LogMetrics::OnDuplicatesDropped(const std::string& topic, int64_t records) {
-  duplicates_.Add({{"topic", topic}}).Increment(static_cast<double>(records));
+  absl::MutexLock lock(&mu_);
+  ForTopic(topic).duplicates->Increment(static_cast<double>(records));
+}
+
+void LogMetrics::OnHighWatermark(const std::string& topic, int32_t partition, int64_t hw) {
+  absl::MutexLock lock(&mu_);
+  auto key = std::make_pair(topic, partition);
+  auto it = high_watermarks_.find(key);
+  if (it == high_watermarks_.end()) {
+    it = high_watermarks_
+             .emplace(key, &high_watermark_.Add(
+                               {{"topic", topic}, {"partition", std::to_string(partition)}}))
+             .first;
+  }
+  it->second->Set(static_cast<double>(hw));
 }
 
 void LogMetrics::OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
@@ -101,16 +127,23 @@ void LogMetrics::OnRecordsRemoved(const std::string& topic, bool compaction, int
 }
 
 void LogMetrics::OnTopicDeleted(const std::string& topic, int32_t partitions) {
-  for (auto* family :
-       {&records_produced_, &bytes_produced_, &records_fetched_, &bytes_fetched_, &duplicates_}) {
-    family->Remove(&family->Add({{"topic", topic}}));
+  absl::MutexLock lock(&mu_);
+  if (auto it = topics_.find(topic); it != topics_.end()) {
+    records_produced_.Remove(it->second.records_produced);
+    bytes_produced_.Remove(it->second.bytes_produced);
+    records_fetched_.Remove(it->second.records_fetched);
+    bytes_fetched_.Remove(it->second.bytes_fetched);
+    duplicates_.Remove(it->second.duplicates);
+    topics_.erase(it);
+  }
+  for (int32_t p = 0; p < partitions; ++p) {
+    if (auto it = high_watermarks_.find(std::make_pair(topic, p)); it != high_watermarks_.end()) {
+      high_watermark_.Remove(it->second);
+      high_watermarks_.erase(it);
+    }
   }
   for (const char* reason : {"compaction", "retention"}) {
     records_removed_.Remove(&records_removed_.Add({{"topic", topic}, {"reason", reason}}));
-  }
-  for (int32_t p = 0; p < partitions; ++p) {
-    high_watermark_.Remove(
-        &high_watermark_.Add({{"topic", topic}, {"partition", std::to_string(p)}}));
   }
 }
 

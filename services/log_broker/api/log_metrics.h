@@ -8,6 +8,9 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/log_broker/domain/log_store.h"
 
@@ -33,6 +36,21 @@ class LogMetrics final : public BrokerObserver {
   void ObserveFetchLatency(absl::Duration d) { fetch_latency_.Observe(absl::ToDoubleSeconds(d)); }
 
  private:
+  // prometheus-cpp's Family::Add allocates on every call: the hot path looks metrics up here.
+  struct TopicMetrics {
+    prometheus::Counter* records_produced;
+    prometheus::Counter* bytes_produced;
+    prometheus::Counter* records_fetched;
+    prometheus::Counter* bytes_fetched;
+    prometheus::Counter* duplicates;
+  };
+  TopicMetrics& ForTopic(const std::string& topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, TopicMetrics> topics_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<std::string, int32_t>, prometheus::Gauge*> high_watermarks_
+      ABSL_GUARDED_BY(mu_);
+
   prometheus::Family<prometheus::Counter>& records_produced_;
   prometheus::Family<prometheus::Counter>& bytes_produced_;
   prometheus::Family<prometheus::Counter>& records_fetched_;

@@ -28,6 +28,7 @@ AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, const 
     : store_(store), observer_(observer), clock_(clock), producers_(producers), options_(options) {
   writer_ = std::thread([this] { WriterLoop(); });
   syncer_ = std::thread([this] { SyncLoop(); });
+  completer_ = std::thread([this] { CompletionLoop(); });
 }
 
 AppendPipeline::~AppendPipeline() {
@@ -37,6 +38,11 @@ AppendPipeline::~AppendPipeline() {
   }
   writer_.join();
   syncer_.join();
+  {
+    absl::MutexLock lock(&done_mu_);
+    done_stopping_ = true;
+  }
+  completer_.join();
   // The writer may have written after the syncer's last pass: leave nothing unsynced.
   bool unsynced;
   {
@@ -347,21 +353,42 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
     observer_->OnHighWatermark(s.topic->name, s.partition, s.meta.next_offset);
   }
   for (auto& fn : wake) fn();
+  std::vector<std::function<void()>> completions;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!outcomes[i].live) continue;
-    Pending& p = batch[i];
-    if (p.maintenance) {
-      p.maintenance->done(absl::OkStatus());
-      continue;
+    completions.push_back([this, p = std::move(batch[i]), result = std::move(outcomes[i].result)]() mutable {
+      if (p.maintenance) {
+        p.maintenance->done(absl::OkStatus());
+        return;
+      }
+      int64_t records = 0, payload = 0;
+      for (size_t r = 0; r < p.records.size(); ++r) {
+        if (result.positions[r].duplicate) continue;
+        ++records;
+        payload += static_cast<int64_t>(p.records[r].data.PayloadBytes());
+      }
+      observer_->OnProduced(p.topic->name, records, payload);
+      p.done(std::move(result));
+    });
+  }
+  absl::MutexLock lock(&done_mu_);
+  for (auto& c : completions) done_queue_.push_back(std::move(c));
+}
+
+void AppendPipeline::CompletionLoop() {
+  while (true) {
+    std::deque<std::function<void()>> ready;
+    {
+      absl::MutexLock lock(&done_mu_);
+      done_mu_.Await(absl::Condition(
+          +[](AppendPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->done_mu_) {
+            return p->done_stopping_ || !p->done_queue_.empty();
+          },
+          this));
+      if (done_queue_.empty()) return;  // stopping and drained
+      ready.swap(done_queue_);
     }
-    int64_t records = 0, payload = 0;
-    for (size_t r = 0; r < p.records.size(); ++r) {
-      if (outcomes[i].result.positions[r].duplicate) continue;
-      ++records;
-      payload += static_cast<int64_t>(p.records[r].data.PayloadBytes());
-    }
-    observer_->OnProduced(p.topic->name, records, payload);
-    p.done(std::move(outcomes[i].result));
+    for (auto& fn : ready) fn();
   }
 }
 

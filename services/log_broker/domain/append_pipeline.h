@@ -95,8 +95,10 @@ struct MaintenanceOp {
 // Group commit. Produce requests queue here; one writer thread repeatedly takes everything
 // queued (up to max_batch_bytes), applies the idempotence and dedup rules, assigns offsets per
 // partition in arrival order, writes the lot with one LogStore::Write (one WriteBatch, one WAL
-// fsync when any topic in it is `sync`), and only then publishes the new partition state, wakes
-// waiters and completes the requests. A second thread fsyncs the WAL for `interval` topics.
+// fsync when any topic in it is `sync`), and only then publishes the new partition state and
+// wakes waiters. Completing the requests (gRPC sends the replies inline) is handed to a
+// completion thread, so the writer goes straight on to the next batch. A third thread fsyncs the
+// WAL for `interval` topics.
 //
 // A failed write leaves offsets unassigned (nothing was acknowledged) and stops the pipeline:
 // later produces get UNAVAILABLE until restart, because the store's state is then unknown.
@@ -141,6 +143,7 @@ class AppendPipeline {
 
   void WriterLoop();
   void SyncLoop();
+  void CompletionLoop();
   void WriteBatch(std::vector<Pending>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Applies one produce request to the batch; completes it at once when nothing is appended
   // (error, or every record a duplicate).
@@ -165,8 +168,14 @@ class AppendPipeline {
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Time last_append_time_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
+  // Completions of durable batches, run in order by the completion thread.
+  absl::Mutex done_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  std::deque<std::function<void()>> done_queue_ ABSL_GUARDED_BY(done_mu_);
+  bool done_stopping_ ABSL_GUARDED_BY(done_mu_) = false;
+
   std::thread writer_;
   std::thread syncer_;
+  std::thread completer_;
 };
 
 }  // namespace conduit::log_broker
