@@ -228,21 +228,21 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
   void OnDone() override { delete this; }
 
  private:
+  // Must not touch `this` after a successful Fetch: its callback may already have finished
+  // the stream (and OnDone deleted the reactor).
   void FetchNext() {
-    std::shared_ptr<PendingFetch> pending;
     absl::Status status = service_->broker_->Fetch(
         args_, [this](absl::StatusOr<FetchResult> result) { OnFetched(std::move(result)); },
-        &pending);
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    if (pending == nullptr) return;
-    {
-      absl::MutexLock lock(&mu_);
-      pending_ = pending;
-    }
-    if (cancelled_.load()) pending->Cancel();  // OnCancel ran before pending_ was set
+        [this](std::shared_ptr<PendingFetch> pending) {
+          bool cancel;
+          {
+            absl::MutexLock lock(&mu_);
+            pending_ = pending;
+            cancel = cancelled_.load();  // OnCancel ran before this wait existed
+          }
+          if (cancel) pending->Cancel();
+        });
+    if (!status.ok()) Finish(ToGrpcStatus(status));
   }
 
   void OnFetched(absl::StatusOr<FetchResult> result) {

@@ -123,134 +123,6 @@ void AppendPipeline::WriterLoop() {
   }
 }
 
-void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome, bool* sync) {
-  TopicState* topic = p.topic.get();
-  const TopicConfig config = topic->config();
-  const size_t n = p.records.size();
-
-  // Idempotence: one verdict per partition the request writes to.
-  absl::flat_hash_map<int32_t, int32_t> counts;
-  for (const RoutedRecord& r : p.records) ++counts[r.partition];
-  absl::flat_hash_map<int32_t, const ProducerBatch*> originals;
-  if (p.stamp) {
-    const int32_t current = producers_->CurrentEpoch(p.stamp->producer_id);
-    if (current < 0) {
-      p.done(absl::FailedPreconditionError(
-          absl::StrCat("unknown producer id ", p.stamp->producer_id, "; call InitProducer")));
-      return;
-    }
-    for (const auto& [partition, count] : counts) {
-      PartitionState* part = &topic->partitions[partition];
-      auto key = std::make_pair(part, p.stamp->producer_id);
-      auto staged = ctx.producers_.find(key);
-      const ProducerPartitionState& state = staged != ctx.producers_.end()
-                                                ? staged->second.state
-                                                : part->producers[p.stamp->producer_id];
-      auto verdict = CheckSequence(state, current, p.stamp->producer_id, p.stamp->epoch,
-                                   p.stamp->base_sequences.at(partition), count);
-      if (!verdict.ok()) {
-        p.done(verdict.status());
-        return;
-      }
-      if (verdict->kind == SequenceCheck::kDuplicate) originals[partition] = verdict->original;
-    }
-    if (!originals.empty()) {
-      if (originals.size() != counts.size()) {
-        p.done(absl::FailedPreconditionError(
-            "request mixes a retried batch with new records in other partitions"));
-        return;
-      }
-      // A retry of a batch already appended: answer with the original positions.
-      ProduceResult result{std::vector<RecordPosition>(n), ctx.now()};
-      absl::flat_hash_map<int32_t, int> seen;
-      for (size_t i = 0; i < n; ++i) {
-        const int32_t partition = p.records[i].partition;
-        result.positions[i] = RecordPosition{
-            partition, originals[partition]->OffsetOf(seen[partition]++), /*duplicate=*/true};
-      }
-      observer_->OnDuplicatesDropped(topic->name, static_cast<int64_t>(n));
-      p.done(std::move(result));
-      return;
-    }
-  }
-
-  // Append every record that is not an event-id duplicate within the dedup window.
-  outcome->result.positions.resize(n);
-  outcome->result.append_time = ctx.now();
-  absl::flat_hash_map<int32_t, ProducerBatch> batches;  // idempotent: per partition
-  bool appended = false;
-  int64_t duplicates = 0;
-  const bool dedup = config.dedup_window > absl::ZeroDuration();
-  for (size_t i = 0; i < n; ++i) {
-    RoutedRecord& r = p.records[i];
-    PartitionState* part = &topic->partitions[r.partition];
-    if (dedup && !r.data.event_id.empty()) {
-      auto key = std::make_pair(topic, r.data.event_id);
-      const DedupEntry* seen = nullptr;
-      if (auto it = ctx.dedup_.find(key); it != ctx.dedup_.end()) {
-        seen = &it->second;
-      } else if (auto it2 = topic->dedup.find(r.data.event_id); it2 != topic->dedup.end()) {
-        seen = &it2->second;
-      }
-      if (seen && seen->append_time > ctx.now() - config.dedup_window) {
-        outcome->result.positions[i] = RecordPosition{seen->position.partition,
-                                                      seen->position.offset, /*duplicate=*/true};
-        ++duplicates;
-        if (p.stamp) {
-          ProducerBatch& b = batches[r.partition];
-          b.offsets.push_back(seen->position.offset);
-        }
-        continue;
-      }
-    }
-    BatchContext::Staged& s = ctx.Stage(topic, r.partition);
-    const int64_t offset = part->next_offset++;
-    if (s.meta.record_count == 0) s.oldest_append_time = ctx.now();
-    s.meta.next_offset = part->next_offset;
-    s.meta.record_count += 1;
-    s.meta.bytes += static_cast<int64_t>(r.data.PayloadBytes());
-    if (r.data.event_time) s.meta.max_event_time = std::max(s.meta.max_event_time, *r.data.event_time);
-    s.appended = true;
-    appended = true;
-    ctx.writes_.records.push_back(AppendEntry{topic->id, r.partition, offset, ctx.now(), &r.data});
-    outcome->result.positions[i] = RecordPosition{r.partition, offset};
-    if (p.stamp) batches[r.partition].offsets.push_back(offset);
-    if (dedup && !r.data.event_id.empty()) {
-      DedupEntry entry{RecordPosition{r.partition, offset}, ctx.now()};
-      ctx.dedup_[std::make_pair(topic, r.data.event_id)] = entry;
-      ctx.writes_.dedup_puts.push_back(WriteSet::DedupPut{topic->id, r.data.event_id, entry});
-    }
-  }
-  if (duplicates > 0) observer_->OnDuplicatesDropped(topic->name, duplicates);
-  if (p.stamp) {
-    for (auto& [partition, batch] : batches) {
-      batch.base_sequence = p.stamp->base_sequences.at(partition);
-      batch.count = counts[partition];
-      batch.first_offset = batch.offsets.front();
-      bool contiguous = true;
-      for (size_t i = 0; i < batch.offsets.size(); ++i) {
-        contiguous &= batch.offsets[i] == batch.first_offset + static_cast<int64_t>(i);
-      }
-      if (contiguous) batch.offsets.clear();
-      PartitionState* part = &topic->partitions[partition];
-      auto key = std::make_pair(part, p.stamp->producer_id);
-      auto [it, inserted] = ctx.producers_.try_emplace(key);
-      if (inserted) {
-        it->second = BatchContext::StagedProducer{topic, partition,
-                                                  part->producers[p.stamp->producer_id]};
-      }
-      RecordBatch(&it->second.state, p.stamp->epoch, std::move(batch));
-    }
-  }
-  // Every record was a duplicate: nothing to wait for, unless producer state must be saved.
-  if (!appended && !p.stamp) {
-    p.done(std::move(outcome->result));
-    return;
-  }
-  *sync |= config.durability == Durability::kSync;
-  outcome->live = true;
-}
-
 void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
   absl::Status failed;
   {
@@ -297,6 +169,7 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
         WriteSet::ProducerUpdate{staged.topic->id, staged.partition, key.second, staged.state});
   }
   if (writes.empty()) {
+    for (auto& fn : ctx.on_commit_) fn();
     for (size_t i = 0; i < batch.size(); ++i) {
       if (outcomes[i].live) finish(batch[i], absl::OkStatus());
     }
@@ -336,6 +209,7 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
   for (auto& [key, entry] : ctx.dedup_) {
     key.first->dedup[key.second] = entry;
     key.first->dedup_order.emplace_back(entry.append_time, key.second);
+    key.first->has_dedup_entries.store(true);
   }
   for (auto& fn : ctx.on_commit_) fn();
   std::vector<std::function<void()>> wake;

@@ -76,6 +76,7 @@ absl::Status Broker::Recover() {
         state->dedup_order.emplace_back(d.entry.append_time, d.event_id);
         state->dedup[std::move(d.event_id)] = d.entry;
       }
+      state->has_dedup_entries.store(!state->dedup.empty());
       if (meta.config.durability == Durability::kInterval) {
         pipeline_.RequestSyncEvery(meta.config.flush_interval);
       }

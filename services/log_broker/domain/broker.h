@@ -86,7 +86,7 @@ class PendingFetch {
   std::shared_ptr<TopicState> topic_;  // keeps part_ alive
   PartitionState* part_ = nullptr;
   uint64_t waiter_id_ = 0;
-  time::TimerQueue::TimerId timer_ = 0;
+  std::atomic<time::TimerQueue::TimerId> timer_{0};
   std::function<void()> read_;
   std::atomic<bool> fired_{false};
 };
@@ -150,10 +150,10 @@ class Broker {
   // Reads from `offset`; with max_wait, waits for records when none are available yet.
   // Returns an error up front (never calling `done`): NOT_FOUND, INVALID_ARGUMENT,
   // OUT_OF_RANGE naming the valid range, RESOURCE_EXHAUSTED when the read queue is full.
-  // When the fetch waits and `pending` is given, *pending is set to a handle that can end the
-  // wait early.
+  // When the fetch waits and `on_wait` is given, it is called (before `done` can be) with a
+  // handle that can end the wait early.
   absl::Status Fetch(const FetchArgs& args, FetchCallback done,
-                     std::shared_ptr<PendingFetch>* pending = nullptr);
+                     std::function<void(std::shared_ptr<PendingFetch>)> on_wait = nullptr);
 
   // Offsets per partition (all when `partitions` is empty): earliest is the log start, latest
   // the high watermark, timestamp the first offset whose append time is >= `at` (the high

@@ -19,7 +19,7 @@ absl::Status OutOfRange(const FetchArgs& args, int64_t start, int64_t hw) {
 }  // namespace
 
 absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
-                           std::shared_ptr<PendingFetch>* pending) {
+                           std::function<void(std::shared_ptr<PendingFetch>)> on_wait) {
   auto found = FindTopic(args.topic);
   if (!found.ok()) return found.status();
   std::shared_ptr<TopicState> topic = *std::move(found);
@@ -62,24 +62,26 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   wait->part_ = &part;
   wait->waiter_id_ = next_waiter_id_.fetch_add(1);
   wait->read_ = [this, topic, args, done]() { StartRead(topic, args, done); };
-  wait->timer_ = timers_.Schedule(absl::Now() + args.max_wait, [wait] { wait->Fire(); });
+  wait->timer_.store(timers_.Schedule(absl::Now() + args.max_wait, [wait] { wait->Fire(); }));
+  // The caller learns of the wait before anything can complete it.
+  if (on_wait) on_wait(wait);
   bool read_now = false;
   {
     absl::MutexLock lock(&part.mu);
-    if (part.meta.next_offset > args.offset) {
-      read_now = true;  // an append landed since we looked
+    // An append landed since we looked, or DeleteTopic already woke this partition's waiters.
+    if (part.meta.next_offset > args.offset || topic->deleted.load()) {
+      read_now = true;
     } else if (!wait->fired_.load()) {
       part.waiters.emplace(wait->waiter_id_, [wait] { wait->Fire(); });
     }
   }
-  if (pending != nullptr) *pending = wait;
   if (read_now) wait->Fire();
   return absl::OkStatus();
 }
 
 void PendingFetch::Fire() {
   if (fired_.exchange(true)) return;
-  broker_->timers_.Cancel(timer_);
+  broker_->timers_.Cancel(timer_.load());
   {
     absl::MutexLock lock(&part_->mu);
     part_->waiters.erase(waiter_id_);

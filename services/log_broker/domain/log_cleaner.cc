@@ -123,7 +123,19 @@ void LogCleaner::ApplyRetention(const std::shared_ptr<TopicState>& topic, int32_
         WriteSet::RangeDelete{topic->id, partition, old_start, new_start});
     ctx.OnCommit([=, this] { observer_->OnRecordsRemoved(topic->name, false, removed, removed_bytes); });
   });
-  (void)status;  // a failed write stops the pipeline; the next pass finds the same work
+  // A failed write stops the pipeline; the next pass finds the same work.
+  if (status.ok() && !survivor_time) RefreshOldest(topic, partition);
+}
+
+void LogCleaner::RefreshOldest(const std::shared_ptr<TopicState>& topic, int32_t partition) {
+  const Snapshot snap = Snap(topic->partitions[partition]);
+  auto first = store_->Read(topic->id, partition, snap.start, snap.end, 1, 1);
+  if (!first.ok() || first->empty()) return;
+  const absl::Time oldest = first->front().append_time;
+  (void)RunMaintenance(topic, [=](BatchContext& ctx) {
+    BatchContext::Staged& s = ctx.Stage(topic.get(), partition);
+    if (s.meta.log_start_offset == snap.start) s.oldest_append_time = oldest;
+  });
 }
 
 void LogCleaner::Compact(const std::shared_ptr<TopicState>& topic, int32_t partition,
@@ -224,6 +236,7 @@ void LogCleaner::Compact(const std::shared_ptr<TopicState>& topic, int32_t parti
           ctx.OnCommit([=, this] { observer_->OnRecordsRemoved(topic->name, true, count, bytes_removed); });
         });
         if (!status.ok()) return;
+        if (first_record_removed && !first_survivor) RefreshOldest(topic, partition);
         break;
       }
     }
@@ -232,6 +245,7 @@ void LogCleaner::Compact(const std::shared_ptr<TopicState>& topic, int32_t parti
 
 void LogCleaner::ExpireDedup(const std::shared_ptr<TopicState>& topic, const TopicConfig& config,
                              absl::Time now) {
+  if (!topic->has_dedup_entries.load()) return;
   const absl::Time cutoff = now - config.dedup_window;
   const int32_t limit = options_.max_dedup_expiries_per_pass;
   (void)RunMaintenance(topic, [topic, cutoff, limit](BatchContext& ctx) {
@@ -255,6 +269,7 @@ void LogCleaner::ExpireDedup(const std::shared_ptr<TopicState>& topic, const Top
         if (it != topic->dedup.end() && it->second.append_time == time) topic->dedup.erase(it);
       }
       topic->dedup_order.erase(topic->dedup_order.begin(), topic->dedup_order.begin() + expired);
+      if (topic->dedup_order.empty()) topic->has_dedup_entries.store(false);
     });
   });
 }

@@ -66,6 +66,9 @@ class LogCleaner {
                       const TopicConfig& config, absl::Time now);
   void Compact(const std::shared_ptr<TopicState>& topic, int32_t partition,
                const TopicConfig& config, absl::Time now);
+  // Re-reads the first record's append time after a cleanup removed the first records without
+  // seeing the next one.
+  void RefreshOldest(const std::shared_ptr<TopicState>& topic, int32_t partition);
   void ExpireDedup(const std::shared_ptr<TopicState>& topic, const TopicConfig& config,
                    absl::Time now);
   // Submits `build` as maintenance work and waits for it to be written.

@@ -23,6 +23,11 @@ absl::StatusOr<SequenceCheck> CheckSequence(const ProducerPartitionState& state,
     return absl::InvalidArgumentError(
         absl::StrFormat("base sequence must be >= 0, got %d", base_sequence));
   }
+  if (int64_t{base_sequence} + count - 1 > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "producer %d: sequences past %d; call InitProducer for a new epoch", producer_id,
+        INT32_MAX));
+  }
   // A new epoch starts its sequences again at 0.
   const int32_t last = state.epoch == request_epoch ? state.last_sequence : -1;
   if (base_sequence == last + 1) return SequenceCheck{SequenceCheck::kAppend, nullptr};

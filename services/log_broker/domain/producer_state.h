@@ -24,12 +24,16 @@ struct ProducerBatch {
   int32_t base_sequence = 0;
   int32_t count = 0;
   int64_t first_offset = 0;
-  // Position of each record when they are not first_offset, first_offset+1, ... (some records
-  // were dropped as event-id duplicates and answered with their original offsets). Else empty.
-  std::vector<int64_t> offsets;
+  // Position of each record when they are not first_offset, first_offset+1, ... of the batch's
+  // partition (some records were event-id duplicates, answered with their original positions,
+  // possibly in another partition). Else empty.
+  std::vector<RecordPosition> positions;
   friend bool operator==(const ProducerBatch&, const ProducerBatch&) = default;
 
-  int64_t OffsetOf(int i) const { return offsets.empty() ? first_offset + i : offsets[i]; }
+  // Where the batch's i-th record (of those in `partition`) is.
+  RecordPosition PositionOf(int32_t partition, int i) const {
+    return positions.empty() ? RecordPosition{partition, first_offset + i} : positions[i];
+  }
 };
 
 // What a partition remembers of one producer: its epoch, the last sequence appended, and the

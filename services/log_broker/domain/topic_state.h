@@ -56,6 +56,8 @@ class TopicState {
   // append order so that expiry pops from the front.
   absl::flat_hash_map<std::string, DedupEntry> dedup;
   std::deque<std::pair<absl::Time, std::string>> dedup_order;
+  // Whether `dedup` may hold entries: lets the cleaner skip topics without any.
+  std::atomic<bool> has_dedup_entries{false};
 
   TopicConfig config() const {
     absl::MutexLock lock(&config_mu_);

@@ -47,7 +47,7 @@ absl::Status ValidateConfig(const TopicConfig& config) {
                    config.max_record_bytes);
   }
   if (config.retention_time <= absl::ZeroDuration()) {
-    return invalid("retention_time must be positive (or negative to keep records forever), got ",
+    return invalid("retention_time must be positive (or infinite), got ",
                    absl::FormatDuration(config.retention_time));
   }
   if (config.retention_bytes == 0 || config.retention_bytes < -1) {

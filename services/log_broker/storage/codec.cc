@@ -195,8 +195,11 @@ std::string EncodeProducerState(const ProducerPartitionState& state) {
     coding::PutVarint64(&out, static_cast<uint64_t>(b.base_sequence));
     coding::PutVarint64(&out, static_cast<uint64_t>(b.count));
     coding::PutVarint64(&out, static_cast<uint64_t>(b.first_offset));
-    coding::PutVarint64(&out, b.offsets.size());
-    for (int64_t o : b.offsets) coding::PutVarint64(&out, static_cast<uint64_t>(o));
+    coding::PutVarint64(&out, b.positions.size());
+    for (const RecordPosition& pos : b.positions) {
+      coding::PutVarint64(&out, static_cast<uint64_t>(pos.partition));
+      coding::PutVarint64(&out, static_cast<uint64_t>(pos.offset));
+    }
   }
   return out;
 }
@@ -212,15 +215,17 @@ absl::StatusOr<ProducerPartitionState> DecodeProducerState(std::string_view in) 
   state.last_sequence = static_cast<int32_t>(last - 1);
   for (int64_t i = 0; i < batches; ++i) {
     ProducerBatch b;
-    int64_t offsets = 0;
+    int64_t positions = 0;
     if (!GetInt32(&in, &b.base_sequence) || !GetInt32(&in, &b.count) ||
-        !GetInt64(&in, &b.first_offset) || !GetInt64(&in, &offsets) || offsets < 0 ||
-        offsets > static_cast<int64_t>(in.size())) {
+        !GetInt64(&in, &b.first_offset) || !GetInt64(&in, &positions) || positions < 0 ||
+        positions > static_cast<int64_t>(in.size())) {
       return Corrupt("producer state");
     }
-    b.offsets.resize(offsets);
-    for (auto& o : b.offsets) {
-      if (!GetInt64(&in, &o)) return Corrupt("producer state");
+    b.positions.resize(positions);
+    for (auto& pos : b.positions) {
+      if (!GetInt32(&in, &pos.partition) || !GetInt64(&in, &pos.offset)) {
+        return Corrupt("producer state");
+      }
     }
     state.recent.push_back(std::move(b));
   }

@@ -33,7 +33,7 @@ absl::StatusOr<PartitionMeta> DecodePartitionMeta(std::string_view in);
 
 // Producer state in a partition v1: u8 1 | varint epoch+1 | varint last sequence+1
 //   | varint batch count | (varint base seq | varint count | varint first offset
-//   | varint offsets count | varint offset*)*
+//   | varint positions count | (varint partition | varint offset)*)*
 std::string EncodeProducerState(const ProducerPartitionState& state);
 absl::StatusOr<ProducerPartitionState> DecodeProducerState(std::string_view in);
 

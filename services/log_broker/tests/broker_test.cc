@@ -167,7 +167,7 @@ TEST_F(BrokerTest, CancelEndsALongPollAtOnce) {
   ASSERT_TRUE(broker_->Fetch(args, [&](auto r) {
     result = std::move(r);
     done.Notify();
-  }, &pending).ok());
+  }, [&](std::shared_ptr<PendingFetch> p) { pending = std::move(p); }).ok());
   ASSERT_NE(pending, nullptr);
   EXPECT_FALSE(done.HasBeenNotified());
   pending->Cancel();

@@ -87,6 +87,8 @@ class FakeLogStore final : public LogStore {
     mu_.Await(absl::Condition(&released_));
     write_calls_.push_back(static_cast<int>(w.records.size()));
     if (sync) ++syncs_;
+    if (fail_after_ == 0) fail_ = absl::UnavailableError("injected write failure");
+    if (fail_after_ >= 0) --fail_after_;
     if (!fail_.ok()) return fail_;
     for (const auto& e : w.records) {
       if (!topics_.contains(e.topic_id)) return absl::NotFoundError("no such topic id");
@@ -136,6 +138,11 @@ class FakeLogStore final : public LogStore {
     absl::MutexLock lock(&mu_);
     fail_ = std::move(s);
   }
+  // The next `n` writes succeed; every one after fails UNAVAILABLE.
+  void FailWritesAfter(int n) {
+    absl::MutexLock lock(&mu_);
+    fail_after_ = n;
+  }
   void HoldWrites(bool hold) {
     absl::MutexLock lock(&mu_);
     released_ = !hold;
@@ -174,6 +181,7 @@ class FakeLogStore final : public LogStore {
   std::map<std::pair<uint64_t, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, ProducerInfo> producers_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
+  int fail_after_ ABSL_GUARDED_BY(mu_) = -1;
   bool released_ ABSL_GUARDED_BY(mu_) = true;
   std::vector<int> write_calls_ ABSL_GUARDED_BY(mu_);
   int syncs_ ABSL_GUARDED_BY(mu_) = 0;

@@ -61,6 +61,12 @@ ProduceRecordArgs Tombstone(std::string key) {
   return r;
 }
 
+ProduceRecordArgs WithEventId(std::string value, std::string event_id) {
+  ProduceRecordArgs r = To(0, std::move(value));
+  r.data.event_id = std::move(event_id);
+  return r;
+}
+
 // --- retention ---------------------------------------------------------------------------
 
 TEST_F(LifecycleTest, RetentionByTimeRemovesOldRecordsAndMovesTheLogStart) {
@@ -296,12 +302,6 @@ TEST_F(LifecycleTest, MalformedProducerFieldsAreRefused) {
 
 // --- dedup window ------------------------------------------------------------------------
 
-ProduceRecordArgs WithEventId(std::string value, std::string event_id) {
-  ProduceRecordArgs r = To(0, std::move(value));
-  r.data.event_id = std::move(event_id);
-  return r;
-}
-
 TEST_F(LifecycleTest, DedupWindowDropsRepeatsAndExpires) {
   TopicConfigPatch patch;
   patch.dedup_window = absl::Hours(1);
@@ -330,6 +330,60 @@ TEST_F(LifecycleTest, DedupWindowDropsRepeatsAndExpires) {
   // Records without an event id are never deduplicated.
   EXPECT_FALSE(Produce("t", {To(0, "x")})->positions[0].duplicate);
   EXPECT_FALSE(Produce("t", {To(0, "x")})->positions[0].duplicate);
+}
+
+TEST_F(LifecycleTest, DuplicateOfARecordInTheSameBatchIsAckedOnlyWhenItIsDurable) {
+  TopicConfigPatch patch;
+  patch.dedup_window = absl::Hours(1);
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, patch).ok());
+  auto producer = broker_->InitProducer("");
+  ASSERT_TRUE(Produce("t", {To(0, "warm")}).ok());
+  store_.HoldWrites(true);
+  std::atomic<int> done{0};
+  absl::Mutex mu;
+  std::vector<absl::Status> results;
+  auto submit = [&](std::vector<ProduceRecordArgs> records, std::optional<ProducerArgs> stamp) {
+    ASSERT_TRUE(broker_->Produce("t", std::move(records), std::move(stamp), [&](auto r) {
+      absl::MutexLock lock(&mu);
+      results.push_back(r.status());
+      done++;
+    }).ok());
+  };
+  submit({To(0, "held")}, std::nullopt);
+  store_.WaitForWritesEntered(2);  // the writer is inside Write with "held"
+  // These four land in one batch: an original and its duplicate, twice over.
+  submit({WithEventId("a", "evt")}, std::nullopt);
+  submit({WithEventId("a", "evt")}, std::nullopt);
+  submit({To(0, "b")}, Stamp(*producer, {{0, 0}}));
+  submit({To(0, "b")}, Stamp(*producer, {{0, 0}}));
+  store_.FailWritesAfter(1);  // "held" is written; the batch with the four fails
+  store_.HoldWrites(false);
+  while (done.load() < 5) absl::SleepFor(absl::Milliseconds(1));  // completions are async
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_TRUE(results[0].ok()) << "held";
+  for (size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].code(), absl::StatusCode::kUnavailable)
+        << "request " << i << ": no duplicate is acknowledged for a write that failed";
+  }
+}
+
+TEST_F(LifecycleTest, RetryOfABatchWithAnEventIdDuplicateInAnotherPartition) {
+  TopicConfigPatch patch;
+  patch.dedup_window = absl::Hours(1);
+  ASSERT_TRUE(broker_->CreateTopic("t", 2, patch).ok());
+  auto producer = broker_->InitProducer("");
+  ProduceRecordArgs first = WithEventId("x", "evt");
+  first.partition = 1;
+  ASSERT_TRUE(Produce("t", {first}, Stamp(*producer, {{1, 0}})).ok());
+  ProduceRecordArgs again = WithEventId("x", "evt");  // partition 0, same event id
+  auto answer = Produce("t", {again}, Stamp(*producer, {{0, 0}}));
+  ASSERT_TRUE(answer.ok());
+  EXPECT_THAT(answer->positions, ElementsAre(RecordPosition{1, 0, true}));
+  auto retry = Produce("t", {again}, Stamp(*producer, {{0, 0}}));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_THAT(retry->positions, ElementsAre(RecordPosition{1, 0, true}))
+      << "the retry names the original's partition too";
 }
 
 // --- description -------------------------------------------------------------------------

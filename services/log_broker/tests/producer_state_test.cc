@@ -15,7 +15,7 @@ TEST(ProducerState, SequencesEpochsAndRememberedBatches) {
   EXPECT_EQ(state.last_sequence, 2);
   auto dup = CheckSequence(state, 0, 1, 0, 0, 3);
   ASSERT_EQ(dup->kind, SequenceCheck::kDuplicate);
-  EXPECT_EQ(dup->original->OffsetOf(2), 102);
+  EXPECT_EQ(dup->original->PositionOf(0, 2), (RecordPosition{0, 102}));
   EXPECT_EQ(CheckSequence(state, 0, 1, 0, 3, 1)->kind, SequenceCheck::kAppend);
 
   for (int i = 0; i < kProducerBatchesRemembered; ++i) {
@@ -34,10 +34,15 @@ TEST(ProducerState, SequencesEpochsAndRememberedBatches) {
 }
 
 TEST(ProducerState, NonContiguousBatchesAnswerWithTheirOwnOffsets) {
-  ProducerBatch batch{0, 3, 10, {10, 4, 11}};  // the middle record was an event-id duplicate
-  EXPECT_EQ(batch.OffsetOf(0), 10);
-  EXPECT_EQ(batch.OffsetOf(1), 4);
-  EXPECT_EQ(batch.OffsetOf(2), 11);
+  // The middle record was an event-id duplicate of a record in partition 1.
+  ProducerBatch batch{0, 3, 10, {{0, 10}, {1, 4, true}, {0, 11}}};
+  EXPECT_EQ(batch.PositionOf(0, 0), (RecordPosition{0, 10}));
+  EXPECT_EQ(batch.PositionOf(0, 1), (RecordPosition{1, 4, true}));
+  EXPECT_EQ(batch.PositionOf(0, 2), (RecordPosition{0, 11}));
+  ProducerPartitionState state;
+  EXPECT_EQ(CheckSequence(state, 0, 1, 0, INT32_MAX - 1, 5).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "sequence overflow";
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
   producer.epoch = 3;
   producer.last_sequence = 41;
   producer.recent.push_back(ProducerBatch{40, 2, 7, {}});
-  producer.recent.push_back(ProducerBatch{42, 3, 9, {9, 2, 10}});
+  producer.recent.push_back(ProducerBatch{42, 3, 9, {{0, 9}, {1, 2}, {0, 10}}});
   {
     auto store = *RocksDbLogStore::Open(dir.path());
     ASSERT_TRUE(store->CreateTopic(Topic(1, "a", 2)).ok());
