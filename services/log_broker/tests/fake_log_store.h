@@ -86,7 +86,10 @@ class FakeLogStore final : public LogStore {
     ++writes_entered_;
     mu_.Await(absl::Condition(&released_));
     write_calls_.push_back(static_cast<int>(w.records.size()));
-    if (sync) ++syncs_;
+    if (sync) {
+      ++syncs_;
+      ++sync_writes_;
+    }
     if (fail_after_ == 0) fail_ = absl::UnavailableError("injected write failure");
     if (fail_after_ >= 0) --fail_after_;
     if (!fail_.ok()) return fail_;
@@ -158,6 +161,12 @@ class FakeLogStore final : public LogStore {
     absl::MutexLock lock(&mu_);
     return write_calls_;
   }
+  // Writes that asked for an fsync.
+  int sync_writes() {
+    absl::MutexLock lock(&mu_);
+    return sync_writes_;
+  }
+  // Fsyncs of any kind: synced writes and SyncWal calls.
   int syncs() {
     absl::MutexLock lock(&mu_);
     return syncs_;
@@ -185,6 +194,7 @@ class FakeLogStore final : public LogStore {
   bool released_ ABSL_GUARDED_BY(mu_) = true;
   std::vector<int> write_calls_ ABSL_GUARDED_BY(mu_);
   int syncs_ ABSL_GUARDED_BY(mu_) = 0;
+  int sync_writes_ ABSL_GUARDED_BY(mu_) = 0;
   int writes_entered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

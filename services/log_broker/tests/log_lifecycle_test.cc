@@ -341,30 +341,30 @@ TEST_F(LifecycleTest, DuplicateOfARecordInTheSameBatchIsAckedOnlyWhenItIsDurable
   store_.HoldWrites(true);
   std::atomic<int> done{0};
   absl::Mutex mu;
-  std::vector<absl::Status> results;
-  auto submit = [&](std::vector<ProduceRecordArgs> records, std::optional<ProducerArgs> stamp) {
-    ASSERT_TRUE(broker_->Produce("t", std::move(records), std::move(stamp), [&](auto r) {
+  std::map<std::string, absl::Status> results;  // by request name
+  auto submit = [&](std::string name, std::vector<ProduceRecordArgs> records,
+                    std::optional<ProducerArgs> stamp) {
+    ASSERT_TRUE(broker_->Produce("t", std::move(records), std::move(stamp), [&, name](auto r) {
       absl::MutexLock lock(&mu);
-      results.push_back(r.status());
+      results[name] = r.status();
       done++;
     }).ok());
   };
-  submit({To(0, "held")}, std::nullopt);
+  submit("held", {To(0, "held")}, std::nullopt);
   store_.WaitForWritesEntered(2);  // the writer is inside Write with "held"
   // These four land in one batch: an original and its duplicate, twice over.
-  submit({WithEventId("a", "evt")}, std::nullopt);
-  submit({WithEventId("a", "evt")}, std::nullopt);
-  submit({To(0, "b")}, Stamp(*producer, {{0, 0}}));
-  submit({To(0, "b")}, Stamp(*producer, {{0, 0}}));
+  submit("event", {WithEventId("a", "evt")}, std::nullopt);
+  submit("event again", {WithEventId("a", "evt")}, std::nullopt);
+  submit("batch", {To(0, "b")}, Stamp(*producer, {{0, 0}}));
+  submit("batch retry", {To(0, "b")}, Stamp(*producer, {{0, 0}}));
   store_.FailWritesAfter(1);  // "held" is written; the batch with the four fails
   store_.HoldWrites(false);
   while (done.load() < 5) absl::SleepFor(absl::Milliseconds(1));  // completions are async
   absl::MutexLock lock(&mu);
-  ASSERT_EQ(results.size(), 5u);
-  EXPECT_TRUE(results[0].ok()) << "held";
-  for (size_t i = 1; i < results.size(); ++i) {
-    EXPECT_EQ(results[i].code(), absl::StatusCode::kUnavailable)
-        << "request " << i << ": no duplicate is acknowledged for a write that failed";
+  EXPECT_TRUE(results["held"].ok());
+  for (const char* name : {"event", "event again", "batch", "batch retry"}) {
+    EXPECT_EQ(results[name].code(), absl::StatusCode::kUnavailable)
+        << name << ": no duplicate is acknowledged for a write that failed";
   }
 }
 
