@@ -1,6 +1,6 @@
 #include "services/log_broker/storage/codec.h"
 
-#include "services/log_broker/storage/coding.h"
+#include "common/coding/coding.h"
 
 namespace conduit::log_broker::codec {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "services/log_broker/storage/coding.h"
+#include "common/coding/coding.h"
 
 namespace conduit::log_broker::keys {
 

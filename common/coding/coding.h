@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace conduit::log_broker::coding {
+namespace conduit::coding {
 
 inline void PutBigEndian32(std::string* out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
@@ -72,4 +72,4 @@ inline bool GetLengthPrefixed(std::string_view* in, std::string_view* s) {
   return true;
 }
 
-}  // namespace conduit::log_broker::coding
+}  // namespace conduit::coding

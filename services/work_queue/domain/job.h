@@ -1,0 +1,96 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace conduit::work_queue {
+
+struct Header {
+  std::string key;
+  std::string value;
+  friend bool operator==(const Header&, const Header&) = default;
+};
+
+enum class Outcome { kLeased, kAcked, kNacked, kExpired };
+enum class FailureClass { kTransient, kPermanent };
+
+// One delivery of a job and how it ended.
+struct Attempt {
+  uint32_t number = 0;
+  std::string worker;
+  absl::Time leased_at;
+  absl::Time ended_at = absl::InfinitePast();
+  Outcome outcome = Outcome::kLeased;
+  std::string reason;
+  FailureClass failure_class = FailureClass::kTransient;
+  friend bool operator==(const Attempt&, const Attempt&) = default;
+};
+
+// Persisted state. READY and DELAYED are one persisted state (kQueued): which one a job is in
+// follows from ready_at and the clock.
+enum class JobState { kQueued, kLeased, kDead };
+
+struct Job {
+  uint64_t id = 0;
+  JobState state = JobState::kQueued;
+  std::string payload;
+  std::vector<Header> headers;
+  std::string tenant;
+  int32_t priority = 0;
+  std::string idempotency_key;
+  absl::Time enqueued_at;
+  absl::Time ready_at;  // kQueued: when it may be leased
+  // kLeased:
+  std::string lease_token;
+  absl::Time lease_deadline;
+  // History and counters.
+  std::vector<Attempt> attempts;
+  int32_t failures = 0;  // deliveries that ended in a nack
+  int32_t expiries = 0;  // leases that expired
+  int32_t redrives = 0;
+  // kDead:
+  absl::Time died_at;
+  std::string death_reason;
+  friend bool operator==(const Job&, const Job&) = default;
+};
+
+struct QueueConfig {
+  absl::Duration visibility_timeout = absl::Seconds(30);
+  int32_t max_attempts = 5;
+  int32_t max_lease_expiries = 3;
+  absl::Duration backoff_initial = absl::Seconds(1);
+  double backoff_multiplier = 2.0;
+  absl::Duration backoff_max = absl::Minutes(5);
+  absl::Duration idempotency_window = absl::Hours(1);
+  int64_t max_depth = 0;  // 0: no limit
+  int32_t max_redrives = 3;
+  friend bool operator==(const QueueConfig&, const QueueConfig&) = default;
+};
+
+struct QueueConfigPatch {
+  std::optional<absl::Duration> visibility_timeout;
+  std::optional<int32_t> max_attempts;
+  std::optional<int32_t> max_lease_expiries;
+  std::optional<absl::Duration> backoff_initial;
+  std::optional<double> backoff_multiplier;
+  std::optional<absl::Duration> backoff_max;
+  std::optional<absl::Duration> idempotency_window;
+  std::optional<int64_t> max_depth;
+  std::optional<int32_t> max_redrives;
+
+  QueueConfig ApplyTo(QueueConfig base) const;
+};
+
+struct QueueMeta {
+  uint64_t id = 0;
+  std::string name;
+  QueueConfig config;
+  absl::Time created;
+  friend bool operator==(const QueueMeta&, const QueueMeta&) = default;
+};
+
+}  // namespace conduit::work_queue

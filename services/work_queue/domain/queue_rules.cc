@@ -1,0 +1,78 @@
+#include "services/work_queue/domain/queue_rules.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace conduit::work_queue {
+
+QueueConfig QueueConfigPatch::ApplyTo(QueueConfig base) const {
+  if (visibility_timeout) base.visibility_timeout = *visibility_timeout;
+  if (max_attempts) base.max_attempts = *max_attempts;
+  if (max_lease_expiries) base.max_lease_expiries = *max_lease_expiries;
+  if (backoff_initial) base.backoff_initial = *backoff_initial;
+  if (backoff_multiplier) base.backoff_multiplier = *backoff_multiplier;
+  if (backoff_max) base.backoff_max = *backoff_max;
+  if (idempotency_window) base.idempotency_window = *idempotency_window;
+  if (max_depth) base.max_depth = *max_depth;
+  if (max_redrives) base.max_redrives = *max_redrives;
+  return base;
+}
+
+absl::Status ValidateQueueName(absl::string_view name) {
+  if (name.empty() || name.size() > 249) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queue name must be 1..249 characters, got ", name.size()));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("queue name '", name, "' may only contain [a-zA-Z0-9._-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateConfig(const QueueConfig& c) {
+  auto invalid = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (c.visibility_timeout < absl::Seconds(1) || c.visibility_timeout > absl::Hours(12)) {
+    return invalid("visibility_timeout must be between 1s and 12h, got ",
+                   absl::FormatDuration(c.visibility_timeout));
+  }
+  if (c.max_attempts < 1 || c.max_attempts > 1000) {
+    return invalid("max_attempts must be between 1 and 1000, got ", c.max_attempts);
+  }
+  if (c.max_lease_expiries < 1 || c.max_lease_expiries > 1000) {
+    return invalid("max_lease_expiries must be between 1 and 1000, got ", c.max_lease_expiries);
+  }
+  if (c.backoff_initial < absl::ZeroDuration() || c.backoff_max < c.backoff_initial ||
+      c.backoff_max > absl::Hours(24)) {
+    return invalid("backoff must satisfy 0 <= backoff_initial <= backoff_max <= 24h");
+  }
+  if (!(c.backoff_multiplier >= 1.0 && c.backoff_multiplier <= 100.0)) {
+    return invalid("backoff_multiplier must be between 1 and 100, got ", c.backoff_multiplier);
+  }
+  if (c.idempotency_window < absl::ZeroDuration() || c.idempotency_window > absl::Hours(24 * 7)) {
+    return invalid("idempotency_window must be between 0 and 7 days");
+  }
+  if (c.max_depth < 0) return invalid("max_depth must be >= 0 (0: no limit)");
+  if (c.max_redrives < 0) return invalid("max_redrives must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::Duration BackoffCap(const QueueConfig& config, int32_t failures) {
+  const double factor = std::pow(config.backoff_multiplier, std::max(0, failures - 1));
+  const double seconds = absl::ToDoubleSeconds(config.backoff_initial) * factor;
+  const double cap = absl::ToDoubleSeconds(config.backoff_max);
+  return absl::Seconds(std::min(seconds, cap));  // std::min also tames inf from pow
+}
+
+absl::Duration Backoff(const QueueConfig& config, int32_t failures, absl::BitGenRef rng) {
+  const double cap = absl::ToDoubleSeconds(BackoffCap(config, failures));
+  return absl::Seconds(absl::Uniform(absl::IntervalClosed, rng, 0.0, cap));
+}
+
+}  // namespace conduit::work_queue

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "services/work_queue/domain/job.h"
+
+namespace conduit::work_queue {
+
+// One atomic change: jobs written or deleted, idempotency keys written or deleted, audit lines.
+struct QueueWrite {
+  struct KeyEntry {
+    uint64_t queue_id;
+    std::string key;
+    uint64_t job_id;
+    absl::Time at;
+  };
+  struct AuditEntry {
+    uint64_t queue_id;
+    absl::Time at;
+    std::string text;
+  };
+  uint64_t queue_id = 0;
+  std::optional<QueueMeta> create_queue;  // persist this queue's metadata
+  bool drop_queue = false;                // remove the queue, its jobs, keys and audit
+  std::vector<Job> puts;
+  std::vector<uint64_t> deletes;
+  std::vector<KeyEntry> key_puts;
+  std::vector<std::string> key_deletes;
+  std::vector<AuditEntry> audit;
+};
+
+// Persistence for queues and jobs. The domain (WorkQueueService) owns every rule; a QueueStore
+// stores what it is given, each Write atomically. Thread-safe.
+class QueueStore {
+ public:
+  virtual ~QueueStore() = default;
+  virtual absl::StatusOr<std::vector<QueueMeta>> LoadQueues() = 0;
+  virtual absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) = 0;
+  virtual absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) = 0;
+  // Applies all writes as one atomic, fsynced write (group commit), in order.
+  virtual absl::Status Write(const std::vector<const QueueWrite*>& writes) = 0;
+};
+
+}  // namespace conduit::work_queue

@@ -1,0 +1,540 @@
+#include "services/work_queue/domain/work_queue.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "services/work_queue/domain/queue_rules.h"
+
+namespace conduit::work_queue {
+namespace {
+
+constexpr size_t kMaxPayloadBytes = 1 << 20;
+constexpr int32_t kMaxLeaseJobs = 1000;
+constexpr absl::Duration kMaxLeaseWait = absl::Seconds(30);
+constexpr absl::Duration kMaxLease = absl::Hours(12);
+
+absl::Status NotFound(const std::string& what) { return absl::NotFoundError(what); }
+
+}  // namespace
+
+WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options)
+    : store_(store), clock_(clock), options_(options), log_(store) {}
+
+WorkQueue::~WorkQueue() {
+  {
+    absl::MutexLock lock(&scheduler_mu_);
+    stopping_ = true;
+  }
+  if (scheduler_.joinable()) scheduler_.join();
+}
+
+absl::Status WorkQueue::Recover() {
+  auto queues = store_->LoadQueues();
+  if (!queues.ok()) return queues.status();
+  const absl::Time now = clock_->Now();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const QueueMeta& meta : *queues) {
+      auto q = std::make_unique<Queue>();
+      q->meta = meta;
+      auto jobs = store_->LoadJobs(meta.id);
+      if (!jobs.ok()) return jobs.status();
+      for (Job& job : *jobs) {
+        next_job_id_ = std::max(next_job_id_, job.id + 1);
+        Index(*q, job, now);
+        q->jobs.emplace(job.id, std::move(job));
+      }
+      auto keys = store_->LoadKeys(meta.id);
+      if (!keys.ok()) return keys.status();
+      std::sort(keys->begin(), keys->end(), [](const auto& a, const auto& b) { return a.at < b.at; });
+      for (const auto& k : *keys) {
+        q->keys[k.key] = {k.job_id, k.at};
+        q->key_order.emplace_back(k.at, k.key);
+      }
+      next_queue_id_ = std::max(next_queue_id_, meta.id + 1);
+      queues_.emplace(meta.name, std::move(q));
+    }
+  }
+  if (options_.scheduler_interval > absl::ZeroDuration()) {
+    scheduler_ = std::thread([this] { SchedulerLoop(); });
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkQueue::Queue*> WorkQueue::Find(const std::string& name) const {
+  auto it = queues_.find(name);
+  if (it == queues_.end()) return NotFound(absl::StrCat("queue '", name, "' does not exist"));
+  return it->second.get();
+}
+
+void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done) {
+  log_.Submit(std::move(write), std::move(done));
+}
+
+// --- indexes ---------------------------------------------------------------------------------
+
+void WorkQueue::Index(Queue& q, const Job& job, absl::Time now) {
+  switch (job.state) {
+    case JobState::kQueued:
+      if (job.ready_at > now) {
+        q.delayed.emplace(job.ready_at, job.id);
+      } else {
+        auto& tenant = q.ready[job.tenant];
+        if (tenant.empty()) q.tenant_ring.push_back(job.tenant);
+        tenant.insert(ReadyKey{-job.priority, job.ready_at, job.id});
+        q.ready_by_time.emplace(job.ready_at, job.id);
+      }
+      break;
+    case JobState::kLeased:
+      q.leases.emplace(job.lease_deadline, job.id);
+      break;
+    case JobState::kDead:
+      q.dead.emplace(job.died_at, job.id);
+      break;
+  }
+}
+
+void WorkQueue::Unindex(Queue& q, const Job& job) {
+  switch (job.state) {
+    case JobState::kQueued:
+      if (q.delayed.erase({job.ready_at, job.id}) == 0) {
+        auto it = q.ready.find(job.tenant);
+        if (it != q.ready.end()) {
+          it->second.erase(ReadyKey{-job.priority, job.ready_at, job.id});
+          // An emptied tenant stays in the ring until TakeReady passes it.
+        }
+        q.ready_by_time.erase({job.ready_at, job.id});
+      }
+      break;
+    case JobState::kLeased:
+      q.leases.erase({job.lease_deadline, job.id});
+      break;
+    case JobState::kDead:
+      q.dead.erase({job.died_at, job.id});
+      break;
+  }
+}
+
+void WorkQueue::Kill(Queue& q, Job& job, std::string reason, absl::Time now) {
+  job.state = JobState::kDead;
+  job.died_at = now;
+  job.death_reason = std::move(reason);
+  job.lease_token.clear();
+  Index(q, job, now);
+}
+
+// --- queues ----------------------------------------------------------------------------------
+
+void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& patch,
+                            Callback<QueueMeta> done) {
+  if (auto s = ValidateQueueName(name); !s.ok()) return done(s);
+  const QueueConfig config = patch.ApplyTo(QueueConfig{});
+  if (auto s = ValidateConfig(config); !s.ok()) return done(s);
+  absl::MutexLock lock(&mu_);
+  if (queues_.contains(name)) {
+    return done(absl::AlreadyExistsError(absl::StrCat("queue '", name, "' already exists")));
+  }
+  auto q = std::make_unique<Queue>();
+  q->meta = QueueMeta{next_queue_id_++, name, config, clock_->Now()};
+  QueueWrite write;
+  write.queue_id = q->meta.id;
+  write.create_queue = q->meta;
+  QueueMeta meta = q->meta;
+  queues_.emplace(name, std::move(q));
+  Commit(std::move(write), [done, meta](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(meta);
+  });
+}
+
+void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
+  absl::MutexLock lock(&mu_);
+  auto q = Find(name);
+  if (!q.ok()) return done(q.status());
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  write.drop_queue = true;
+  for (auto& [id, waiter] : (*q)->waiters) timers_.Schedule(absl::Now(), std::move(waiter));
+  queues_.erase(name);
+  Commit(std::move(write), [done](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(true);
+  });
+}
+
+std::vector<QueueMeta> WorkQueue::ListQueues() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<QueueMeta> out;
+  for (const auto& [name, q] : queues_) out.push_back(q->meta);
+  return out;
+}
+
+absl::StatusOr<QueueStats> WorkQueue::Stats(const std::string& queue) const {
+  absl::MutexLock lock(&mu_);
+  auto found = Find(queue);
+  if (!found.ok()) return found.status();
+  const Queue& q = **found;
+  const absl::Time now = clock_->Now();
+  QueueStats stats;
+  // Delayed jobs whose time has come are ready, even before the scheduler moves them.
+  auto due_end = q.delayed.lower_bound({now, UINT64_MAX});
+  const int64_t due = std::distance(q.delayed.begin(), due_end);
+  stats.ready = static_cast<int64_t>(q.ready_by_time.size()) + due;
+  stats.delayed = static_cast<int64_t>(q.delayed.size()) - due;
+  stats.leased = static_cast<int64_t>(q.leases.size());
+  stats.dead = static_cast<int64_t>(q.dead.size());
+  absl::Time oldest = absl::InfiniteFuture();
+  if (!q.ready_by_time.empty()) oldest = q.ready_by_time.begin()->first;
+  if (due > 0) oldest = std::min(oldest, q.delayed.begin()->first);
+  if (oldest != absl::InfiniteFuture()) stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - oldest);
+  if (!q.dead.empty()) stats.oldest_dead_age = now - q.dead.begin()->first;
+  return stats;
+}
+
+// --- enqueue ---------------------------------------------------------------------------------
+
+void WorkQueue::ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) {
+  const absl::Time cutoff = now - q.meta.config.idempotency_window;
+  while (!q.key_order.empty() && q.key_order.front().first <= cutoff) {
+    auto it = q.keys.find(q.key_order.front().second);
+    if (it != q.keys.end() && it->second.second == q.key_order.front().first) {
+      write->key_deletes.push_back(it->first);
+      q.keys.erase(it);
+    }
+    q.key_order.pop_front();
+  }
+}
+
+void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
+                        Callback<std::vector<EnqueuedJob>> done) {
+  if (jobs.empty()) return done(absl::InvalidArgumentError("enqueue request has no jobs"));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const NewJob& j = jobs[i];
+    if (j.payload.size() > kMaxPayloadBytes) {
+      return done(absl::InvalidArgumentError(absl::StrFormat(
+          "job %d: payload is %d bytes; the limit is %d", i, j.payload.size(), kMaxPayloadBytes)));
+    }
+    if (j.delay && j.not_before) {
+      return done(absl::InvalidArgumentError(
+          absl::StrFormat("job %d: set delay or not_before, not both", i)));
+    }
+    if (j.delay && *j.delay < absl::ZeroDuration()) {
+      return done(absl::InvalidArgumentError(absl::StrFormat("job %d: delay is negative", i)));
+    }
+    if (j.tenant.size() > 256 || j.idempotency_key.size() > 256) {
+      return done(absl::InvalidArgumentError(
+          absl::StrFormat("job %d: tenant and idempotency key are limited to 256 bytes", i)));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto found = Find(queue);
+  if (!found.ok()) return done(found.status());
+  Queue& q = **found;
+  const absl::Time now = clock_->Now();
+  const int64_t live = static_cast<int64_t>(q.jobs.size() - q.dead.size());
+  if (q.meta.config.max_depth > 0 &&
+      live + static_cast<int64_t>(jobs.size()) > q.meta.config.max_depth) {
+    return done(absl::ResourceExhaustedError(absl::StrFormat(
+        "queue '%s' holds %d live jobs (max_depth %d); retry after 1s, once workers catch up",
+        queue, live, q.meta.config.max_depth)));
+  }
+  QueueWrite write;
+  write.queue_id = q.meta.id;
+  ExpireKeys(q, now, &write);
+  std::vector<EnqueuedJob> out;
+  bool made_ready = false;
+  for (NewJob& j : jobs) {
+    if (!j.idempotency_key.empty()) {
+      if (auto it = q.keys.find(j.idempotency_key); it != q.keys.end()) {
+        out.push_back(EnqueuedJob{it->second.first, true});
+        continue;
+      }
+    }
+    Job job;
+    job.id = next_job_id_++;
+    job.payload = std::move(j.payload);
+    job.headers = std::move(j.headers);
+    job.tenant = std::move(j.tenant);
+    job.priority = j.priority;
+    job.idempotency_key = j.idempotency_key;
+    job.enqueued_at = now;
+    job.ready_at = j.not_before ? std::max(now, *j.not_before) : now + j.delay.value_or(absl::ZeroDuration());
+    made_ready |= job.ready_at <= now;
+    if (!j.idempotency_key.empty()) {
+      q.keys[j.idempotency_key] = {job.id, now};
+      q.key_order.emplace_back(now, j.idempotency_key);
+      write.key_puts.push_back({q.meta.id, j.idempotency_key, job.id, now});
+    }
+    Index(q, job, now);
+    write.puts.push_back(job);
+    out.push_back(EnqueuedJob{job.id, false});
+    q.jobs.emplace(job.id, std::move(job));
+  }
+  if (made_ready) WakeWaiters(q);
+  // Duplicates are answered through the log too, so never before their original is durable.
+  Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(out);
+  });
+}
+
+// --- leases ----------------------------------------------------------------------------------
+
+std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Time now,
+                                      QueueWrite* write) {
+  std::vector<Job> out;
+  const absl::Duration visibility = args.visibility_timeout.value_or(q.meta.config.visibility_timeout);
+  // Round-robin over tenants with ready jobs: one job per tenant per turn.
+  while (static_cast<int32_t>(out.size()) < args.max_jobs && !q.tenant_ring.empty()) {
+    std::string tenant = std::move(q.tenant_ring.front());
+    q.tenant_ring.pop_front();
+    auto it = q.ready.find(tenant);
+    if (it == q.ready.end() || it->second.empty()) {
+      if (it != q.ready.end()) q.ready.erase(it);
+      continue;
+    }
+    const ReadyKey key = *it->second.begin();
+    Job& job = q.jobs.at(key.id);
+    Unindex(q, job);
+    if (!it->second.empty()) {
+      q.tenant_ring.push_back(std::move(tenant));
+    } else {
+      q.ready.erase(it);
+    }
+    job.state = JobState::kLeased;
+    job.lease_deadline = now + visibility;
+    job.lease_token = absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1,
+                                      absl::Uniform<uint64_t>(rng_));
+    job.attempts.push_back(Attempt{static_cast<uint32_t>(job.attempts.size() + 1), args.worker, now});
+    Index(q, job, now);
+    write->puts.push_back(job);
+    out.push_back(job);
+  }
+  return out;
+}
+
+void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
+  if (args.worker.empty()) return done(absl::InvalidArgumentError("worker_id is required"));
+  if (args.max_jobs < 1 || args.max_jobs > kMaxLeaseJobs) {
+    return done(absl::InvalidArgumentError(
+        absl::StrFormat("max_jobs must be between 1 and %d, got %d", kMaxLeaseJobs, args.max_jobs)));
+  }
+  if (args.visibility_timeout &&
+      (*args.visibility_timeout < absl::Seconds(1) || *args.visibility_timeout > kMaxLease)) {
+    return done(absl::InvalidArgumentError("visibility_timeout must be between 1s and 12h"));
+  }
+  if (args.max_wait < absl::ZeroDuration() || args.max_wait > kMaxLeaseWait) {
+    return done(absl::InvalidArgumentError("max_wait must be between 0 and 30s"));
+  }
+  LeaseUntil(args, absl::Now() + args.max_wait, std::move(done));
+}
+
+void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
+                           Callback<std::vector<Job>> done) {
+  absl::MutexLock lock(&mu_);
+  auto found = Find(args.queue);
+  if (!found.ok()) return done(found.status());
+  Queue& q = **found;
+  const absl::Time now = clock_->Now();
+  QueueWrite write;
+  write.queue_id = q.meta.id;
+  RunDue(q, now, &write);
+  std::vector<Job> jobs = TakeReady(q, args, now, &write);
+  if (jobs.empty() && absl::Now() < real_deadline) {
+    // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first retries
+    // (the other finds the waiter gone).
+    const uint64_t id = next_waiter_id_++;
+    auto fired = std::make_shared<std::atomic<bool>>(false);
+    auto retry = [this, args, real_deadline, done, fired]() {
+      if (fired->exchange(true)) return;
+      LeaseUntil(args, real_deadline, done);
+    };
+    q.waiters.emplace(id, retry);
+    const std::string queue = args.queue;
+    timers_.Schedule(real_deadline, [this, queue, id, retry]() mutable {
+      {
+        absl::MutexLock lock(&mu_);
+        auto q = Find(queue);
+        if (q.ok()) (*q)->waiters.erase(id);
+      }
+      retry();
+    });
+    if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
+    return;
+  }
+  Commit(std::move(write), [done, jobs = std::move(jobs)](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(jobs);
+  });
+}
+
+void WorkQueue::WakeWaiters(Queue& q) {
+  // Retried from the timer thread: never call back into the domain under mu_.
+  for (auto& [id, waiter] : q.waiters) timers_.Schedule(absl::InfinitePast(), std::move(waiter));
+  q.waiters.clear();
+}
+
+absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
+                                          absl::Time now) {
+  auto it = q.jobs.find(job_id);
+  if (it == q.jobs.end()) {
+    return NotFound(absl::StrCat("job ", job_id, " of queue '", q.meta.name, "' does not exist"));
+  }
+  Job& job = it->second;
+  if (job.state != JobState::kLeased || job.lease_token != token) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease token for job ", job_id, " is stale: the job was redelivered or settled"));
+  }
+  if (job.lease_deadline <= now) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease of job ", job_id, " expired at ", absl::FormatTime(job.lease_deadline)));
+  }
+  return &job;
+}
+
+void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std::string& token,
+                            absl::Duration extension, Callback<absl::Time> done) {
+  if (extension <= absl::ZeroDuration() || extension > kMaxLease) {
+    return done(absl::InvalidArgumentError("extension must be between 0 and 12h"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto q = Find(queue);
+  if (!q.ok()) return done(q.status());
+  const absl::Time now = clock_->Now();
+  auto job = LeasedJob(**q, job_id, token, now);
+  if (!job.ok()) return done(job.status());
+  Unindex(**q, **job);
+  (*job)->lease_deadline = now + extension;
+  Index(**q, **job, now);
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  write.puts.push_back(**job);
+  Commit(std::move(write), [done, deadline = (*job)->lease_deadline](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(deadline);
+  });
+}
+
+void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string& token,
+                    Callback<bool> done) {
+  absl::MutexLock lock(&mu_);
+  auto q = Find(queue);
+  if (!q.ok()) return done(q.status());
+  auto job = LeasedJob(**q, job_id, token, clock_->Now());
+  if (!job.ok()) return done(job.status());
+  Unindex(**q, **job);
+  (*q)->jobs.erase(job_id);
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  write.deletes.push_back(job_id);
+  Commit(std::move(write), [done](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(true);
+  });
+}
+
+void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::string& token,
+                     const NackArgs& args, Callback<NackResult> done) {
+  if (args.retry_after && *args.retry_after < absl::ZeroDuration()) {
+    return done(absl::InvalidArgumentError("retry_after is negative"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto q = Find(queue);
+  if (!q.ok()) return done(q.status());
+  const absl::Time now = clock_->Now();
+  auto found = LeasedJob(**q, job_id, token, now);
+  if (!found.ok()) return done(found.status());
+  Job& job = **found;
+  Unindex(**q, job);
+  Attempt& attempt = job.attempts.back();
+  attempt.ended_at = now;
+  attempt.outcome = Outcome::kNacked;
+  attempt.reason = args.reason;
+  attempt.failure_class = args.failure_class;
+  ++job.failures;
+  job.lease_token.clear();
+  NackResult result;
+  const QueueConfig& config = (*q)->meta.config;
+  if (args.failure_class == FailureClass::kPermanent) {
+    Kill(**q, job, absl::StrCat("permanent failure: ", args.reason), now);
+    result.dead = true;
+  } else if (job.failures >= config.max_attempts) {
+    Kill(**q, job,
+         absl::StrCat("max attempts (", config.max_attempts, ") reached; last failure: ", args.reason),
+         now);
+    result.dead = true;
+  } else {
+    job.state = JobState::kQueued;
+    job.ready_at = now + (args.retry_after ? *args.retry_after : Backoff(config, job.failures, rng_));
+    result.retry_at = job.ready_at;
+    Index(**q, job, now);
+    if (job.ready_at <= now) WakeWaiters(**q);
+  }
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  write.puts.push_back(job);
+  Commit(std::move(write), [done, result](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(result);
+  });
+}
+
+// --- scheduler -------------------------------------------------------------------------------
+
+void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
+  bool made_ready = false;
+  while (!q.delayed.empty() && q.delayed.begin()->first <= now) {
+    const uint64_t id = q.delayed.begin()->second;
+    q.delayed.erase(q.delayed.begin());
+    Index(q, q.jobs.at(id), now);  // now ready; nothing to persist (ready follows from time)
+    made_ready = true;
+  }
+  while (!q.leases.empty() && q.leases.begin()->first <= now) {
+    Job& job = q.jobs.at(q.leases.begin()->second);
+    Unindex(q, job);
+    Attempt& attempt = job.attempts.back();
+    attempt.ended_at = job.lease_deadline;
+    attempt.outcome = Outcome::kExpired;
+    attempt.reason = "lease expired";
+    ++job.expiries;
+    job.lease_token.clear();
+    if (job.expiries >= q.meta.config.max_lease_expiries) {
+      Kill(q, job, absl::StrCat("max lease expiries (", q.meta.config.max_lease_expiries, ") reached"),
+           now);
+    } else {
+      job.state = JobState::kQueued;
+      job.ready_at = now + Backoff(q.meta.config, job.expiries, rng_);
+      Index(q, job, now);
+      made_ready |= job.ready_at <= now;
+    }
+    write->puts.push_back(job);
+  }
+  if (made_ready) WakeWaiters(q);
+}
+
+void WorkQueue::RunScheduler() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (auto& [name, q] : queues_) {
+    QueueWrite write;
+    write.queue_id = q->meta.id;
+    RunDue(*q, now, &write);
+    ExpireKeys(*q, now, &write);
+    if (!write.puts.empty() || !write.key_deletes.empty()) {
+      Commit(std::move(write), [](absl::Status) {});
+    }
+  }
+}
+
+void WorkQueue::SchedulerLoop() {
+  absl::MutexLock lock(&scheduler_mu_);
+  while (!scheduler_mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.scheduler_interval)) {
+    scheduler_mu_.Unlock();
+    RunScheduler();
+    scheduler_mu_.Lock();
+  }
+}
+
+}  // namespace conduit::work_queue

@@ -1,0 +1,208 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/time/clock.h"
+#include "common/time/timer_queue.h"
+#include "services/work_queue/domain/commit_log.h"
+#include "services/work_queue/domain/job.h"
+#include "services/work_queue/domain/queue_store.h"
+
+namespace conduit::work_queue {
+
+struct NewJob {
+  std::string payload;
+  std::vector<Header> headers;
+  std::string idempotency_key;
+  std::optional<absl::Duration> delay;
+  std::optional<absl::Time> not_before;
+  int32_t priority = 0;
+  std::string tenant;
+};
+
+struct EnqueuedJob {
+  uint64_t id = 0;
+  bool duplicate = false;
+  friend bool operator==(const EnqueuedJob&, const EnqueuedJob&) = default;
+};
+
+struct LeaseArgs {
+  std::string queue;
+  std::string worker;
+  int32_t max_jobs = 1;
+  std::optional<absl::Duration> visibility_timeout;
+  absl::Duration max_wait = absl::ZeroDuration();
+};
+
+struct NackArgs {
+  std::string reason;
+  FailureClass failure_class = FailureClass::kTransient;
+  std::optional<absl::Duration> retry_after;
+};
+
+struct NackResult {
+  bool dead = false;
+  absl::Time retry_at;
+};
+
+struct QueueStats {
+  int64_t ready = 0, delayed = 0, leased = 0, dead = 0;
+  absl::Duration oldest_ready_age = absl::ZeroDuration();
+  absl::Duration oldest_dead_age = absl::ZeroDuration();
+};
+
+struct DeadLetterFilter {
+  std::string reason_contains;
+  std::optional<std::string> tenant;
+  std::optional<absl::Time> died_after;
+  std::optional<absl::Time> died_before;
+};
+
+struct DeadLetterPage {
+  std::vector<Job> jobs;
+  std::string next_page_token;
+};
+
+struct DeadLetterSelection {
+  std::vector<uint64_t> ids;  // or, when empty, `filter`
+  DeadLetterFilter filter;
+  bool dry_run = true;
+  int32_t limit = 0;  // 0: no limit
+};
+
+struct RedriveResult {
+  std::vector<uint64_t> moved;
+  std::vector<uint64_t> refused;  // reached max_redrives
+};
+
+template <typename T>
+using Callback = std::function<void(absl::StatusOr<T>)>;
+
+struct WorkQueueOptions {
+  // Period of the background pass that makes delayed jobs ready and expires leases (real time).
+  // Zero: no thread; call RunScheduler() (tests, with a FakeClock).
+  absl::Duration scheduler_interval = absl::Milliseconds(100);
+};
+
+// The work queue's rules. Every queue's jobs and indexes live in memory under one mutex: per
+// tenant an ordered set of ready jobs (priority desc, ready time, id), a round-robin ring of
+// tenants with ready jobs, and time-ordered sets of delayed jobs, leases and dead letters. Each
+// change is applied in memory and handed to the CommitLog in the same critical section; callers
+// are answered once it is durable. Known limit of this first slice: payloads are held in memory.
+//
+// Thread-safe. Callbacks run on the commit log's thread (or inline for errors) and must not
+// block.
+class WorkQueue {
+ public:
+  WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options = {});
+  ~WorkQueue();
+
+  // Loads queues and jobs and rebuilds the indexes. Call once, first.
+  absl::Status Recover();
+
+  void CreateQueue(const std::string& name, const QueueConfigPatch& config, Callback<QueueMeta> done);
+  void DeleteQueue(const std::string& name, Callback<bool> done);
+  std::vector<QueueMeta> ListQueues() const;
+  absl::StatusOr<QueueStats> Stats(const std::string& queue) const;
+
+  // NOT_FOUND, INVALID_ARGUMENT, RESOURCE_EXHAUSTED (max_depth; says when to retry).
+  void Enqueue(const std::string& queue, std::vector<NewJob> jobs,
+               Callback<std::vector<EnqueuedJob>> done);
+  // Jobs come back in state kLeased with their new token and deadline.
+  void Lease(const LeaseArgs& args, Callback<std::vector<Job>> done);
+  // FAILED_PRECONDITION for a stale token or an expired lease; NOT_FOUND unknown job.
+  void ExtendLease(const std::string& queue, uint64_t job_id, const std::string& token,
+                   absl::Duration extension, Callback<absl::Time> done);
+  void Ack(const std::string& queue, uint64_t job_id, const std::string& token,
+           Callback<bool> done);
+  void Nack(const std::string& queue, uint64_t job_id, const std::string& token,
+            const NackArgs& args, Callback<NackResult> done);
+
+  absl::StatusOr<DeadLetterPage> ListDeadLetters(const std::string& queue,
+                                                 const DeadLetterFilter& filter, int32_t page_size,
+                                                 const std::string& page_token) const;
+  absl::StatusOr<Job> GetDeadLetter(const std::string& queue, uint64_t job_id) const;
+  void Redrive(const std::string& queue, const DeadLetterSelection& selection,
+               std::optional<std::string> replacement_payload, Callback<RedriveResult> done);
+  void Discard(const std::string& queue, const DeadLetterSelection& selection,
+               const std::string& reason, Callback<std::vector<uint64_t>> done);
+
+  // Makes due delayed jobs ready, expires overdue leases (retry after backoff, or dead).
+  void RunScheduler();
+
+ private:
+  struct ReadyKey {
+    int32_t neg_priority;
+    absl::Time ready_at;
+    uint64_t id;
+    bool operator<(const ReadyKey& o) const {
+      return std::tie(neg_priority, ready_at, id) < std::tie(o.neg_priority, o.ready_at, o.id);
+    }
+  };
+  using TimeIndex = std::set<std::pair<absl::Time, uint64_t>>;
+  struct Queue {
+    QueueMeta meta;
+    absl::flat_hash_map<uint64_t, Job> jobs;
+    absl::flat_hash_map<std::string, std::set<ReadyKey>> ready;  // by tenant
+    std::deque<std::string> tenant_ring;  // tenants with ready jobs, each once
+    TimeIndex ready_by_time, delayed, leases, dead;
+    absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>> keys;
+    std::deque<std::pair<absl::Time, std::string>> key_order;
+    absl::flat_hash_map<uint64_t, std::function<void()>> waiters;  // long-polling Leases
+  };
+
+  absl::StatusOr<Queue*> Find(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
+                                 absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Index(Queue& q, const Job& job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unindex(Queue& q, const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Kill(Queue& q, Job& job, std::string reason, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Due delayed → ready; overdue leases → expired. Adds changed jobs to `write`.
+  void RunDue(Queue& q, absl::Time now, QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<Job> TakeReady(Queue& q, const LeaseArgs& args, absl::Time now, QueueWrite* write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WakeWaiters(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<uint64_t> Select(const Queue& q, const DeadLetterSelection& selection) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Commit(QueueWrite write, std::function<void(absl::Status)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaseUntil(LeaseArgs args, absl::Time real_deadline, Callback<std::vector<Job>> done);
+  void SchedulerLoop();
+
+  QueueStore* const store_;
+  const time::Clock* const clock_;
+  const WorkQueueOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Queue>> queues_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_queue_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+
+  CommitLog log_;
+  time::TimerQueue timers_;
+  absl::Mutex scheduler_mu_;
+  bool stopping_ ABSL_GUARDED_BY(scheduler_mu_) = false;
+  std::thread scheduler_;
+};
+
+}  // namespace conduit::work_queue

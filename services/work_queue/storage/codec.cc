@@ -1,0 +1,167 @@
+#include "services/work_queue/storage/codec.h"
+
+#include <cstring>
+
+#include "common/coding/coding.h"
+
+namespace conduit::work_queue::codec {
+namespace {
+
+void PutTime(std::string* out, absl::Time t) {
+  const int64_t micros = t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixMicros(t);
+  coding::PutBigEndian64(out, static_cast<uint64_t>(micros));
+}
+bool GetTime(std::string_view* in, absl::Time* t) {
+  uint64_t raw = 0;
+  if (!coding::GetFixed64(in, &raw)) return false;
+  const int64_t micros = static_cast<int64_t>(raw);
+  *t = micros == INT64_MIN ? absl::InfinitePast() : absl::FromUnixMicros(micros);
+  return true;
+}
+void PutDuration(std::string* out, absl::Duration d) {
+  coding::PutVarint64(out, static_cast<uint64_t>(absl::ToInt64Microseconds(d)));
+}
+bool GetDuration(std::string_view* in, absl::Duration* d) {
+  uint64_t raw = 0;
+  if (!coding::GetVarint64(in, &raw)) return false;
+  *d = absl::Microseconds(static_cast<int64_t>(raw));
+  return true;
+}
+bool GetString(std::string_view* in, std::string* s) {
+  std::string_view v;
+  if (!coding::GetLengthPrefixed(in, &v)) return false;
+  *s = std::string(v);
+  return true;
+}
+template <typename Int>
+bool GetInt(std::string_view* in, Int* v) {
+  uint64_t raw = 0;
+  if (!coding::GetVarint64(in, &raw)) return false;
+  *v = static_cast<Int>(raw);
+  return true;
+}
+uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+absl::Status Corrupt(const char* what) {
+  return absl::DataLossError(std::string("corrupt ") + what);
+}
+
+}  // namespace
+
+std::string EncodeJob(const Job& job) {
+  std::string out;
+  out.push_back(1);
+  out.push_back(static_cast<char>(job.state));
+  coding::PutLengthPrefixed(&out, job.payload);
+  coding::PutVarint64(&out, job.headers.size());
+  for (const Header& h : job.headers) {
+    coding::PutLengthPrefixed(&out, h.key);
+    coding::PutLengthPrefixed(&out, h.value);
+  }
+  coding::PutLengthPrefixed(&out, job.tenant);
+  coding::PutVarint64(&out, ZigZag(job.priority));
+  coding::PutLengthPrefixed(&out, job.idempotency_key);
+  PutTime(&out, job.enqueued_at);
+  PutTime(&out, job.ready_at);
+  coding::PutLengthPrefixed(&out, job.lease_token);
+  PutTime(&out, job.lease_deadline);
+  coding::PutVarint64(&out, static_cast<uint64_t>(job.failures));
+  coding::PutVarint64(&out, static_cast<uint64_t>(job.expiries));
+  coding::PutVarint64(&out, static_cast<uint64_t>(job.redrives));
+  PutTime(&out, job.died_at);
+  coding::PutLengthPrefixed(&out, job.death_reason);
+  coding::PutVarint64(&out, job.attempts.size());
+  for (const Attempt& a : job.attempts) {
+    coding::PutVarint64(&out, a.number);
+    coding::PutLengthPrefixed(&out, a.worker);
+    PutTime(&out, a.leased_at);
+    PutTime(&out, a.ended_at);
+    out.push_back(static_cast<char>(a.outcome));
+    coding::PutLengthPrefixed(&out, a.reason);
+    out.push_back(static_cast<char>(a.failure_class));
+  }
+  return out;
+}
+
+absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in) {
+  Job job;
+  job.id = id;
+  uint8_t version = 0, state = 0;
+  uint64_t headers = 0, priority = 0, attempts = 0;
+  if (!coding::GetByte(&in, &version) || version != 1 || !coding::GetByte(&in, &state) ||
+      state > 2 || !GetString(&in, &job.payload) || !coding::GetVarint64(&in, &headers) ||
+      headers > in.size()) {
+    return Corrupt("job");
+  }
+  job.state = static_cast<JobState>(state);
+  for (uint64_t i = 0; i < headers; ++i) {
+    Header h;
+    if (!GetString(&in, &h.key) || !GetString(&in, &h.value)) return Corrupt("job header");
+    job.headers.push_back(std::move(h));
+  }
+  if (!GetString(&in, &job.tenant) || !coding::GetVarint64(&in, &priority) ||
+      !GetString(&in, &job.idempotency_key) || !GetTime(&in, &job.enqueued_at) ||
+      !GetTime(&in, &job.ready_at) || !GetString(&in, &job.lease_token) ||
+      !GetTime(&in, &job.lease_deadline) || !GetInt(&in, &job.failures) ||
+      !GetInt(&in, &job.expiries) || !GetInt(&in, &job.redrives) || !GetTime(&in, &job.died_at) ||
+      !GetString(&in, &job.death_reason) || !coding::GetVarint64(&in, &attempts) ||
+      attempts > in.size()) {
+    return Corrupt("job");
+  }
+  job.priority = static_cast<int32_t>(UnZigZag(priority));
+  for (uint64_t i = 0; i < attempts; ++i) {
+    Attempt a;
+    uint8_t outcome = 0, klass = 0;
+    if (!GetInt(&in, &a.number) || !GetString(&in, &a.worker) || !GetTime(&in, &a.leased_at) ||
+        !GetTime(&in, &a.ended_at) || !coding::GetByte(&in, &outcome) || outcome > 3 ||
+        !GetString(&in, &a.reason) || !coding::GetByte(&in, &klass) || klass > 1) {
+      return Corrupt("job attempt");
+    }
+    a.outcome = static_cast<Outcome>(outcome);
+    a.failure_class = static_cast<FailureClass>(klass);
+    job.attempts.push_back(std::move(a));
+  }
+  return job;
+}
+
+std::string EncodeQueue(const QueueMeta& q) {
+  const QueueConfig& c = q.config;
+  std::string out;
+  out.push_back(1);
+  coding::PutBigEndian64(&out, q.id);
+  coding::PutLengthPrefixed(&out, q.name);
+  PutTime(&out, q.created);
+  PutDuration(&out, c.visibility_timeout);
+  coding::PutVarint64(&out, static_cast<uint64_t>(c.max_attempts));
+  coding::PutVarint64(&out, static_cast<uint64_t>(c.max_lease_expiries));
+  PutDuration(&out, c.backoff_initial);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &c.backoff_multiplier, sizeof bits);
+  coding::PutBigEndian64(&out, bits);
+  PutDuration(&out, c.backoff_max);
+  PutDuration(&out, c.idempotency_window);
+  coding::PutVarint64(&out, static_cast<uint64_t>(c.max_depth));
+  coding::PutVarint64(&out, static_cast<uint64_t>(c.max_redrives));
+  return out;
+}
+
+absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
+  QueueMeta q;
+  QueueConfig& c = q.config;
+  uint8_t version = 0;
+  uint64_t bits = 0;
+  if (!coding::GetByte(&in, &version) || version != 1 || !coding::GetFixed64(&in, &q.id) ||
+      !GetString(&in, &q.name) || !GetTime(&in, &q.created) ||
+      !GetDuration(&in, &c.visibility_timeout) || !GetInt(&in, &c.max_attempts) ||
+      !GetInt(&in, &c.max_lease_expiries) || !GetDuration(&in, &c.backoff_initial) ||
+      !coding::GetFixed64(&in, &bits) || !GetDuration(&in, &c.backoff_max) ||
+      !GetDuration(&in, &c.idempotency_window) || !GetInt(&in, &c.max_depth) ||
+      !GetInt(&in, &c.max_redrives)) {
+    return Corrupt("queue");
+  }
+  std::memcpy(&c.backoff_multiplier, &bits, sizeof bits);
+  return q;
+}
+
+}  // namespace conduit::work_queue::codec

@@ -1,0 +1,45 @@
+#pragma once
+
+// Every on-disk key of the work queue (see services/work_queue/README.md). Each column family
+// holds one kind of key, so prefixes cannot collide; within a CF keys start with BE64(queue id)
+// so that one queue is one contiguous range (DeleteQueue range-deletes it).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/coding/coding.h"
+
+namespace conduit::work_queue::keys {
+
+inline constexpr char kQueuesCf[] = "queues";          // BE64(queue id) → queue
+inline constexpr char kJobsCf[] = "jobs";              // BE64(queue) + BE64(job) → job
+inline constexpr char kIdempotencyCf[] = "idempotency";  // BE64(queue) + key → BE64 job, BE64 at
+inline constexpr char kAuditCf[] = "audit";            // BE64(queue) + BE64(at µs) + BE64(seq) → text
+inline constexpr std::array<std::string_view, 4> kColumnFamilies = {kQueuesCf, kJobsCf,
+                                                                    kIdempotencyCf, kAuditCf};
+
+inline std::string QueueKey(uint64_t queue_id) {
+  std::string key;
+  coding::PutBigEndian64(&key, queue_id);
+  return key;
+}
+inline std::string JobKey(uint64_t queue_id, uint64_t job_id) {
+  std::string key = QueueKey(queue_id);
+  coding::PutBigEndian64(&key, job_id);
+  return key;
+}
+inline std::string IdempotencyKey(uint64_t queue_id, std::string_view key) {
+  std::string out = QueueKey(queue_id);
+  out.append(key);
+  return out;
+}
+inline std::string AuditKey(uint64_t queue_id, int64_t at_micros, uint64_t seq) {
+  std::string key = QueueKey(queue_id);
+  coding::PutBigEndian64(&key, static_cast<uint64_t>(at_micros));
+  coding::PutBigEndian64(&key, seq);
+  return key;
+}
+
+}  // namespace conduit::work_queue::keys

@@ -1,0 +1,124 @@
+#include "services/work_queue/storage/rocksdb_queue_store.h"
+
+#include <rocksdb/write_batch.h>
+
+#include "absl/strings/str_cat.h"
+#include "services/work_queue/storage/codec.h"
+#include "services/work_queue/storage/key_schema.h"
+
+namespace conduit::work_queue {
+
+using rocksdb_util::ToStatus;
+
+absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(const std::string& path) {
+  std::vector<std::string> cfs(keys::kColumnFamilies.begin(), keys::kColumnFamilies.end());
+  auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
+                               rocksdb_util::DefaultCfOptions(), cfs);
+  if (!db.ok()) return db.status();
+  return std::unique_ptr<RocksDbQueueStore>(new RocksDbQueueStore(*std::move(db)));
+}
+
+RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db) : db_(std::move(db)) {
+  queues_ = db_.Find(keys::kQueuesCf);
+  jobs_ = db_.Find(keys::kJobsCf);
+  idempotency_ = db_.Find(keys::kIdempotencyCf);
+  audit_ = db_.Find(keys::kAuditCf);
+  db_.ForgetHandles();
+}
+
+absl::StatusOr<std::vector<QueueMeta>> RocksDbQueueStore::LoadQueues() {
+  std::vector<QueueMeta> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), queues_.get()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    auto q = codec::DecodeQueue(it->value().ToStringView());
+    if (!q.ok()) return q.status();
+    out.push_back(*std::move(q));
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "load queues");
+  return out;
+}
+
+absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(uint64_t queue_id) {
+  std::vector<Job> out;
+  const std::string prefix = keys::QueueKey(queue_id);
+  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), jobs_.get()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const uint64_t id = coding::ReadBigEndian64(it->key().data() + 8);
+    auto job = codec::DecodeJob(id, it->value().ToStringView());
+    if (!job.ok()) return job.status();
+    out.push_back(*std::move(job));
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "load jobs");
+  return out;
+}
+
+absl::StatusOr<std::vector<QueueWrite::KeyEntry>> RocksDbQueueStore::LoadKeys(uint64_t queue_id) {
+  std::vector<QueueWrite::KeyEntry> out;
+  const std::string prefix = keys::QueueKey(queue_id);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_.db()->NewIterator(rocksdb::ReadOptions(), idempotency_.get()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (it->value().size() != 16) return absl::DataLossError("corrupt idempotency key");
+    out.push_back(QueueWrite::KeyEntry{
+        queue_id, std::string(it->key().ToStringView().substr(8)),
+        coding::ReadBigEndian64(it->value().data()),
+        absl::FromUnixMicros(static_cast<int64_t>(coding::ReadBigEndian64(it->value().data() + 8)))});
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "load idempotency keys");
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> RocksDbQueueStore::LoadAudit(uint64_t queue_id) {
+  std::vector<std::string> out;
+  const std::string prefix = keys::QueueKey(queue_id);
+  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), audit_.get()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    out.push_back(it->value().ToString());
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "load audit");
+  return out;
+}
+
+absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writes) {
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s;
+  auto check = [&](const rocksdb::Status& st) {
+    if (s.ok()) s = st;
+  };
+  for (const QueueWrite* w : writes) {
+    const uint64_t q = w->queue_id;
+    if (w->create_queue) {
+      check(batch.Put(queues_.get(), keys::QueueKey(q), codec::EncodeQueue(*w->create_queue)));
+    }
+    if (w->drop_queue) {
+      check(batch.Delete(queues_.get(), keys::QueueKey(q)));
+      for (const auto& cf : {jobs_, idempotency_, audit_}) {
+        check(batch.DeleteRange(cf.get(), keys::QueueKey(q), keys::QueueKey(q + 1)));
+      }
+    }
+    for (const Job& job : w->puts) {
+      check(batch.Put(jobs_.get(), keys::JobKey(q, job.id), codec::EncodeJob(job)));
+    }
+    for (uint64_t id : w->deletes) check(batch.Delete(jobs_.get(), keys::JobKey(q, id)));
+    for (const std::string& key : w->key_deletes) {
+      check(batch.Delete(idempotency_.get(), keys::IdempotencyKey(q, key)));
+    }
+    for (const auto& k : w->key_puts) {
+      std::string value;
+      coding::PutBigEndian64(&value, k.job_id);
+      coding::PutBigEndian64(&value, static_cast<uint64_t>(absl::ToUnixMicros(k.at)));
+      check(batch.Put(idempotency_.get(), keys::IdempotencyKey(q, k.key), value));
+    }
+    for (const auto& a : w->audit) {
+      check(batch.Put(audit_.get(), keys::AuditKey(q, absl::ToUnixMicros(a.at), audit_seq_++),
+                      a.text));
+    }
+  }
+  if (!s.ok()) return ToStatus(s, "build queue write batch");
+  if (batch.Count() == 0) return absl::OkStatus();
+  rocksdb::WriteOptions options;
+  options.sync = true;
+  return ToStatus(db_.db()->Write(options, &batch), "write queue changes");
+}
+
+}  // namespace conduit::work_queue

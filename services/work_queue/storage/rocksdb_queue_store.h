@@ -1,0 +1,34 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/rocksdb/rocksdb_util.h"
+#include "services/work_queue/domain/queue_store.h"
+
+namespace conduit::work_queue {
+
+// QueueStore on one RocksDB instance with column families queues, jobs, idempotency and audit
+// (storage/key_schema.h). Thread-safe.
+class RocksDbQueueStore final : public QueueStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> Open(const std::string& path);
+
+  absl::StatusOr<std::vector<QueueMeta>> LoadQueues() override;
+  absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) override;
+  absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) override;
+  absl::Status Write(const std::vector<const QueueWrite*>& writes) override;
+
+  // Audit lines of a queue, oldest first.
+  absl::StatusOr<std::vector<std::string>> LoadAudit(uint64_t queue_id);
+
+ private:
+  explicit RocksDbQueueStore(rocksdb_util::OpenDb db);
+
+  rocksdb_util::OpenDb db_;
+  rocksdb_util::OpenDb::Handle queues_, jobs_, idempotency_, audit_;
+  std::atomic<uint64_t> audit_seq_{0};
+};
+
+}  // namespace conduit::work_queue
