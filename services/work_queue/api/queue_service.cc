@@ -1,0 +1,334 @@
+#include "services/work_queue/api/queue_service.h"
+
+#include "common/grpc/status.h"
+
+namespace conduit::work_queue::api {
+namespace {
+
+using grpc_util::ToGrpcStatus;
+
+absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t micros = absl::ToUnixMicros(t);
+  int64_t seconds = micros / 1'000'000, rem = micros % 1'000'000;
+  if (rem < 0) {
+    rem += 1'000'000;
+    --seconds;
+  }
+  out->set_seconds(seconds);
+  out->set_nanos(static_cast<int32_t>(rem * 1000));
+}
+absl::Duration FromDuration(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  const int64_t micros = absl::ToInt64Microseconds(d);
+  out->set_seconds(micros / 1'000'000);
+  out->set_nanos(static_cast<int32_t>(micros % 1'000'000) * 1000);
+}
+
+QueueConfigPatch FromProto(const pb::QueueConfig& c) {
+  QueueConfigPatch p;
+  if (c.has_visibility_timeout()) p.visibility_timeout = FromDuration(c.visibility_timeout());
+  if (c.has_max_attempts()) p.max_attempts = c.max_attempts();
+  if (c.has_max_lease_expiries()) p.max_lease_expiries = c.max_lease_expiries();
+  if (c.has_backoff_initial()) p.backoff_initial = FromDuration(c.backoff_initial());
+  if (c.has_backoff_multiplier()) p.backoff_multiplier = c.backoff_multiplier();
+  if (c.has_backoff_max()) p.backoff_max = FromDuration(c.backoff_max());
+  if (c.has_idempotency_window()) p.idempotency_window = FromDuration(c.idempotency_window());
+  if (c.has_max_depth()) p.max_depth = c.max_depth();
+  if (c.has_max_redrives()) p.max_redrives = c.max_redrives();
+  return p;
+}
+
+void ToProto(const QueueMeta& m, pb::QueueInfo* out) {
+  const QueueConfig& c = m.config;
+  out->set_name(m.name);
+  auto* config = out->mutable_config();
+  SetDuration(c.visibility_timeout, config->mutable_visibility_timeout());
+  config->set_max_attempts(c.max_attempts);
+  config->set_max_lease_expiries(c.max_lease_expiries);
+  SetDuration(c.backoff_initial, config->mutable_backoff_initial());
+  config->set_backoff_multiplier(c.backoff_multiplier);
+  SetDuration(c.backoff_max, config->mutable_backoff_max());
+  SetDuration(c.idempotency_window, config->mutable_idempotency_window());
+  config->set_max_depth(c.max_depth);
+  config->set_max_redrives(c.max_redrives);
+  SetTimestamp(m.created, out->mutable_created());
+}
+
+pb::Outcome ToProto(Outcome o) {
+  switch (o) {
+    case Outcome::kLeased: return pb::OUTCOME_LEASED;
+    case Outcome::kAcked: return pb::OUTCOME_ACKED;
+    case Outcome::kNacked: return pb::OUTCOME_NACKED;
+    case Outcome::kExpired: return pb::OUTCOME_EXPIRED;
+  }
+  return pb::OUTCOME_UNSPECIFIED;
+}
+
+template <typename Message>
+void AddAttempts(const std::vector<Attempt>& attempts, size_t count, Message* out,
+                 google::protobuf::RepeatedPtrField<pb::Attempt>* (Message::*field)()) {
+  for (size_t i = 0; i < count; ++i) {
+    const Attempt& a = attempts[i];
+    pb::Attempt* p = (out->*field)()->Add();
+    p->set_attempt(a.number);
+    p->set_worker_id(a.worker);
+    SetTimestamp(a.leased_at, p->mutable_leased_at());
+    if (a.ended_at != absl::InfinitePast()) SetTimestamp(a.ended_at, p->mutable_ended_at());
+    p->set_outcome(ToProto(a.outcome));
+    p->set_reason(a.reason);
+    p->set_failure_class(a.failure_class == FailureClass::kPermanent ? pb::FAILURE_CLASS_PERMANENT
+                                                                     : pb::FAILURE_CLASS_TRANSIENT);
+  }
+}
+
+template <typename Message>
+void AddHeaders(const std::vector<Header>& headers, Message* out) {
+  for (const Header& h : headers) {
+    auto* p = out->add_headers();
+    p->set_key(h.key);
+    p->set_value(h.value);
+  }
+}
+
+void ToProto(const Job& job, pb::DeadLetter* out) {
+  out->set_job_id(job.id);
+  out->set_payload(job.payload);
+  AddHeaders(job.headers, out);
+  out->set_tenant(job.tenant);
+  out->set_idempotency_key(job.idempotency_key);
+  out->set_priority(job.priority);
+  SetTimestamp(job.enqueued_at, out->mutable_enqueued_at());
+  SetTimestamp(job.died_at, out->mutable_died_at());
+  out->set_reason(job.death_reason);
+  AddAttempts(job.attempts, job.attempts.size(), out, &pb::DeadLetter::mutable_attempts);
+  out->set_redrives(static_cast<uint32_t>(job.redrives));
+}
+
+DeadLetterFilter FromProto(const pb::DeadLetterFilter& f) {
+  DeadLetterFilter out;
+  out.reason_contains = f.reason_contains();
+  if (f.has_tenant()) out.tenant = f.tenant();
+  if (f.has_died_after()) out.died_after = FromTimestamp(f.died_after());
+  if (f.has_died_before()) out.died_before = FromTimestamp(f.died_before());
+  return out;
+}
+
+template <typename Request>
+DeadLetterSelection Selection(const Request& r) {
+  DeadLetterSelection s;
+  s.ids.assign(r.job_ids().begin(), r.job_ids().end());
+  s.filter = FromProto(r.filter());
+  s.dry_run = r.has_dry_run() ? r.dry_run() : true;
+  s.limit = r.limit();
+  return s;
+}
+
+// Finishes `reactor` with the callback's status after `fill` converts a good result.
+template <typename T, typename Fill>
+Callback<T> Finisher(grpc::ServerUnaryReactor* reactor, Fill fill) {
+  return [reactor, fill](absl::StatusOr<T> result) {
+    if (result.ok()) fill(*result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  };
+}
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* ctx,
+                                                    const pb::CreateQueueRequest* request,
+                                                    pb::CreateQueueResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  queue_->CreateQueue(request->name(), FromProto(request->config()),
+                      Finisher<QueueMeta>(reactor, [response](const QueueMeta& m) {
+                        ToProto(m, response->mutable_queue());
+                      }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* ctx,
+                                                    const pb::DeleteQueueRequest* request,
+                                                    pb::DeleteQueueResponse*) {
+  auto* reactor = ctx->DefaultReactor();
+  queue_->DeleteQueue(request->name(), Finisher<bool>(reactor, [](bool) {}));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::ListQueues(grpc::CallbackServerContext* ctx,
+                                                   const pb::ListQueuesRequest*,
+                                                   pb::ListQueuesResponse* response) {
+  for (const QueueMeta& m : queue_->ListQueues()) ToProto(m, response->add_queues());
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContext* ctx,
+                                                      const pb::GetQueueStatsRequest* request,
+                                                      pb::GetQueueStatsResponse* response) {
+  auto stats = queue_->Stats(request->queue());
+  if (stats.ok()) {
+    response->set_ready(stats->ready);
+    response->set_delayed(stats->delayed);
+    response->set_leased(stats->leased);
+    response->set_dead(stats->dead);
+    SetDuration(stats->oldest_ready_age, response->mutable_oldest_ready_age());
+    SetDuration(stats->oldest_dead_age, response->mutable_oldest_dead_age());
+  }
+  return Done(ctx, stats.status());
+}
+
+grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx,
+                                                const pb::EnqueueRequest* request,
+                                                pb::EnqueueResponse* response) {
+  std::vector<NewJob> jobs;
+  for (const pb::NewJob& j : request->jobs()) {
+    NewJob job;
+    job.payload = j.payload();
+    for (const auto& h : j.headers()) job.headers.push_back(Header{h.key(), h.value()});
+    job.idempotency_key = j.idempotency_key();
+    if (j.has_delay()) job.delay = FromDuration(j.delay());
+    if (j.has_not_before()) job.not_before = FromTimestamp(j.not_before());
+    job.priority = j.priority();
+    job.tenant = j.tenant();
+    jobs.push_back(std::move(job));
+  }
+  auto* reactor = ctx->DefaultReactor();
+  queue_->Enqueue(request->queue(), std::move(jobs),
+                  Finisher<std::vector<EnqueuedJob>>(reactor, [response](const auto& out) {
+                    for (const EnqueuedJob& e : out) {
+                      auto* p = response->add_jobs();
+                      p->set_job_id(e.id);
+                      p->set_duplicate(e.duplicate);
+                    }
+                  }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
+                                              const pb::LeaseRequest* request,
+                                              pb::LeaseResponse* response) {
+  LeaseArgs args;
+  args.queue = request->queue();
+  args.worker = request->worker_id();
+  args.max_jobs = request->max_jobs() == 0 ? 1 : request->max_jobs();
+  if (request->has_visibility_timeout()) {
+    args.visibility_timeout = FromDuration(request->visibility_timeout());
+  }
+  args.max_wait = FromDuration(request->max_wait());
+  auto* reactor = ctx->DefaultReactor();
+  queue_->Lease(args, Finisher<std::vector<Job>>(reactor, [response](const auto& jobs) {
+    for (const Job& job : jobs) {
+      auto* p = response->add_jobs();
+      p->set_job_id(job.id);
+      p->set_lease_token(job.lease_token);
+      p->set_attempt(static_cast<uint32_t>(job.attempts.size()));
+      SetTimestamp(job.lease_deadline, p->mutable_deadline());
+      p->set_payload(job.payload);
+      AddHeaders(job.headers, p);
+      p->set_tenant(job.tenant);
+      p->set_priority(job.priority);
+      SetTimestamp(job.enqueued_at, p->mutable_enqueued_at());
+      AddAttempts(job.attempts, job.attempts.size() - 1, p, &pb::LeasedJob::mutable_previous_attempts);
+    }
+  }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext* ctx,
+                                                    const pb::ExtendLeaseRequest* request,
+                                                    pb::ExtendLeaseResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  queue_->ExtendLease(request->queue(), request->job_id(), request->lease_token(),
+                      FromDuration(request->extension()),
+                      Finisher<absl::Time>(reactor, [response](absl::Time deadline) {
+                        SetTimestamp(deadline, response->mutable_deadline());
+                      }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
+                                            const pb::AckRequest* request, pb::AckResponse*) {
+  auto* reactor = ctx->DefaultReactor();
+  queue_->Ack(request->queue(), request->job_id(), request->lease_token(),
+              Finisher<bool>(reactor, [](bool) {}));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
+                                             const pb::NackRequest* request,
+                                             pb::NackResponse* response) {
+  NackArgs args;
+  args.reason = request->reason();
+  args.failure_class = request->failure_class() == pb::FAILURE_CLASS_PERMANENT
+                           ? FailureClass::kPermanent
+                           : FailureClass::kTransient;
+  if (request->has_retry_after()) args.retry_after = FromDuration(request->retry_after());
+  auto* reactor = ctx->DefaultReactor();
+  queue_->Nack(request->queue(), request->job_id(), request->lease_token(), args,
+               Finisher<NackResult>(reactor, [response](const NackResult& r) {
+                 response->set_dead(r.dead);
+                 if (!r.dead) SetTimestamp(r.retry_at, response->mutable_retry_at());
+               }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::ListDeadLetters(grpc::CallbackServerContext* ctx,
+                                                        const pb::ListDeadLettersRequest* request,
+                                                        pb::ListDeadLettersResponse* response) {
+  auto page = queue_->ListDeadLetters(request->queue(), FromProto(request->filter()),
+                                      request->page_size(), request->page_token());
+  if (page.ok()) {
+    for (const Job& job : page->jobs) ToProto(job, response->add_dead_letters());
+    response->set_next_page_token(page->next_page_token);
+  }
+  return Done(ctx, page.status());
+}
+
+grpc::ServerUnaryReactor* QueueService::GetDeadLetter(grpc::CallbackServerContext* ctx,
+                                                      const pb::GetDeadLetterRequest* request,
+                                                      pb::GetDeadLetterResponse* response) {
+  auto job = queue_->GetDeadLetter(request->queue(), request->job_id());
+  if (job.ok()) ToProto(*job, response->mutable_dead_letter());
+  return Done(ctx, job.status());
+}
+
+grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
+    grpc::CallbackServerContext* ctx, const pb::RedriveDeadLettersRequest* request,
+    pb::RedriveDeadLettersResponse* response) {
+  const DeadLetterSelection selection = Selection(*request);
+  std::optional<std::string> replacement;
+  if (request->has_replacement_payload()) replacement = request->replacement_payload();
+  auto* reactor = ctx->DefaultReactor();
+  queue_->Redrive(request->queue(), selection, replacement,
+                  Finisher<RedriveResult>(reactor, [response, dry = selection.dry_run](const auto& r) {
+                    for (uint64_t id : r.moved) response->add_job_ids(id);
+                    for (uint64_t id : r.refused) response->add_refused_job_ids(id);
+                    response->set_dry_run(dry);
+                  }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::DiscardDeadLetters(
+    grpc::CallbackServerContext* ctx, const pb::DiscardDeadLettersRequest* request,
+    pb::DiscardDeadLettersResponse* response) {
+  const DeadLetterSelection selection = Selection(*request);
+  auto* reactor = ctx->DefaultReactor();
+  queue_->Discard(request->queue(), selection, request->reason(),
+                  Finisher<std::vector<uint64_t>>(reactor, [response, dry = selection.dry_run](
+                                                               const auto& ids) {
+                    for (uint64_t id : ids) response->add_job_ids(id);
+                    response->set_dry_run(dry);
+                  }));
+  return reactor;
+}
+
+}  // namespace conduit::work_queue::api

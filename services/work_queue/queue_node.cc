@@ -1,0 +1,44 @@
+#include "services/work_queue/queue_node.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace conduit::work_queue {
+
+absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& data_dir,
+                                                           const time::Clock* clock,
+                                                           WorkQueueOptions options) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create data directory '", data_dir, "': ", ec.message()));
+  }
+  std::unique_ptr<QueueNode> node(new QueueNode());
+  auto store = RocksDbQueueStore::Open(data_dir + "/queue");
+  if (!store.ok()) return store.status();
+  node->store_ = *std::move(store);
+  node->queue_ = std::make_unique<WorkQueue>(node->store_.get(), clock, options);
+  if (auto s = node->queue_->Recover(); !s.ok()) return s;
+  node->service_ = std::make_unique<api::QueueService>(node->queue_.get());
+  return node;
+}
+
+grpc_util::ServerComponent QueueNode::Component() {
+  auto node = std::make_shared<std::unique_ptr<QueueNode>>();
+  grpc_util::ServerComponent component;
+  component.build = [node](const std::string& data_dir, prometheus::Registry&,
+                           std::vector<grpc::Service*>* services) -> absl::Status {
+    auto opened = Open(data_dir, time::SystemClock::Get());
+    if (!opened.ok()) return opened.status();
+    *node = *std::move(opened);
+    services->push_back((*node)->service());
+    return absl::OkStatus();
+  };
+  component.teardown = [node] { node->reset(); };
+  component.health_services = {api::pb::WorkQueue::service_full_name()};
+  return component;
+}
+
+}  // namespace conduit::work_queue

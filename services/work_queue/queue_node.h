@@ -1,0 +1,35 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/grpc/server_main.h"
+#include "common/time/clock.h"
+#include "services/work_queue/api/queue_service.h"
+#include "services/work_queue/domain/work_queue.h"
+#include "services/work_queue/storage/rocksdb_queue_store.h"
+
+namespace conduit::work_queue {
+
+// The work queue wired together: RocksDB under <data_dir>/queue, the WorkQueue (recovered) and
+// its gRPC service. Used by conduit-queue, conduit-standalone and the tests.
+class QueueNode {
+ public:
+  static absl::StatusOr<std::unique_ptr<QueueNode>> Open(const std::string& data_dir,
+                                                         const time::Clock* clock,
+                                                         WorkQueueOptions options = {});
+  // The queue as a component of a server binary.
+  static grpc_util::ServerComponent Component();
+
+  api::QueueService* service() { return service_.get(); }
+  WorkQueue* queue() { return queue_.get(); }
+
+ private:
+  QueueNode() = default;
+  std::unique_ptr<RocksDbQueueStore> store_;
+  std::unique_ptr<WorkQueue> queue_;
+  std::unique_ptr<api::QueueService> service_;
+};
+
+}  // namespace conduit::work_queue

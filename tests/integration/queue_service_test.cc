@@ -1,0 +1,174 @@
+// The work queue over real gRPC on 127.0.0.1, as a worker sees it.
+
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "common/grpc/server_runner.h"
+#include "common/testing/temp_dir.h"
+#include "services/work_queue/queue_node.h"
+
+namespace conduit::testing {
+namespace {
+
+namespace qpb = ::conduit::queue::v1;
+
+class QueueServerTest : public ::testing::Test {
+ protected:
+  QueueServerTest() { Start(); }
+  ~QueueServerTest() override { Stop(); }
+
+  void Start() {
+    auto node = work_queue::QueueNode::Open(dir_.path(), time::SystemClock::Get());
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = *std::move(node);
+    auto server = grpc_util::StartServer({}, {node_->service()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = qpb::WorkQueue::NewStub(
+        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  }
+  void Stop() {
+    if (!server_) return;
+    server_->Shutdown();
+    server_.reset();
+    node_.reset();
+  }
+
+  // Runs one unary call with a deadline.
+  template <typename Request, typename Response, typename Method>
+  grpc::Status Call(Method method, const Request& request, Response* response,
+                    absl::Duration deadline = absl::Seconds(10)) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    return ((*stub_).*method)(&ctx, request, response);
+  }
+
+  qpb::LeaseResponse Lease(int max_jobs = 1, absl::Duration wait = absl::ZeroDuration()) {
+    qpb::LeaseRequest request;
+    request.set_queue("emails");
+    request.set_worker_id("worker-1");
+    request.set_max_jobs(max_jobs);
+    request.mutable_max_wait()->set_seconds(absl::ToInt64Seconds(wait));
+    qpb::LeaseResponse response;
+    EXPECT_TRUE(Call(&qpb::WorkQueue::Stub::Lease, request, &response, wait + absl::Seconds(10)).ok());
+    return response;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<work_queue::QueueNode> node_;
+  std::unique_ptr<grpc_util::RunningServer> server_;
+  std::unique_ptr<qpb::WorkQueue::Stub> stub_;
+};
+
+TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
+  qpb::CreateQueueRequest create;
+  create.set_name("emails");
+  create.mutable_config()->set_max_attempts(2);
+  create.mutable_config()->mutable_backoff_initial()->set_seconds(0);
+  create.mutable_config()->mutable_backoff_max()->set_seconds(0);
+  qpb::CreateQueueResponse created;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
+  EXPECT_EQ(created.queue().config().visibility_timeout().seconds(), 30);
+
+  // A long-poll Lease is woken by an Enqueue.
+  qpb::LeaseResponse polled;
+  const absl::Time started = absl::Now();
+  std::thread poller([&] { polled = Lease(1, absl::Seconds(20)); });
+  qpb::EnqueueRequest enqueue;
+  enqueue.set_queue("emails");
+  auto* job = enqueue.add_jobs();
+  job->set_payload("welcome mail");
+  job->set_idempotency_key("user-7-welcome");
+  enqueue.add_jobs()->set_payload("poison");
+  qpb::EnqueueResponse enqueued;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
+  poller.join();
+  ASSERT_EQ(polled.jobs_size(), 1);
+  EXPECT_LT(absl::Now() - started, absl::Seconds(15));
+  const qpb::LeasedJob first = polled.jobs(0);
+  EXPECT_EQ(first.payload(), "welcome mail");
+  EXPECT_EQ(first.attempt(), 1u);
+
+  qpb::AckRequest ack;
+  ack.set_queue("emails");
+  ack.set_job_id(first.job_id());
+  ack.set_lease_token("not-the-token");
+  qpb::AckResponse acked;
+  grpc::Status stale = Call(&qpb::WorkQueue::Stub::Ack, ack, &acked);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(stale.error_message(), ::testing::HasSubstr("stale"));
+  ack.set_lease_token(first.lease_token());
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Ack, ack, &acked).ok());
+
+  // The poison job fails twice and lands in the dead-letter lane with its history.
+  for (int i = 0; i < 2; ++i) {
+    qpb::LeaseResponse leased = Lease();
+    ASSERT_EQ(leased.jobs_size(), 1) << i;
+    EXPECT_EQ(leased.jobs(0).previous_attempts_size(), i);
+    qpb::NackRequest nack;
+    nack.set_queue("emails");
+    nack.set_job_id(leased.jobs(0).job_id());
+    nack.set_lease_token(leased.jobs(0).lease_token());
+    nack.set_reason("template missing");
+    qpb::NackResponse nacked;
+    ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Nack, nack, &nacked).ok());
+    EXPECT_EQ(nacked.dead(), i == 1);
+  }
+  Stop();
+  Start();  // everything is durable
+  qpb::ListDeadLettersRequest list;
+  list.set_queue("emails");
+  list.mutable_filter()->set_reason_contains("template");
+  qpb::ListDeadLettersResponse dead;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::ListDeadLetters, list, &dead).ok());
+  ASSERT_EQ(dead.dead_letters_size(), 1);
+  EXPECT_EQ(dead.dead_letters(0).payload(), "poison");
+  EXPECT_EQ(dead.dead_letters(0).attempts_size(), 2);
+  EXPECT_EQ(dead.dead_letters(0).attempts(1).outcome(), qpb::OUTCOME_NACKED);
+
+  qpb::GetQueueStatsRequest stats_request;
+  stats_request.set_queue("emails");
+  qpb::GetQueueStatsResponse stats;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::GetQueueStats, stats_request, &stats).ok());
+  EXPECT_EQ(stats.dead(), 1);
+  EXPECT_EQ(stats.ready(), 0);
+
+  // The idempotency key still maps to the (done) first job.
+  enqueue.mutable_jobs()->DeleteSubrange(1, 1);
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
+  EXPECT_TRUE(enqueued.jobs(0).duplicate());
+  EXPECT_EQ(enqueued.jobs(0).job_id(), first.job_id());
+
+  qpb::RedriveDeadLettersRequest redrive;
+  redrive.set_queue("emails");
+  qpb::RedriveDeadLettersResponse redriven;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::RedriveDeadLetters, redrive, &redriven).ok());
+  EXPECT_TRUE(redriven.dry_run()) << "dry run by default";
+  EXPECT_EQ(redriven.job_ids_size(), 1);
+}
+
+TEST_F(QueueServerTest, BadInputGetsAClearStatus) {
+  qpb::EnqueueRequest enqueue;
+  enqueue.set_queue("missing");
+  enqueue.add_jobs()->set_payload("x");
+  qpb::EnqueueResponse enqueued;
+  EXPECT_EQ(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  qpb::CreateQueueRequest create;
+  create.set_name("bad/name");
+  qpb::CreateQueueResponse created;
+  EXPECT_EQ(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  qpb::DiscardDeadLettersRequest discard;
+  discard.set_queue("missing");
+  qpb::DiscardDeadLettersResponse discarded;
+  EXPECT_EQ(Call(&qpb::WorkQueue::Stub::DiscardDeadLetters, discard, &discarded).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT)
+      << "a reason is required";
+}
+
+}  // namespace
+}  // namespace conduit::testing
