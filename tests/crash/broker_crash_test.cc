@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "common/testing/temp_dir.h"
 #include "tests/support/log_client.h"
+#include "tests/support/server_process.h"
 
 extern char** environ;
 
@@ -36,68 +37,6 @@ namespace {
 constexpr int kPartitions = 4;
 constexpr int kProducers = 8;
 constexpr char kTopic[] = "crash";
-
-// A conduit-broker child process. The destructor SIGKILLs it if still running.
-class BrokerProcess {
- public:
-  BrokerProcess(const std::string& binary, const std::string& data_dir, const std::string& work,
-                std::vector<std::string> extra_args = {}) {
-    const std::string port_file = work + "/port";
-    std::remove(port_file.c_str());
-    std::vector<std::string> args = {binary,           "--data-dir",  data_dir,
-                                     "--listen",       "127.0.0.1:0", "--metrics-listen",
-                                     "",               "--port-file", port_file,
-                                     "--log-level",    "warn"};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = work + "/broker.log";
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      pid_ = -1;
-      return;
-    }
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      std::ifstream in(port_file);
-      int port = 0;
-      if (in >> port && port > 0) {
-        address_ = absl::StrCat("127.0.0.1:", port);
-        return;
-      }
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      absl::SleepFor(absl::Milliseconds(20));  // waiting for a child process to bind
-    }
-  }
-  ~BrokerProcess() { Kill(SIGKILL); }
-
-  bool running() const { return pid_ > 0 && !address_.empty(); }
-  const std::string& address() const { return address_; }
-
-  // Sends `signal` and reaps the process; returns its wait status.
-  int Kill(int signal) {
-    if (pid_ <= 0) return 0;
-    ::kill(pid_, signal);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string address_;
-};
 
 struct Acked {
   std::mutex mu;
@@ -143,8 +82,8 @@ TEST(BrokerCrash, AcknowledgedRecordsSurviveSigkill) {
   std::mt19937 rng(20261129);
 
   for (int cycle = 0; cycle < cycles; ++cycle) {
-    BrokerProcess broker(binary, data, dir.path());
-    ASSERT_TRUE(broker.running()) << "broker did not start; see " << dir.path() << "/broker.log";
+    ServerProcess broker(binary, data, dir.path());
+    ASSERT_TRUE(broker.running()) << "broker did not start; see " << dir.path() << "/server.log";
     LogClient client(broker.address());
     if (cycle == 0) {
       ASSERT_TRUE(client.CreateTopic(kTopic, kPartitions).ok());
@@ -189,7 +128,7 @@ TEST(BrokerCrash, AcknowledgedRecordsSurviveSigkill) {
     EXPECT_GT(acked_this_cycle.load(), 0) << "cycle " << cycle << " acknowledged nothing";
   }
 
-  BrokerProcess broker(binary, data, dir.path());
+  ServerProcess broker(binary, data, dir.path());
   ASSERT_TRUE(broker.running());
   LogClient client(broker.address());
   const int64_t present = VerifyLog(client, acked);
@@ -309,8 +248,8 @@ TEST(BrokerCrash, RetentionAndCompactionSurviveSigkill) {
   const std::vector<std::string> fast_maintenance = {"--log-maintenance-interval", "20ms"};
 
   for (int cycle = 0; cycle < Cycles(); ++cycle) {
-    BrokerProcess broker(BrokerBinary(), data, dir.path(), fast_maintenance);
-    ASSERT_TRUE(broker.running()) << "see " << dir.path() << "/broker.log";
+    ServerProcess broker(BrokerBinary(), data, dir.path(), fast_maintenance);
+    ASSERT_TRUE(broker.running()) << "see " << dir.path() << "/server.log";
     LogClient client(broker.address());
     if (cycle == 0) {
       for (const char* name : {"retained", "compacted"}) {
@@ -375,7 +314,7 @@ TEST(BrokerCrash, RetentionAndCompactionSurviveSigkill) {
     stop.store(true);
     for (auto& p : producers) p.join();
   }
-  BrokerProcess broker(BrokerBinary(), data, dir.path(), fast_maintenance);
+  ServerProcess broker(BrokerBinary(), data, dir.path(), fast_maintenance);
   ASSERT_TRUE(broker.running());
   LogClient client(broker.address());
   VerifyMaintenance(client, model);

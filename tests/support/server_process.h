@@ -1,0 +1,84 @@
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace conduit::testing {
+
+// A Conduit server child process (conduit-broker, conduit-queue, ...) on 127.0.0.1:0 with a
+// --port-file; output goes to <work>/server.log. The destructor SIGKILLs it if still running.
+class ServerProcess {
+ public:
+  ServerProcess(const std::string& binary, const std::string& data_dir, const std::string& work,
+                std::vector<std::string> extra_args = {}) {
+    const std::string port_file = work + "/port";
+    std::remove(port_file.c_str());
+    std::vector<std::string> args = {binary,           "--data-dir",  data_dir,
+                                     "--listen",       "127.0.0.1:0", "--metrics-listen",
+                                     "",               "--port-file", port_file,
+                                     "--log-level",    "warn"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const std::string log = work + "/server.log";
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      pid_ = -1;
+      return;
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      std::ifstream in(port_file);
+      int port = 0;
+      if (in >> port && port > 0) {
+        address_ = absl::StrCat("127.0.0.1:", port);
+        return;
+      }
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(20));  // waiting for a child process to bind
+    }
+  }
+  ~ServerProcess() { Kill(SIGKILL); }
+
+  bool running() const { return pid_ > 0 && !address_.empty(); }
+  const std::string& address() const { return address_; }
+
+  // Sends `signal` and reaps the process; returns its wait status.
+  int Kill(int signal) {
+    if (pid_ <= 0) return 0;
+    ::kill(pid_, signal);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+}  // namespace conduit::testing
