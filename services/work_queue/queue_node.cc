@@ -7,6 +7,7 @@
 namespace conduit::work_queue {
 
 absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& data_dir,
+                                                           prometheus::Registry& registry,
                                                            const time::Clock* clock,
                                                            WorkQueueOptions options) {
   std::error_code ec;
@@ -19,7 +20,9 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
   auto store = RocksDbQueueStore::Open(data_dir + "/queue");
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
-  node->queue_ = std::make_unique<WorkQueue>(node->store_.get(), clock, options);
+  node->metrics_ = std::make_unique<api::QueueMetrics>(registry);
+  node->queue_ =
+      std::make_unique<WorkQueue>(node->store_.get(), clock, options, node->metrics_.get());
   if (auto s = node->queue_->Recover(); !s.ok()) return s;
   node->service_ = std::make_unique<api::QueueService>(node->queue_.get());
   return node;
@@ -28,9 +31,9 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
 grpc_util::ServerComponent QueueNode::Component() {
   auto node = std::make_shared<std::unique_ptr<QueueNode>>();
   grpc_util::ServerComponent component;
-  component.build = [node](const std::string& data_dir, prometheus::Registry&,
+  component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
                            std::vector<grpc::Service*>* services) -> absl::Status {
-    auto opened = Open(data_dir, time::SystemClock::Get());
+    auto opened = Open(data_dir, registry, time::SystemClock::Get());
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());

@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "common/grpc/server_main.h"
 #include "common/time/clock.h"
+#include "services/work_queue/api/queue_metrics.h"
 #include "services/work_queue/api/queue_service.h"
 #include "services/work_queue/domain/work_queue.h"
 #include "services/work_queue/storage/rocksdb_queue_store.h"
@@ -17,6 +18,7 @@ namespace conduit::work_queue {
 class QueueNode {
  public:
   static absl::StatusOr<std::unique_ptr<QueueNode>> Open(const std::string& data_dir,
+                                                         prometheus::Registry& registry,
                                                          const time::Clock* clock,
                                                          WorkQueueOptions options = {});
   // The queue as a component of a server binary.
@@ -28,6 +30,7 @@ class QueueNode {
  private:
   QueueNode() = default;
   std::unique_ptr<RocksDbQueueStore> store_;
+  std::unique_ptr<api::QueueMetrics> metrics_;
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<api::QueueService> service_;
 };

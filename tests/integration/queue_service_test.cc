@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <prometheus/text_serializer.h>
+
 #include "absl/time/clock.h"
 #include "common/grpc/server_runner.h"
 #include "common/testing/temp_dir.h"
@@ -21,7 +23,8 @@ class QueueServerTest : public ::testing::Test {
   ~QueueServerTest() override { Stop(); }
 
   void Start() {
-    auto node = work_queue::QueueNode::Open(dir_.path(), time::SystemClock::Get());
+    registry_ = std::make_shared<prometheus::Registry>();
+    auto node = work_queue::QueueNode::Open(dir_.path(), *registry_, time::SystemClock::Get());
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
     auto server = grpc_util::StartServer({}, {node_->service()});
@@ -58,6 +61,7 @@ class QueueServerTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<work_queue::QueueNode> node_;
   std::unique_ptr<grpc_util::RunningServer> server_;
   std::unique_ptr<qpb::WorkQueue::Stub> stub_;
@@ -148,6 +152,10 @@ TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
   ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::RedriveDeadLetters, redrive, &redriven).ok());
   EXPECT_TRUE(redriven.dry_run()) << "dry run by default";
   EXPECT_EQ(redriven.job_ids_size(), 1);
+
+  const std::string text = prometheus::TextSerializer().Serialize(registry_->Collect());
+  EXPECT_THAT(text, ::testing::HasSubstr("conduit_queue_jobs{queue=\"emails\",state=\"dead\"} 1"));
+  EXPECT_THAT(text, ::testing::HasSubstr("conduit_queue_oldest_dead_age_seconds{queue=\"emails\"}"));
 }
 
 TEST_F(QueueServerTest, BadInputGetsAClearStatus) {

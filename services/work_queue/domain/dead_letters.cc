@@ -139,6 +139,8 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
     write.audit.push_back({q.meta.id, now, absl::StrCat("redrove job ", id)});
   }
   if (!write.puts.empty()) WakeWaiters(q);
+  Count(q, QueueEvent::kRedriven, static_cast<int64_t>(write.puts.size()));
+  Observe(q, now);
   Commit(std::move(write), [done, result](absl::Status s) {
     if (!s.ok()) return done(s);
     done(result);
@@ -172,6 +174,8 @@ void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& sel
       write.deletes.push_back(id);
       write.audit.push_back({q.meta.id, now, absl::StrCat("discarded job ", id, ": ", reason)});
     }
+    Count(q, QueueEvent::kDiscarded, static_cast<int64_t>(chosen.size()));
+    Observe(q, now);
   }
   Commit(std::move(write), [done, chosen](absl::Status s) {
     if (!s.ok()) return done(s);

@@ -19,8 +19,13 @@ absl::Status NotFound(const std::string& what) { return absl::NotFoundError(what
 
 }  // namespace
 
-WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options)
-    : store_(store), clock_(clock), options_(options), log_(store) {}
+WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options,
+                     QueueObserver* observer)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      observer_(observer ? observer : &default_observer_),
+      log_(store) {}
 
 WorkQueue::~WorkQueue() {
   {
@@ -54,6 +59,7 @@ absl::Status WorkQueue::Recover() {
         q->key_order.emplace_back(k.at, k.key);
       }
       next_queue_id_ = std::max(next_queue_id_, meta.id + 1);
+      Observe(*q, now);
       queues_.emplace(meta.name, std::move(q));
     }
   }
@@ -157,6 +163,7 @@ void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
   write.queue_id = (*q)->meta.id;
   write.drop_queue = true;
   for (auto& [id, waiter] : (*q)->waiters) timers_.Schedule(absl::Now(), std::move(waiter));
+  observer_->OnQueueDeleted(name);
   queues_.erase(name);
   Commit(std::move(write), [done](absl::Status s) {
     if (!s.ok()) return done(s);
@@ -175,8 +182,10 @@ absl::StatusOr<QueueStats> WorkQueue::Stats(const std::string& queue) const {
   absl::MutexLock lock(&mu_);
   auto found = Find(queue);
   if (!found.ok()) return found.status();
-  const Queue& q = **found;
-  const absl::Time now = clock_->Now();
+  return StatsOf(**found, clock_->Now());
+}
+
+QueueStats WorkQueue::StatsOf(const Queue& q, absl::Time now) const {
   QueueStats stats;
   // Delayed jobs whose time has come are ready, even before the scheduler moves them.
   auto due_end = q.delayed.lower_bound({now, UINT64_MAX});
@@ -188,9 +197,19 @@ absl::StatusOr<QueueStats> WorkQueue::Stats(const std::string& queue) const {
   absl::Time oldest = absl::InfiniteFuture();
   if (!q.ready_by_time.empty()) oldest = q.ready_by_time.begin()->first;
   if (due > 0) oldest = std::min(oldest, q.delayed.begin()->first);
-  if (oldest != absl::InfiniteFuture()) stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - oldest);
+  if (oldest != absl::InfiniteFuture()) {
+    stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - oldest);
+  }
   if (!q.dead.empty()) stats.oldest_dead_age = now - q.dead.begin()->first;
   return stats;
+}
+
+void WorkQueue::Observe(const Queue& q, absl::Time now) {
+  observer_->OnDepth(q.meta.name, StatsOf(q, now));
+}
+
+void WorkQueue::Count(const Queue& q, QueueEvent event, int64_t n) {
+  if (n > 0) observer_->OnEvents(q.meta.name, event, n);
 }
 
 // --- enqueue ---------------------------------------------------------------------------------
@@ -273,6 +292,8 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
     q.jobs.emplace(job.id, std::move(job));
   }
   if (made_ready) WakeWaiters(q);
+  Count(q, QueueEvent::kEnqueued, static_cast<int64_t>(write.puts.size()));
+  Observe(q, now);
   // Duplicates are answered through the log too, so never before their original is durable.
   Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
     if (!s.ok()) return done(s);
@@ -312,6 +333,8 @@ std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Tim
     write->puts.push_back(job);
     out.push_back(job);
   }
+  Count(q, QueueEvent::kLeased, static_cast<int64_t>(out.size()));
+  if (!out.empty()) Observe(q, now);
   return out;
 }
 
@@ -426,6 +449,8 @@ void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string
   if (!job.ok()) return done(job.status());
   Unindex(**q, **job);
   (*q)->jobs.erase(job_id);
+  Count(**q, QueueEvent::kAcked, 1);
+  Observe(**q, clock_->Now());
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
   write.deletes.push_back(job_id);
@@ -472,6 +497,9 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::strin
     Index(**q, job, now);
     if (job.ready_at <= now) WakeWaiters(**q);
   }
+  Count(**q, QueueEvent::kNacked, 1);
+  if (result.dead) Count(**q, QueueEvent::kDead, 1);
+  Observe(**q, now);
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
   write.puts.push_back(job);
@@ -500,9 +528,11 @@ void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
     attempt.reason = "lease expired";
     ++job.expiries;
     job.lease_token.clear();
+    Count(q, QueueEvent::kExpired, 1);
     if (job.expiries >= q.meta.config.max_lease_expiries) {
       Kill(q, job, absl::StrCat("max lease expiries (", q.meta.config.max_lease_expiries, ") reached"),
            now);
+      Count(q, QueueEvent::kDead, 1);
     } else {
       job.state = JobState::kQueued;
       job.ready_at = now + Backoff(q.meta.config, job.expiries, rng_);
@@ -512,6 +542,7 @@ void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
     write->puts.push_back(job);
   }
   if (made_ready) WakeWaiters(q);
+  Observe(q, now);  // ages move with time even when nothing else does
 }
 
 void WorkQueue::RunScheduler() {

@@ -94,6 +94,19 @@ struct RedriveResult {
 template <typename T>
 using Callback = std::function<void(absl::StatusOr<T>)>;
 
+enum class QueueEvent { kEnqueued, kLeased, kAcked, kNacked, kExpired, kDead, kRedriven, kDiscarded };
+
+// Hooks for metrics; the default does nothing. Called under the domain's lock: must not block
+// or call back.
+class QueueObserver {
+ public:
+  virtual ~QueueObserver() = default;
+  virtual void OnEvents(const std::string& queue, QueueEvent event, int64_t count) {}
+  // The queue's depth after a change.
+  virtual void OnDepth(const std::string& queue, const QueueStats& stats) {}
+  virtual void OnQueueDeleted(const std::string& queue) {}
+};
+
 struct WorkQueueOptions {
   // Period of the background pass that makes delayed jobs ready and expires leases (real time).
   // Zero: no thread; call RunScheduler() (tests, with a FakeClock).
@@ -110,7 +123,8 @@ struct WorkQueueOptions {
 // block.
 class WorkQueue {
  public:
-  WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options = {});
+  WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options = {},
+            QueueObserver* observer = nullptr);
   ~WorkQueue();
 
   // Loads queues and jobs and rebuilds the indexes. Call once, first.
@@ -168,6 +182,9 @@ class WorkQueue {
   };
 
   absl::StatusOr<Queue*> Find(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  QueueStats StatsOf(const Queue& q, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Observe(const Queue& q, absl::Time now) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
                                  absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Index(Queue& q, const Job& job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -190,6 +207,8 @@ class WorkQueue {
   QueueStore* const store_;
   const time::Clock* const clock_;
   const WorkQueueOptions options_;
+  QueueObserver default_observer_;
+  QueueObserver* const observer_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Queue>> queues_ ABSL_GUARDED_BY(mu_);

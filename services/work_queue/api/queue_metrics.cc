@@ -1,0 +1,68 @@
+#include "services/work_queue/api/queue_metrics.h"
+
+namespace conduit::work_queue::api {
+namespace {
+
+const char* EventName(QueueEvent e) {
+  switch (e) {
+    case QueueEvent::kEnqueued: return "enqueued";
+    case QueueEvent::kLeased: return "leased";
+    case QueueEvent::kAcked: return "acked";
+    case QueueEvent::kNacked: return "nacked";
+    case QueueEvent::kExpired: return "expired";
+    case QueueEvent::kDead: return "dead";
+    case QueueEvent::kRedriven: return "redriven";
+    case QueueEvent::kDiscarded: return "discarded";
+  }
+  return "unknown";
+}
+
+constexpr const char* kStates[] = {"ready", "delayed", "leased", "dead"};
+constexpr QueueEvent kEvents[] = {QueueEvent::kEnqueued, QueueEvent::kLeased, QueueEvent::kAcked,
+                                  QueueEvent::kNacked,   QueueEvent::kExpired, QueueEvent::kDead,
+                                  QueueEvent::kRedriven, QueueEvent::kDiscarded};
+
+}  // namespace
+
+QueueMetrics::QueueMetrics(prometheus::Registry& registry)
+    : jobs_(prometheus::BuildGauge()
+                .Name("conduit_queue_jobs")
+                .Help("Jobs by queue and state (ready, delayed, leased, dead)")
+                .Register(registry)),
+      oldest_ready_(prometheus::BuildGauge()
+                        .Name("conduit_queue_oldest_ready_age_seconds")
+                        .Help("Age of the oldest job that is ready now, by queue")
+                        .Register(registry)),
+      oldest_dead_(prometheus::BuildGauge()
+                       .Name("conduit_queue_oldest_dead_age_seconds")
+                       .Help("Age of the oldest dead letter, by queue")
+                       .Register(registry)),
+      events_(prometheus::BuildCounter()
+                  .Name("conduit_queue_events_total")
+                  .Help("Job events by queue: enqueued, leased, acked, nacked, expired, dead, "
+                        "redriven, discarded")
+                  .Register(registry)) {}
+
+void QueueMetrics::OnEvents(const std::string& queue, QueueEvent event, int64_t count) {
+  events_.Add({{"queue", queue}, {"event", EventName(event)}}).Increment(static_cast<double>(count));
+}
+
+void QueueMetrics::OnDepth(const std::string& queue, const QueueStats& s) {
+  const int64_t values[] = {s.ready, s.delayed, s.leased, s.dead};
+  for (int i = 0; i < 4; ++i) {
+    jobs_.Add({{"queue", queue}, {"state", kStates[i]}}).Set(static_cast<double>(values[i]));
+  }
+  oldest_ready_.Add({{"queue", queue}}).Set(absl::ToDoubleSeconds(s.oldest_ready_age));
+  oldest_dead_.Add({{"queue", queue}}).Set(absl::ToDoubleSeconds(s.oldest_dead_age));
+}
+
+void QueueMetrics::OnQueueDeleted(const std::string& queue) {
+  for (const char* state : kStates) jobs_.Remove(&jobs_.Add({{"queue", queue}, {"state", state}}));
+  oldest_ready_.Remove(&oldest_ready_.Add({{"queue", queue}}));
+  oldest_dead_.Remove(&oldest_dead_.Add({{"queue", queue}}));
+  for (QueueEvent e : kEvents) {
+    events_.Remove(&events_.Add({{"queue", queue}, {"event", EventName(e)}}));
+  }
+}
+
+}  // namespace conduit::work_queue::api

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "services/work_queue/domain/work_queue.h"
+
+namespace conduit::work_queue::api {
+
+// Prometheus families of the work queue, fed by the domain as its QueueObserver:
+// conduit_queue_jobs{queue,state}, conduit_queue_oldest_ready_age_seconds{queue},
+// conduit_queue_oldest_dead_age_seconds{queue}, conduit_queue_events_total{queue,event}
+// (enqueued, leased, acked, nacked, expired, dead, redriven, discarded). Thread-safe.
+class QueueMetrics final : public QueueObserver {
+ public:
+  explicit QueueMetrics(prometheus::Registry& registry);
+
+  void OnEvents(const std::string& queue, QueueEvent event, int64_t count) override;
+  void OnDepth(const std::string& queue, const QueueStats& stats) override;
+  void OnQueueDeleted(const std::string& queue) override;
+
+ private:
+  prometheus::Family<prometheus::Gauge>& jobs_;
+  prometheus::Family<prometheus::Gauge>& oldest_ready_;
+  prometheus::Family<prometheus::Gauge>& oldest_dead_;
+  prometheus::Family<prometheus::Counter>& events_;
+};
+
+}  // namespace conduit::work_queue::api
