@@ -1,6 +1,10 @@
 # Conduit — the two commands:
 #   make run    install what is missing, build, start conduit-standalone on ./data
 #   make test   install what is missing, build, run every test
+# Deployment (see README "Deploy"):
+#   make deploy-check  the Helm/compose/alert checks alone (no C++ build; `make test` runs them too)
+#   make image         build the container image (podman or docker; docker/Dockerfile)
+#   make image-smoke   build it, run conduit-standalone in it, check gRPC health from outside
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 LISTEN ?= 127.0.0.1:7070
@@ -8,7 +12,9 @@ METRICS_LISTEN ?= 127.0.0.1:9464
 DATA_DIR ?= ./data
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build run test bench clean
+IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
+
+.PHONY: all deps configure build run test bench clean deploy-deps deploy-check image image-smoke
 
 all: build
 
@@ -28,12 +34,27 @@ run: build
 	@echo "starting conduit-standalone (data in $(DATA_DIR)); Ctrl-C stops it"
 	@exec $(BUILD_DIR)/bin/conduit-standalone --data-dir $(DATA_DIR) --listen $(LISTEN) --metrics-listen $(METRICS_LISTEN)
 
-test: build
+test: build deploy-deps
 	@./scripts/polyglot-deps.sh
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 bench: build
 	@$(BUILD_DIR)/bin/log_bench
+
+deploy-deps: deps
+	@./scripts/deploy-deps.sh
+
+# The same checks ctest runs as deploy_checks (label deploy), without building C++.
+deploy-check: deploy-deps
+	@./scripts/check-deploy.sh
+
+image:
+	@./scripts/install-deps.sh --image
+	@./scripts/build-image.sh $(IMAGE)
+
+image-smoke:
+	@./scripts/install-deps.sh --image
+	@./scripts/image-smoke.sh $(IMAGE)
 
 clean:
 	rm -rf $(BUILD_DIR)

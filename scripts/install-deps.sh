@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Conduit needs to build and test. Idempotent:
 # prints nothing and touches nothing when every package is already present.
+#
+# Usage: install-deps.sh [--image]
+#   --image  also the container tools of `make image` / `make image-smoke` (podman, runc,
+#            debootstrap); `make test` does not need them.
 set -euo pipefail
 
 PACKAGES=(
@@ -10,7 +14,13 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev
   python3 python3-grpcio python3-grpc-tools grpc-proto
   nodejs curl
+  prometheus docker-compose
 )
+# prometheus: promtool for the alert rules; docker-compose: its schema check of
+# deploy/docker-compose.yml (`config` needs no container engine). See scripts/check-deploy.sh.
+if [ "${1:-}" = "--image" ]; then
+  PACKAGES+=(podman runc debootstrap)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,126 @@
+{{/*
+Names. The release's full name, shortened to the 63 characters Kubernetes names allow; every
+object of a service is "<fullname>-<service>" (a StatefulSet's pods add "-0", its PVCs
+"data-…-0": keep room for them).
+*/}}
+{{- define "conduit.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "conduit.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "conduit.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "conduit.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "conduit.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "conduit.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "conduit.labels" -}}
+helm.sh/chart: {{ include "conduit.chart" . }}
+app.kubernetes.io/name: {{ include "conduit.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: conduit
+{{- end -}}
+
+{{/* Selector labels of one service's pods: (root, name). */}}
+{{- define "conduit.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "conduit.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{/*
+What the chart knows about each service: the binary, the gRPC service its readiness asks for,
+and the Prometheus job name (the same in docker-compose, so one set of alert rules and one
+dashboard serve both).
+*/}}
+{{- define "conduit.serviceTable" -}}
+broker:
+  binary: conduit-broker
+  healthService: conduit.log.v1.LogService
+  job: conduit-broker
+coordinator:
+  binary: conduit-coordinator
+  healthService: conduit.coordinator.v1.GroupCoordinator
+  job: conduit-coordinator
+queue:
+  binary: conduit-queue
+  healthService: conduit.queue.v1.WorkQueue
+  job: conduit-queue
+standalone:
+  binary: conduit-standalone
+  healthService: conduit.log.v1.LogService
+  job: conduit-standalone
+{{- end -}}
+
+{{/* The services this release runs, as a YAML list: [standalone] or the enabled ones. */}}
+{{- define "conduit.enabledServices" -}}
+{{- $names := list -}}
+{{- if .Values.standalone.enabled -}}
+{{- $names = list "standalone" -}}
+{{- else -}}
+{{- range $name := list "broker" "coordinator" "queue" -}}
+{{- if (index $.Values $name).enabled -}}
+{{- $names = append $names $name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $names -}}
+{{- fail "nothing to deploy: enable broker, coordinator or queue, or standalone" -}}
+{{- end -}}
+{{- toYaml $names -}}
+{{- end -}}
+
+{{/*
+One service's settings: .Values.defaults overlaid with the service's own section and the
+service table entry. Call with (dict "root" $ "name" "broker"); returns YAML (use fromYaml).
+*/}}
+{{- define "conduit.serviceValues" -}}
+{{- $own := deepCopy (index .root.Values .name) -}}
+{{- $table := index (include "conduit.serviceTable" . | fromYaml) .name -}}
+{{- $merged := mergeOverwrite (deepCopy .root.Values.defaults) $own -}}
+{{- $_ := set $merged "binary" $table.binary -}}
+{{- $_ := set $merged "job" $table.job -}}
+{{- $_ := set $merged "healthService" (default $table.healthService $own.healthService) -}}
+{{- $_ := set $merged "name" .name -}}
+{{- $_ := set $merged "objectName" (printf "%s-%s" (include "conduit.fullname" .root) .name) -}}
+{{- toYaml $merged -}}
+{{- end -}}
+
+{{/*
+The flag file of one service (absl --flagfile format: one --name=value a line). Call with the
+service values from conduit.serviceValues.
+*/}}
+{{- define "conduit.flagFile" -}}
+--data_dir=/var/lib/conduit
+--listen={{ .grpcListenHost }}:{{ .grpcPort }}
+--metrics_listen={{ .metricsListenHost }}:{{ .metricsPort }}
+--log_level={{ .logLevel }}
+{{- range $flag, $value := .extraFlags }}
+--{{ $flag }}={{ $value }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The deployment checks (`make deploy-check`; ctest runs them as deploy_checks, label deploy).
+# Offline, deterministic, a few seconds; no container engine and no cluster needed.
+#
+#   1. Helm: `helm lint` and `helm template` of helm/conduit for the default values and every
+#      tests/deploy/values/*.yaml (standalone, monitoring, standalone-monitoring, all-services,
+#      hardened); values the schema must reject are rejected.
+#   2. Every rendered manifest validated against the Kubernetes / Prometheus Operator schemas
+#      (kubernetes-models) plus the chart's own rules (tests/deploy/validate-manifests.js).
+#   3. docker-compose: its schema (`docker-compose config -q`, with and without the pending
+#      profiles) and the images, binaries, flags, ports and mounts it names
+#      (tests/deploy/check-compose.js); `promtool check config` on the Prometheus config.
+#   4. Alerts: `promtool check rules`, `promtool test rules tests/deploy/alerts_test.yml`, the
+#      metric contract (tests/deploy/check-metrics.js) and the dashboard's queries through promtool.
+#   5. The Dockerfile's build packages cover scripts/install-deps.sh's.
+#
+# Tools: helm and the npm packages from scripts/deploy-deps.sh (run here, idempotent), promtool
+# (apt prometheus) and docker-compose (apt docker-compose) from scripts/install-deps.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+./scripts/deploy-deps.sh
+for tool in promtool docker-compose node; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "check-deploy: $tool is missing: run scripts/install-deps.sh" >&2
+    exit 1
+  fi
+done
+
+helm="$root/tests/deploy/.tools/helm"
+# Rendered manifests and logs; ctest points this into the build tree.
+out=${DEPLOY_CHECK_OUT:-"$root/tests/deploy/out"}
+rm -rf "$out"
+mkdir -p "$out"
+# Helm keeps caches and config out of $HOME.
+export HELM_CACHE_HOME="$out/.helm/cache" HELM_CONFIG_HOME="$out/.helm/config" HELM_DATA_HOME="$out/.helm/data"
+
+failures=0
+step() { echo "== $*"; }
+run() {
+  # Runs a command; on failure prints its output and counts it.
+  local log="$out/cmd.log"
+  if "$@" >"$log" 2>&1; then
+    return 0
+  fi
+  echo "FAIL: $*" >&2
+  cat "$log" >&2
+  failures=$((failures + 1))
+  return 1
+}
+
+step "helm lint and template ($("$helm" version --short))"
+cases=(default)
+for f in tests/deploy/values/*.yaml; do cases+=("$(basename "$f" .yaml)"); done
+manifest_args=()
+for c in "${cases[@]}"; do
+  values=()
+  [ "$c" != default ] && values=(-f "tests/deploy/values/$c.yaml")
+  if run "$helm" lint --strict helm/conduit "${values[@]}" &&
+    run "$helm" template conduit-test helm/conduit --namespace conduit "${values[@]}" \
+      --output-dir "$out/rendered-$c"; then
+    # One stream per case, documents in a stable order.
+    find "$out/rendered-$c" -name '*.yaml' | sort | xargs cat >"$out/$c.yaml"
+    echo "$c: lint ok, $(grep -c '^kind:' "$out/$c.yaml") documents"
+    manifest_args+=("$c=$out/$c.yaml")
+  fi
+done
+# Values the schema and the templates must refuse.
+reject() {
+  local why=$1
+  shift
+  if "$helm" template conduit-test helm/conduit "$@" >"$out/reject.log" 2>&1; then
+    echo "FAIL: helm template accepted $* ($why)" >&2
+    failures=$((failures + 1))
+  else
+    echo "rejected as expected: $why"
+  fi
+}
+reject "a misspelt key" --set broker.enable=true
+reject "a dashed flag name" --set broker.extraFlags.log-level=debug
+reject "nothing enabled" --set broker.enabled=false --set queue.enabled=false
+reject "a per-service persistence switch" --set broker.persistence.enabled=false
+
+step "manifests against Kubernetes schemas"
+[ ${#manifest_args[@]} -gt 0 ] && run node tests/deploy/validate-manifests.js "${manifest_args[@]}" && cat "$out/cmd.log"
+
+step "docker-compose"
+run docker-compose -f deploy/docker-compose.yml config -q &&
+  run docker-compose -f deploy/docker-compose.yml --profile coordinator --profile queue config -q &&
+  echo "docker-compose config: valid (default and all profiles)"
+run node tests/deploy/check-compose.js && cat "$out/cmd.log"
+run promtool check config deploy/prometheus/prometheus.yml &&
+  echo "promtool check config deploy/prometheus/prometheus.yml: valid, $(grep -o '[0-9]* rule files found' "$out/cmd.log")"
+
+step "alert rules and dashboard queries"
+run promtool check rules deploy/prometheus/rules/*.yml &&
+  echo "promtool check rules: $(grep -o '[0-9]* rules found' "$out/cmd.log" | paste -sd+ | sed 's/ rules found//g') rules" 
+run promtool test rules tests/deploy/alerts_test.yml &&
+  echo "promtool test rules tests/deploy/alerts_test.yml: $(grep -c 'alertname:' tests/deploy/alerts_test.yml) alert expectations, $(grep -o SUCCESS "$out/cmd.log")"
+run node tests/deploy/check-metrics.js "$out/dashboard-queries.rules.yml" && cat "$out/cmd.log"
+run promtool check rules "$out/dashboard-queries.rules.yml" && echo "dashboard queries: $(grep -o '[0-9]* rules found' "$out/cmd.log")"
+
+step "Dockerfile build packages"
+# Every package install-deps.sh installs is needed by the image's build stage, except these,
+# which only tests, tooling or the image build itself use.
+not_for_build=" ccache python3 python3-grpcio python3-grpc-tools nodejs npm curl prometheus docker-compose podman runc debootstrap "
+deps=$(sed -n '/^PACKAGES=(/,/^)/p' scripts/install-deps.sh | sed '1d;$d' | tr -s ' \n' '\n' | sed '/^$/d;/^#/d')
+missing=()
+for p in $deps; do
+  [[ "$not_for_build" == *" $p "* ]] && continue
+  grep -qE "(^|[[:space:]])$(printf '%s' "$p" | sed 's/[+.]/\\&/g')([[:space:]]|\\\\|$)" docker/Dockerfile || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "FAIL: docker/Dockerfile's build stage lacks ${missing[*]} (scripts/install-deps.sh installs them)" >&2
+  failures=$((failures + 1))
+else
+  echo "the build stage installs every build package of scripts/install-deps.sh"
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "deploy checks: $failures failed" >&2
+  exit 1
+fi
+echo "deploy checks: all passed"

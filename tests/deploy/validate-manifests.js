@@ -1,0 +1,250 @@
+// Validates `helm template` output offline (scripts/check-deploy.sh).
+//
+// Usage: node validate-manifests.js CASE=FILE.yaml ...
+// CASE names the values combination (tests/deploy/values/CASE.yaml; "default" for none) and
+// selects what must be rendered. For every document:
+//   * the Kubernetes (kubernetes-models) or Prometheus Operator (@kubernetes-models/
+//     prometheus-operator) schema of its apiVersion/kind: types and required fields;
+//   * for pods: non-root, read-only root filesystem, no privilege escalation, all capabilities
+//     dropped, RuntimeDefault seccomp, resources, gRPC probes (readiness on the service's own
+//     health name), a pinned image, a binary CMake defines (pending ones only in the
+//     all-services case), flag files naming only flags the servers define;
+//   * references: StatefulSet → headless Service, ConfigMap, ServiceAccount; Services and
+//     PodDisruptionBudgets select pods that exist, target ports the container declares;
+//     the ServiceMonitor selects the client Services by their metrics port;
+//   * PrometheusRule groups equal deploy/prometheus/rules/, the dashboard ConfigMap equals
+//     deploy/grafana/dashboards/conduit.json.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const YAML = require('yaml');
+const {
+  ROOT, conduitBinaries, serverFlags, PENDING_BINARIES, Report,
+} = require('./repo_facts');
+
+const HEALTH = {
+  broker: 'conduit.log.v1.LogService',
+  coordinator: 'conduit.coordinator.v1.GroupCoordinator',
+  queue: 'conduit.queue.v1.WorkQueue',
+  standalone: 'conduit.log.v1.LogService',
+};
+
+// What each values combination must render: the services (StatefulSets) and the monitoring kinds.
+const EXPECT = {
+  default: { services: ['broker', 'queue'], monitoring: false },
+  standalone: { services: ['standalone'], monitoring: false },
+  monitoring: { services: ['broker', 'queue'], monitoring: true },
+  'standalone-monitoring': { services: ['standalone'], monitoring: true },
+  'all-services': { services: ['broker', 'coordinator', 'queue'], monitoring: true, pendingBinaries: true },
+  hardened: { services: ['broker', 'queue'], monitoring: false },
+};
+
+function modelFor(apiVersion, kind) {
+  const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
+  const candidates = group === 'monitoring.coreos.com'
+    ? [`@kubernetes-models/prometheus-operator/${group}/${version}/${kind}`]
+    : [group ? `kubernetes-models/${group}/${version}/${kind}` : `kubernetes-models/${version}/${kind}`];
+  for (const c of candidates) {
+    try {
+      return require(c)[kind];
+    } catch (e) {
+      if (e.code !== 'MODULE_NOT_FOUND') throw e;
+    }
+  }
+  return null;
+}
+
+// JSON with sorted keys: Helm's toYaml sorts map keys.
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+function matches(selector, labels) {
+  return Object.entries(selector || {}).every(([k, v]) => labels && labels[k] === v);
+}
+
+const binaries = conduitBinaries();
+const flags = serverFlags();
+const deployRules = ['conduit.rules.yml', 'conduit-pending.rules.yml'].map(
+  (f) => YAML.parse(fs.readFileSync(path.join(ROOT, 'deploy/prometheus/rules', f), 'utf8')).groups);
+const dashboardJson = fs.readFileSync(path.join(ROOT, 'deploy/grafana/dashboards/conduit.json'), 'utf8');
+
+let total = 0;
+const summary = [];
+let failed = false;
+
+for (const arg of process.argv.slice(2)) {
+  const [name, file] = arg.split('=');
+  const expect = EXPECT[name];
+  const report = new Report(`chart[${name}]`);
+  if (!expect) {
+    report.fail(`no expectations for case ${name} in validate-manifests.js`);
+  }
+  const docs = YAML.parseAllDocuments(fs.readFileSync(file, 'utf8'))
+    .map((d) => d.toJS()).filter((d) => d && Object.keys(d).length);
+  const byKind = {};
+  for (const d of docs) (byKind[d.kind] = byKind[d.kind] || []).push(d);
+  const kinds = (k) => byKind[k] || [];
+
+  // 1. Schemas.
+  for (const d of docs) {
+    const where = `${d.kind}/${d.metadata && d.metadata.name}`;
+    const Model = modelFor(d.apiVersion, d.kind);
+    if (!report.check(Model, `${where}: no schema for ${d.apiVersion} ${d.kind}`)) continue;
+    try {
+      new Model(d).validate();
+    } catch (e) {
+      report.fail(`${where}: ${e.message}`);
+    }
+  }
+
+  // 2. Services rendered.
+  const sets = kinds('StatefulSet');
+  const components = sets.map((s) => s.spec.template.metadata.labels['app.kubernetes.io/component']).sort();
+  if (expect) {
+    report.check(JSON.stringify(components) === JSON.stringify([...expect.services].sort()),
+      `StatefulSets for [${components}], expected [${expect.services}]`);
+    for (const kind of ['ServiceMonitor', 'PrometheusRule']) {
+      report.check((kinds(kind).length === 1) === expect.monitoring,
+        `${kinds(kind).length} ${kind}, expected ${expect.monitoring ? 1 : 0}`);
+    }
+  }
+
+  // 3. Pods.
+  const configMaps = new Map(kinds('ConfigMap').map((c) => [c.metadata.name, c]));
+  const services = kinds('Service');
+  for (const s of sets) {
+    const where = `StatefulSet/${s.metadata.name}`;
+    const component = s.spec.template.metadata.labels['app.kubernetes.io/component'];
+    const pod = s.spec.template.spec;
+    const podLabels = s.spec.template.metadata.labels;
+    report.check(s.spec.replicas === 1, `${where}: ${s.spec.replicas} replicas (no replication yet)`);
+    report.check(matches(s.spec.selector.matchLabels, podLabels), `${where}: selector does not match its pods`);
+    const headless = services.find((x) => x.metadata.name === s.spec.serviceName);
+    report.check(headless && headless.spec.clusterIP === 'None', `${where}: serviceName ${s.spec.serviceName} is not a headless Service`);
+    if (!kinds('ServiceAccount').length) {
+      report.fail(`${where}: no ServiceAccount rendered`);
+    } else {
+      report.check(kinds('ServiceAccount').some((a) => a.metadata.name === pod.serviceAccountName),
+        `${where}: ServiceAccount ${pod.serviceAccountName} is not rendered`);
+    }
+    const psc = pod.securityContext || {};
+    report.check(psc.runAsNonRoot === true && psc.runAsUser > 0, `${where}: pod must run as non-root`);
+    report.check(psc.seccompProfile && psc.seccompProfile.type === 'RuntimeDefault', `${where}: seccomp RuntimeDefault`);
+    report.check(pod.automountServiceAccountToken === false, `${where}: automountServiceAccountToken must be false`);
+    report.check(pod.containers.length === 1, `${where}: one container expected`);
+    const c = pod.containers[0];
+    const csc = c.securityContext || {};
+    report.check(csc.readOnlyRootFilesystem === true, `${where}: readOnlyRootFilesystem`);
+    report.check(csc.allowPrivilegeEscalation === false, `${where}: allowPrivilegeEscalation false`);
+    report.check(csc.capabilities && (csc.capabilities.drop || []).includes('ALL'), `${where}: capabilities drop ALL`);
+    report.check(c.resources && c.resources.requests && c.resources.requests.cpu && c.resources.requests.memory,
+      `${where}: cpu and memory requests`);
+    report.check(!/:latest$/.test(c.image) && /:[^/]+$/.test(c.image), `${where}: image ${c.image} is not pinned`);
+    const binary = c.command[0];
+    if (binaries.has(binary)) {
+      // ok
+    } else if (PENDING_BINARIES.has(binary)) {
+      report.check(expect && expect.pendingBinaries, `${where}: ${binary} is not built yet; only the all-services case may render it`);
+    } else {
+      report.fail(`${where}: runs ${binary}, which no CMakeLists.txt defines`);
+    }
+    const grpcPort = (c.ports.find((p) => p.name === 'grpc') || {}).containerPort;
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+      const p = c[probe];
+      report.check(p && p.grpc && p.grpc.port === grpcPort, `${where}: ${probe} must be a gRPC probe on port ${grpcPort}`);
+    }
+    if (c.readinessProbe && c.readinessProbe.grpc) {
+      report.check(c.readinessProbe.grpc.service === HEALTH[component],
+        `${where}: readiness asks for ${c.readinessProbe.grpc.service}, expected ${HEALTH[component]}`);
+    }
+    // Volumes: data (PVC template or emptyDir), the flag file, /tmp.
+    const mounts = new Map(c.volumeMounts.map((m) => [m.name, m.mountPath]));
+    report.check(mounts.get('data') === '/var/lib/conduit', `${where}: data must mount at /var/lib/conduit`);
+    report.check(mounts.get('tmp') === '/tmp', `${where}: an emptyDir must mount at /tmp (read-only root)`);
+    const claims = (s.spec.volumeClaimTemplates || []).map((v) => v.metadata.name);
+    const podVolumes = (pod.volumes || []).map((v) => v.name);
+    for (const m of mounts.keys()) {
+      report.check(claims.includes(m) || podVolumes.includes(m), `${where}: mount ${m} has no volume`);
+    }
+    const flagVolume = pod.volumes.find((v) => v.name === 'flags');
+    const cm = flagVolume && configMaps.get(flagVolume.configMap.name);
+    if (report.check(cm, `${where}: flag ConfigMap ${flagVolume && flagVolume.configMap.name} is not rendered`)) {
+      report.check(c.command.includes('--flagfile=/etc/conduit/flags') && mounts.get('flags') === '/etc/conduit',
+        `${where}: must read --flagfile=/etc/conduit/flags from the ConfigMap`);
+      const lines = cm.data.flags.split('\n').filter((l) => l.trim());
+      const seen = new Set();
+      for (const l of lines) {
+        const m = l.match(/^--([a-z0-9_]+)=(.*)$/);
+        if (report.check(m, `${cm.metadata.name}: "${l}" is not --name=value`)) {
+          report.check(flags.has(m[1]), `${cm.metadata.name}: flag --${m[1]} is not defined by the servers`);
+          report.check(!seen.has(m[1]), `${cm.metadata.name}: flag --${m[1]} is set twice`);
+          seen.add(m[1]);
+        }
+      }
+      const value = (n) => (lines.find((l) => l.startsWith(`--${n}=`)) || '').split('=')[1];
+      report.check(value('data_dir') === '/var/lib/conduit', `${cm.metadata.name}: --data_dir must be the volume`);
+      report.check((value('listen') || '').endsWith(`:${grpcPort}`), `${cm.metadata.name}: --listen port is not the container's grpc port`);
+      const metricsPort = (c.ports.find((p) => p.name === 'metrics') || {}).containerPort;
+      report.check((value('metrics_listen') || '').endsWith(`:${metricsPort}`), `${cm.metadata.name}: --metrics_listen port is not the container's metrics port`);
+    }
+  }
+
+  // 4. Services and budgets select pods; target ports exist.
+  const podsOf = (selector) => sets.filter((s) => matches(selector, s.spec.template.metadata.labels));
+  for (const svc of services) {
+    const where = `Service/${svc.metadata.name}`;
+    const targets = podsOf(svc.spec.selector);
+    report.check(targets.length === 1, `${where}: selects ${targets.length} StatefulSets' pods, expected 1`);
+    for (const p of svc.spec.ports) {
+      report.check(targets.every((s) => s.spec.template.spec.containers[0].ports.some((cp) => cp.name === p.targetPort)),
+        `${where}: targetPort ${p.targetPort} is not a container port`);
+    }
+  }
+  for (const pdb of kinds('PodDisruptionBudget')) {
+    report.check(podsOf(pdb.spec.selector.matchLabels).length === 1, `PodDisruptionBudget/${pdb.metadata.name} selects no pods`);
+  }
+  report.check(kinds('PodDisruptionBudget').length === sets.length, 'one PodDisruptionBudget per StatefulSet');
+
+  // 5. Monitoring.
+  for (const sm of kinds('ServiceMonitor')) {
+    const selected = services.filter((s) => matches(sm.spec.selector.matchLabels, s.metadata.labels));
+    report.check(selected.length === sets.length && selected.every((s) => s.spec.clusterIP !== 'None'),
+      `ServiceMonitor selects ${selected.length} Services, expected the ${sets.length} client Services`);
+    for (const s of selected) {
+      report.check(sm.spec.endpoints.every((e) => s.spec.ports.some((p) => p.name === e.port)),
+        `ServiceMonitor endpoint port missing on ${s.metadata.name}`);
+      report.check(/^conduit-(broker|coordinator|queue|standalone)$/.test(s.metadata.labels[sm.spec.jobLabel] || ''),
+        `${s.metadata.name}: job label ${sm.spec.jobLabel} must name the job the alert rules use`);
+    }
+  }
+  for (const rule of kinds('PrometheusRule')) {
+    const expected = [...deployRules[0], ...deployRules[1]];
+    report.check(canonical(rule.spec.groups) === canonical(expected),
+      'PrometheusRule groups differ from deploy/prometheus/rules/*.yml');
+  }
+  const dashboards = kinds('ConfigMap').filter((c) => c.data && c.data['conduit.json']);
+  if (expect) {
+    report.check(dashboards.length === (expect.monitoring ? 1 : 0), `${dashboards.length} dashboard ConfigMaps`);
+  }
+  for (const d of dashboards) {
+    report.check(d.data['conduit.json'] === dashboardJson.replace(/\n$/, ''), 'dashboard ConfigMap differs from deploy/grafana/dashboards/conduit.json');
+  }
+
+  total += docs.length;
+  const counts = Object.entries(byKind).map(([k, v]) => `${v.length} ${k}`).join(', ');
+  summary.push(`${name}: ${docs.length} (${counts})`);
+  if (report.failures.length) {
+    failed = true;
+    for (const f of report.failures) console.error(`FAIL ${report.name}: ${f}`);
+  }
+}
+
+if (failed) process.exit(1);
+console.log(`ok manifests: ${total} documents valid against the Kubernetes and Prometheus Operator schemas`);
+for (const s of summary) console.log(`   ${s}`);
