@@ -40,6 +40,12 @@ QueueConfigPatch FromProto(const pb::QueueConfig& c) {
   if (c.has_idempotency_window()) p.idempotency_window = FromDuration(c.idempotency_window());
   if (c.has_max_depth()) p.max_depth = c.max_depth();
   if (c.has_max_redrives()) p.max_redrives = c.max_redrives();
+  if (c.has_max_ready_age()) p.max_ready_age = FromDuration(c.max_ready_age());
+  if (!c.tenant_weights().empty()) {
+    p.tenant_weights = std::map<std::string, int32_t>(c.tenant_weights().begin(),
+                                                      c.tenant_weights().end());
+  }
+  if (c.has_max_in_flight_per_tenant()) p.max_in_flight_per_tenant = c.max_in_flight_per_tenant();
   return p;
 }
 
@@ -56,6 +62,9 @@ void ToProto(const QueueMeta& m, pb::QueueInfo* out) {
   SetDuration(c.idempotency_window, config->mutable_idempotency_window());
   config->set_max_depth(c.max_depth);
   config->set_max_redrives(c.max_redrives);
+  SetDuration(c.max_ready_age, config->mutable_max_ready_age());
+  for (const auto& [tenant, weight] : c.tenant_weights) (*config->mutable_tenant_weights())[tenant] = weight;
+  config->set_max_in_flight_per_tenant(c.max_in_flight_per_tenant);
   SetTimestamp(m.created, out->mutable_created());
 }
 
@@ -87,6 +96,14 @@ void AddAttempts(const std::vector<Attempt>& attempts, size_t count, Message* ou
 }
 
 template <typename Message>
+void SetSource(const std::optional<JobSource>& source, Message* out) {
+  if (!source) return;
+  out->mutable_source()->set_topic(source->topic);
+  out->mutable_source()->set_partition(source->partition);
+  out->mutable_source()->set_offset(source->offset);
+}
+
+template <typename Message>
 void AddHeaders(const std::vector<Header>& headers, Message* out) {
   for (const Header& h : headers) {
     auto* p = out->add_headers();
@@ -107,6 +124,7 @@ void ToProto(const Job& job, pb::DeadLetter* out) {
   out->set_reason(job.death_reason);
   AddAttempts(job.attempts, job.attempts.size(), out, &pb::DeadLetter::mutable_attempts);
   out->set_redrives(static_cast<uint32_t>(job.redrives));
+  SetSource(job.source, out);
 }
 
 DeadLetterFilter FromProto(const pb::DeadLetterFilter& f) {
@@ -182,6 +200,10 @@ grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContex
     response->set_dead(stats->dead);
     SetDuration(stats->oldest_ready_age, response->mutable_oldest_ready_age());
     SetDuration(stats->oldest_dead_age, response->mutable_oldest_dead_age());
+    response->set_enqueue_rate(stats->enqueue_rate);
+    response->set_ack_rate(stats->ack_rate);
+    response->set_nack_rate(stats->nack_rate);
+    response->set_expiry_rate(stats->expiry_rate);
   }
   return Done(ctx, stats.status());
 }
@@ -199,6 +221,9 @@ grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx
     if (j.has_not_before()) job.not_before = FromTimestamp(j.not_before());
     job.priority = j.priority();
     job.tenant = j.tenant();
+    if (j.has_source()) {
+      job.source = JobSource{j.source().topic(), j.source().partition(), j.source().offset()};
+    }
     jobs.push_back(std::move(job));
   }
   auto* reactor = ctx->DefaultReactor();
@@ -238,6 +263,7 @@ grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
       p->set_priority(job.priority);
       SetTimestamp(job.enqueued_at, p->mutable_enqueued_at());
       AddAttempts(job.attempts, job.attempts.size() - 1, p, &pb::LeasedJob::mutable_previous_attempts);
+      SetSource(job.source, p);
     }
   }));
   return reactor;
@@ -308,7 +334,7 @@ grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
   std::optional<std::string> replacement;
   if (request->has_replacement_payload()) replacement = request->replacement_payload();
   auto* reactor = ctx->DefaultReactor();
-  queue_->Redrive(request->queue(), selection, replacement,
+  queue_->Redrive(request->queue(), selection, replacement, request->rate(),
                   Finisher<RedriveResult>(reactor, [response, dry = selection.dry_run](const auto& r) {
                     for (uint64_t id : r.moved) response->add_job_ids(id);
                     for (uint64_t id : r.refused) response->add_refused_job_ids(id);

@@ -19,6 +19,11 @@ void CommitLog::Submit(QueueWrite write, std::function<void(absl::Status)> done)
   queue_.push_back(Entry{std::move(write), std::move(done)});
 }
 
+absl::Status CommitLog::health() {
+  absl::MutexLock lock(&mu_);
+  return failed_;
+}
+
 void CommitLog::Loop() {
   while (true) {
     std::deque<Entry> batch;

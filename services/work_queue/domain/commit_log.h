@@ -24,6 +24,9 @@ class CommitLog {
   // barrier: done runs after every earlier write is durable.
   void Submit(QueueWrite write, std::function<void(absl::Status)> done);
 
+  // OK, or the UNAVAILABLE status every write gets after a storage failure.
+  absl::Status health();
+
  private:
   struct Entry {
     QueueWrite write;

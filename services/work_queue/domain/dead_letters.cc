@@ -1,5 +1,6 @@
 // WorkQueue: the dead-letter lane — listing with filters, inspection, redrive and discard.
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -82,9 +83,10 @@ std::vector<uint64_t> WorkQueue::Select(const Queue& q, const DeadLetterSelectio
   std::vector<uint64_t> out;
   const size_t limit = selection.limit > 0 ? static_cast<size_t>(selection.limit) : SIZE_MAX;
   if (!selection.ids.empty()) {
+    absl::flat_hash_map<uint64_t, bool> seen;
     for (uint64_t id : selection.ids) {
       if (out.size() >= limit) break;
-      out.push_back(id);
+      if (seen.emplace(id, true).second) out.push_back(id);  // each job once
     }
     return out;
   }
@@ -96,8 +98,12 @@ std::vector<uint64_t> WorkQueue::Select(const Queue& q, const DeadLetterSelectio
 }
 
 void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& selection,
-                        std::optional<std::string> replacement_payload,
+                        std::optional<std::string> replacement_payload, double rate,
                         Callback<RedriveResult> done) {
+  if (rate < 0) return done(absl::InvalidArgumentError("rate must be >= 0 (0: all at once)"));
+  if (replacement_payload && replacement_payload->size() > (1u << 20)) {
+    return done(absl::InvalidArgumentError("replacement payload is over 1 MiB"));
+  }
   if (replacement_payload && selection.ids.empty()) {
     return done(absl::InvalidArgumentError(
         "a replacement payload needs explicit job ids (repair the jobs you looked at)"));
@@ -131,7 +137,9 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
     job.failures = 0;
     job.expiries = 0;
     job.state = JobState::kQueued;
-    job.ready_at = now;
+    // Paced: the i-th moved job becomes ready i / rate seconds from now.
+    const double delay = rate > 0 ? static_cast<double>(result.moved.size() - 1) / rate : 0.0;
+    job.ready_at = now + absl::Seconds(delay);
     job.death_reason.clear();
     if (replacement_payload) job.payload = *replacement_payload;
     Index(q, job, now);

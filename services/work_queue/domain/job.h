@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ struct Attempt {
   friend bool operator==(const Attempt&, const Attempt&) = default;
 };
 
+struct JobSource {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  friend bool operator==(const JobSource&, const JobSource&) = default;
+};
+
 // Persisted state. READY and DELAYED are one persisted state (kQueued): which one a job is in
 // follows from ready_at and the clock.
 enum class JobState { kQueued, kLeased, kDead };
@@ -42,6 +50,7 @@ struct Job {
   std::string tenant;
   int32_t priority = 0;
   std::string idempotency_key;
+  std::optional<JobSource> source;
   absl::Time enqueued_at;
   absl::Time ready_at;  // kQueued: when it may be leased
   // kLeased:
@@ -68,7 +77,15 @@ struct QueueConfig {
   absl::Duration idempotency_window = absl::Hours(1);
   int64_t max_depth = 0;  // 0: no limit
   int32_t max_redrives = 3;
+  absl::Duration max_ready_age = absl::ZeroDuration();  // 0: no limit
+  std::map<std::string, int32_t> tenant_weights;        // others weigh 1
+  int32_t max_in_flight_per_tenant = 0;                 // 0: no limit
   friend bool operator==(const QueueConfig&, const QueueConfig&) = default;
+
+  int32_t WeightOf(const std::string& tenant) const {
+    auto it = tenant_weights.find(tenant);
+    return it == tenant_weights.end() ? 1 : it->second;
+  }
 };
 
 struct QueueConfigPatch {
@@ -81,6 +98,9 @@ struct QueueConfigPatch {
   std::optional<absl::Duration> idempotency_window;
   std::optional<int64_t> max_depth;
   std::optional<int32_t> max_redrives;
+  std::optional<absl::Duration> max_ready_age;
+  std::optional<std::map<std::string, int32_t>> tenant_weights;
+  std::optional<int32_t> max_in_flight_per_tenant;
 
   QueueConfig ApplyTo(QueueConfig base) const;
 };

@@ -17,6 +17,9 @@ QueueConfig QueueConfigPatch::ApplyTo(QueueConfig base) const {
   if (idempotency_window) base.idempotency_window = *idempotency_window;
   if (max_depth) base.max_depth = *max_depth;
   if (max_redrives) base.max_redrives = *max_redrives;
+  if (max_ready_age) base.max_ready_age = *max_ready_age;
+  if (tenant_weights) base.tenant_weights = *tenant_weights;
+  if (max_in_flight_per_tenant) base.max_in_flight_per_tenant = *max_in_flight_per_tenant;
   return base;
 }
 
@@ -60,10 +63,18 @@ absl::Status ValidateConfig(const QueueConfig& c) {
   }
   if (c.max_depth < 0) return invalid("max_depth must be >= 0 (0: no limit)");
   if (c.max_redrives < 0) return invalid("max_redrives must be >= 0");
+  if (c.max_ready_age < absl::ZeroDuration()) return invalid("max_ready_age must be >= 0");
+  if (c.max_in_flight_per_tenant < 0) return invalid("max_in_flight_per_tenant must be >= 0");
+  for (const auto& [tenant, weight] : c.tenant_weights) {
+    if (weight < 1 || weight > 100) {
+      return invalid("weight of tenant '", tenant, "' must be between 1 and 100, got ", weight);
+    }
+  }
   return absl::OkStatus();
 }
 
 absl::Duration BackoffCap(const QueueConfig& config, int32_t failures) {
+  if (config.backoff_initial == absl::ZeroDuration()) return absl::ZeroDuration();  // 0 * inf
   const double factor = std::pow(config.backoff_multiplier, std::max(0, failures - 1));
   const double seconds = absl::ToDoubleSeconds(config.backoff_initial) * factor;
   const double cap = absl::ToDoubleSeconds(config.backoff_max);

@@ -27,6 +27,8 @@ struct QueueWrite {
   uint64_t queue_id = 0;
   std::optional<QueueMeta> create_queue;  // persist this queue's metadata
   bool drop_queue = false;                // remove the queue, its jobs, keys and audit
+  // Persist the job id high-water mark: ids are never reused, even after acked jobs are gone.
+  std::optional<uint64_t> next_job_id;
   std::vector<Job> puts;
   std::vector<uint64_t> deletes;
   std::vector<KeyEntry> key_puts;
@@ -40,6 +42,8 @@ class QueueStore {
  public:
   virtual ~QueueStore() = default;
   virtual absl::StatusOr<std::vector<QueueMeta>> LoadQueues() = 0;
+  // The highest next_job_id written (0 if none).
+  virtual absl::StatusOr<uint64_t> LoadNextJobId() = 0;
   virtual absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) = 0;
   virtual absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) = 0;
   // Applies all writes as one atomic, fsynced write (group commit), in order.

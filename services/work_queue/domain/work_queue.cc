@@ -28,6 +28,7 @@ WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptio
       log_(store) {}
 
 WorkQueue::~WorkQueue() {
+  shutting_down_.store(true);  // long-polls answer at once instead of waiting again
   {
     absl::MutexLock lock(&scheduler_mu_);
     stopping_ = true;
@@ -35,12 +36,17 @@ WorkQueue::~WorkQueue() {
   if (scheduler_.joinable()) scheduler_.join();
 }
 
+absl::Time WorkQueue::Now() const { return absl::FromUnixMicros(absl::ToUnixMicros(clock_->Now())); }
+
 absl::Status WorkQueue::Recover() {
   auto queues = store_->LoadQueues();
   if (!queues.ok()) return queues.status();
-  const absl::Time now = clock_->Now();
+  auto next_id = store_->LoadNextJobId();
+  if (!next_id.ok()) return next_id.status();
+  const absl::Time now = Now();
   {
     absl::MutexLock lock(&mu_);
+    next_job_id_ = std::max<uint64_t>(1, *next_id);
     for (const QueueMeta& meta : *queues) {
       auto q = std::make_unique<Queue>();
       q->meta = meta;
@@ -95,6 +101,7 @@ void WorkQueue::Index(Queue& q, const Job& job, absl::Time now) {
       break;
     case JobState::kLeased:
       q.leases.emplace(job.lease_deadline, job.id);
+      ++q.leased_by_tenant[job.tenant];
       break;
     case JobState::kDead:
       q.dead.emplace(job.died_at, job.id);
@@ -115,7 +122,9 @@ void WorkQueue::Unindex(Queue& q, const Job& job) {
       }
       break;
     case JobState::kLeased:
-      q.leases.erase({job.lease_deadline, job.id});
+      if (q.leases.erase({job.lease_deadline, job.id}) > 0 && --q.leased_by_tenant[job.tenant] == 0) {
+        q.leased_by_tenant.erase(job.tenant);
+      }
       break;
     case JobState::kDead:
       q.dead.erase({job.died_at, job.id});
@@ -139,11 +148,13 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
   const QueueConfig config = patch.ApplyTo(QueueConfig{});
   if (auto s = ValidateConfig(config); !s.ok()) return done(s);
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   if (queues_.contains(name)) {
-    return done(absl::AlreadyExistsError(absl::StrCat("queue '", name, "' already exists")));
+    return ReplyAfterLog(std::move(done),
+                         absl::AlreadyExistsError(absl::StrCat("queue '", name, "' already exists")));
   }
   auto q = std::make_unique<Queue>();
-  q->meta = QueueMeta{next_queue_id_++, name, config, clock_->Now()};
+  q->meta = QueueMeta{next_queue_id_++, name, config, Now()};
   QueueWrite write;
   write.queue_id = q->meta.id;
   write.create_queue = q->meta;
@@ -157,8 +168,9 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
 
 void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto q = Find(name);
-  if (!q.ok()) return done(q.status());
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
   write.drop_queue = true;
@@ -182,7 +194,7 @@ absl::StatusOr<QueueStats> WorkQueue::Stats(const std::string& queue) const {
   absl::MutexLock lock(&mu_);
   auto found = Find(queue);
   if (!found.ok()) return found.status();
-  return StatsOf(**found, clock_->Now());
+  return StatsOf(**found, Now());
 }
 
 QueueStats WorkQueue::StatsOf(const Queue& q, absl::Time now) const {
@@ -201,6 +213,10 @@ QueueStats WorkQueue::StatsOf(const Queue& q, absl::Time now) const {
     stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - oldest);
   }
   if (!q.dead.empty()) stats.oldest_dead_age = now - q.dead.begin()->first;
+  stats.enqueue_rate = q.enqueues.PerSecond(now);
+  stats.ack_rate = q.acks.PerSecond(now);
+  stats.nack_rate = q.nacks.PerSecond(now);
+  stats.expiry_rate = q.expiries.PerSecond(now);
   return stats;
 }
 
@@ -248,16 +264,38 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
     }
   }
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto found = Find(queue);
-  if (!found.ok()) return done(found.status());
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
-  const absl::Time now = clock_->Now();
+  const absl::Time now = Now();
+  // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.
+  int64_t new_jobs = 0;
+  {
+    absl::flat_hash_map<std::string, bool> keys_in_request;
+    for (const NewJob& j : jobs) {
+      if (j.idempotency_key.empty()) {
+        ++new_jobs;
+      } else if (!q.keys.contains(j.idempotency_key) &&
+                 keys_in_request.emplace(j.idempotency_key, true).second) {
+        ++new_jobs;
+      }
+    }
+  }
   const int64_t live = static_cast<int64_t>(q.jobs.size() - q.dead.size());
-  if (q.meta.config.max_depth > 0 &&
-      live + static_cast<int64_t>(jobs.size()) > q.meta.config.max_depth) {
-    return done(absl::ResourceExhaustedError(absl::StrFormat(
+  if (q.meta.config.max_depth > 0 && new_jobs > 0 && live + new_jobs > q.meta.config.max_depth) {
+    return ReplyAfterLog(std::move(done), absl::ResourceExhaustedError(absl::StrFormat(
         "queue '%s' holds %d live jobs (max_depth %d); retry after 1s, once workers catch up",
         queue, live, q.meta.config.max_depth)));
+  }
+  if (q.meta.config.max_ready_age > absl::ZeroDuration()) {
+    const absl::Duration age = StatsOf(q, now).oldest_ready_age;
+    if (age > q.meta.config.max_ready_age && new_jobs > 0) {
+      return ReplyAfterLog(std::move(done), absl::ResourceExhaustedError(absl::StrCat(
+          "queue '", queue, "': the oldest ready job waits ", absl::FormatDuration(age),
+          " (max_ready_age ", absl::FormatDuration(q.meta.config.max_ready_age),
+          "); retry after 1s, once workers catch up")));
+    }
   }
   QueueWrite write;
   write.queue_id = q.meta.id;
@@ -278,6 +316,7 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
     job.tenant = std::move(j.tenant);
     job.priority = j.priority;
     job.idempotency_key = j.idempotency_key;
+    job.source = std::move(j.source);
     job.enqueued_at = now;
     job.ready_at = j.not_before ? std::max(now, *j.not_before) : now + j.delay.value_or(absl::ZeroDuration());
     made_ready |= job.ready_at <= now;
@@ -292,7 +331,9 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
     q.jobs.emplace(job.id, std::move(job));
   }
   if (made_ready) WakeWaiters(q);
+  write.next_job_id = next_job_id_;
   Count(q, QueueEvent::kEnqueued, static_cast<int64_t>(write.puts.size()));
+  q.enqueues.Add(now, static_cast<int64_t>(write.puts.size()));
   Observe(q, now);
   // Duplicates are answered through the log too, so never before their original is durable.
   Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
@@ -306,23 +347,46 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
 std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Time now,
                                       QueueWrite* write) {
   std::vector<Job> out;
-  const absl::Duration visibility = args.visibility_timeout.value_or(q.meta.config.visibility_timeout);
-  // Round-robin over tenants with ready jobs: one job per tenant per turn.
-  while (static_cast<int32_t>(out.size()) < args.max_jobs && !q.tenant_ring.empty()) {
-    std::string tenant = std::move(q.tenant_ring.front());
-    q.tenant_ring.pop_front();
+  const QueueConfig& config = q.meta.config;
+  const absl::Duration visibility = args.visibility_timeout.value_or(config.visibility_timeout);
+  // Weighted round-robin over tenants with ready jobs: the tenant at the front takes up to its
+  // weight in jobs, then goes to the back. Tenants at their in-flight limit are passed over; a
+  // full lap of them ends the search.
+  size_t passed_over = 0;
+  while (static_cast<int32_t>(out.size()) < args.max_jobs && !q.tenant_ring.empty() &&
+         passed_over < q.tenant_ring.size()) {
+    const std::string& tenant = q.tenant_ring.front();
     auto it = q.ready.find(tenant);
     if (it == q.ready.end() || it->second.empty()) {
       if (it != q.ready.end()) q.ready.erase(it);
+      q.tenant_ring.pop_front();
+      q.ring_credit = 0;
       continue;
     }
+    if (config.max_in_flight_per_tenant > 0) {
+      auto leased = q.leased_by_tenant.find(tenant);
+      if (leased != q.leased_by_tenant.end() && leased->second >= config.max_in_flight_per_tenant) {
+        q.tenant_ring.push_back(std::move(q.tenant_ring.front()));
+        q.tenant_ring.pop_front();
+        q.ring_credit = 0;
+        ++passed_over;
+        continue;
+      }
+    }
+    passed_over = 0;
+    if (q.ring_credit <= 0) q.ring_credit = config.WeightOf(tenant);
     const ReadyKey key = *it->second.begin();
     Job& job = q.jobs.at(key.id);
     Unindex(q, job);
-    if (!it->second.empty()) {
-      q.tenant_ring.push_back(std::move(tenant));
-    } else {
-      q.ready.erase(it);
+    if (--q.ring_credit <= 0 || it->second.empty()) {
+      std::string done_tenant = std::move(q.tenant_ring.front());
+      q.tenant_ring.pop_front();
+      q.ring_credit = 0;
+      if (!it->second.empty()) {
+        q.tenant_ring.push_back(std::move(done_tenant));
+      } else {
+        q.ready.erase(it);
+      }
     }
     job.state = JobState::kLeased;
     job.lease_deadline = now + visibility;
@@ -357,15 +421,16 @@ void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
 void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
                            Callback<std::vector<Job>> done) {
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto found = Find(args.queue);
-  if (!found.ok()) return done(found.status());
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
-  const absl::Time now = clock_->Now();
+  const absl::Time now = Now();
   QueueWrite write;
   write.queue_id = q.meta.id;
   RunDue(q, now, &write);
   std::vector<Job> jobs = TakeReady(q, args, now, &write);
-  if (jobs.empty() && absl::Now() < real_deadline) {
+  if (jobs.empty() && absl::Now() < real_deadline && !shutting_down_.load()) {
     // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first retries
     // (the other finds the waiter gone).
     const uint64_t id = next_waiter_id_++;
@@ -423,11 +488,12 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std
     return done(absl::InvalidArgumentError("extension must be between 0 and 12h"));
   }
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto q = Find(queue);
-  if (!q.ok()) return done(q.status());
-  const absl::Time now = clock_->Now();
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  const absl::Time now = Now();
   auto job = LeasedJob(**q, job_id, token, now);
-  if (!job.ok()) return done(job.status());
+  if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
   Unindex(**q, **job);
   (*job)->lease_deadline = now + extension;
   Index(**q, **job, now);
@@ -443,14 +509,16 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std
 void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string& token,
                     Callback<bool> done) {
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto q = Find(queue);
-  if (!q.ok()) return done(q.status());
-  auto job = LeasedJob(**q, job_id, token, clock_->Now());
-  if (!job.ok()) return done(job.status());
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  auto job = LeasedJob(**q, job_id, token, Now());
+  if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
   Unindex(**q, **job);
   (*q)->jobs.erase(job_id);
   Count(**q, QueueEvent::kAcked, 1);
-  Observe(**q, clock_->Now());
+  (*q)->acks.Add(Now(), 1);
+  Observe(**q, Now());
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
   write.deletes.push_back(job_id);
@@ -462,15 +530,17 @@ void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string
 
 void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::string& token,
                      const NackArgs& args, Callback<NackResult> done) {
-  if (args.retry_after && *args.retry_after < absl::ZeroDuration()) {
-    return done(absl::InvalidArgumentError("retry_after is negative"));
+  if (args.retry_after &&
+      (*args.retry_after < absl::ZeroDuration() || *args.retry_after > absl::Hours(24))) {
+    return done(absl::InvalidArgumentError("retry_after must be between 0 and 24h"));
   }
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto q = Find(queue);
-  if (!q.ok()) return done(q.status());
-  const absl::Time now = clock_->Now();
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  const absl::Time now = Now();
   auto found = LeasedJob(**q, job_id, token, now);
-  if (!found.ok()) return done(found.status());
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Job& job = **found;
   Unindex(**q, job);
   Attempt& attempt = job.attempts.back();
@@ -498,6 +568,7 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::strin
     if (job.ready_at <= now) WakeWaiters(**q);
   }
   Count(**q, QueueEvent::kNacked, 1);
+  (*q)->nacks.Add(now, 1);
   if (result.dead) Count(**q, QueueEvent::kDead, 1);
   Observe(**q, now);
   QueueWrite write;
@@ -529,6 +600,7 @@ void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
     ++job.expiries;
     job.lease_token.clear();
     Count(q, QueueEvent::kExpired, 1);
+    q.expiries.Add(now, 1);
     if (job.expiries >= q.meta.config.max_lease_expiries) {
       Kill(q, job, absl::StrCat("max lease expiries (", q.meta.config.max_lease_expiries, ") reached"),
            now);
@@ -547,7 +619,8 @@ void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
 
 void WorkQueue::RunScheduler() {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
+  if (!log_.health().ok()) return;  // memory must not move on from what the disk has
+  const absl::Time now = Now();
   for (auto& [name, q] : queues_) {
     QueueWrite write;
     write.queue_id = q->meta.id;

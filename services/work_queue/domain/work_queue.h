@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "services/work_queue/domain/commit_log.h"
 #include "services/work_queue/domain/job.h"
 #include "services/work_queue/domain/queue_store.h"
+#include "services/work_queue/domain/rate_window.h"
 
 namespace conduit::work_queue {
 
@@ -34,6 +36,7 @@ struct NewJob {
   std::optional<absl::Time> not_before;
   int32_t priority = 0;
   std::string tenant;
+  std::optional<JobSource> source;
 };
 
 struct EnqueuedJob {
@@ -65,6 +68,8 @@ struct QueueStats {
   int64_t ready = 0, delayed = 0, leased = 0, dead = 0;
   absl::Duration oldest_ready_age = absl::ZeroDuration();
   absl::Duration oldest_dead_age = absl::ZeroDuration();
+  // Per second over the last minute.
+  double enqueue_rate = 0, ack_rate = 0, nack_rate = 0, expiry_rate = 0;
 };
 
 struct DeadLetterFilter {
@@ -152,8 +157,10 @@ class WorkQueue {
                                                  const DeadLetterFilter& filter, int32_t page_size,
                                                  const std::string& page_token) const;
   absl::StatusOr<Job> GetDeadLetter(const std::string& queue, uint64_t job_id) const;
+  // `rate` > 0 paces the moved jobs: they become ready `rate` per second.
   void Redrive(const std::string& queue, const DeadLetterSelection& selection,
-               std::optional<std::string> replacement_payload, Callback<RedriveResult> done);
+               std::optional<std::string> replacement_payload, double rate,
+               Callback<RedriveResult> done);
   void Discard(const std::string& queue, const DeadLetterSelection& selection,
                const std::string& reason, Callback<std::vector<uint64_t>> done);
 
@@ -162,7 +169,7 @@ class WorkQueue {
 
  private:
   struct ReadyKey {
-    int32_t neg_priority;
+    int64_t neg_priority;  // int64: negating INT32_MIN must not overflow
     absl::Time ready_at;
     uint64_t id;
     bool operator<(const ReadyKey& o) const {
@@ -175,6 +182,9 @@ class WorkQueue {
     absl::flat_hash_map<uint64_t, Job> jobs;
     absl::flat_hash_map<std::string, std::set<ReadyKey>> ready;  // by tenant
     std::deque<std::string> tenant_ring;  // tenants with ready jobs, each once
+    int32_t ring_credit = 0;  // jobs the tenant at the ring's front may still take this turn
+    absl::flat_hash_map<std::string, int32_t> leased_by_tenant;
+    RateWindow enqueues, acks, nacks, expiries;
     TimeIndex ready_by_time, delayed, leases, dead;
     absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>> keys;
     std::deque<std::pair<absl::Time, std::string>> key_order;
@@ -202,6 +212,16 @@ class WorkQueue {
   void Commit(QueueWrite write, std::function<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaseUntil(LeaseArgs args, absl::Time real_deadline, Callback<std::vector<Job>> done);
+  // The clock, truncated to the microseconds that are persisted, so memory and disk agree.
+  absl::Time Now() const;
+  // Answers `status` through the commit log: after every earlier change is durable, and outside
+  // the domain's lock (a reply that depends on state must not outrun that state).
+  template <typename T>
+  void ReplyAfterLog(Callback<T> done, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Commit(QueueWrite{}, [done = std::move(done), status](absl::Status s) {
+      done(s.ok() ? status : s);
+    });
+  }
   void SchedulerLoop();
 
   QueueStore* const store_;
@@ -218,6 +238,7 @@ class WorkQueue {
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 
   CommitLog log_;
+  std::atomic<bool> shutting_down_{false};
   time::TimerQueue timers_;
   absl::Mutex scheduler_mu_;
   bool stopping_ ABSL_GUARDED_BY(scheduler_mu_) = false;

@@ -51,7 +51,7 @@ absl::Status Corrupt(const char* what) {
 
 std::string EncodeJob(const Job& job) {
   std::string out;
-  out.push_back(1);
+  out.push_back(2);
   out.push_back(static_cast<char>(job.state));
   coding::PutLengthPrefixed(&out, job.payload);
   coding::PutVarint64(&out, job.headers.size());
@@ -81,6 +81,13 @@ std::string EncodeJob(const Job& job) {
     coding::PutLengthPrefixed(&out, a.reason);
     out.push_back(static_cast<char>(a.failure_class));
   }
+  // v2: source
+  out.push_back(job.source ? 1 : 0);
+  if (job.source) {
+    coding::PutLengthPrefixed(&out, job.source->topic);
+    coding::PutVarint64(&out, static_cast<uint64_t>(job.source->partition));
+    coding::PutVarint64(&out, static_cast<uint64_t>(job.source->offset));
+  }
   return out;
 }
 
@@ -89,7 +96,8 @@ absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in) {
   job.id = id;
   uint8_t version = 0, state = 0;
   uint64_t headers = 0, priority = 0, attempts = 0;
-  if (!coding::GetByte(&in, &version) || version != 1 || !coding::GetByte(&in, &state) ||
+  if (!coding::GetByte(&in, &version) || (version != 1 && version != 2) ||
+      !coding::GetByte(&in, &state) ||
       state > 2 || !GetString(&in, &job.payload) || !coding::GetVarint64(&in, &headers) ||
       headers > in.size()) {
     return Corrupt("job");
@@ -122,13 +130,25 @@ absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in) {
     a.failure_class = static_cast<FailureClass>(klass);
     job.attempts.push_back(std::move(a));
   }
+  if (version >= 2) {
+    uint8_t has_source = 0;
+    if (!coding::GetByte(&in, &has_source) || has_source > 1) return Corrupt("job source");
+    if (has_source) {
+      JobSource source;
+      if (!GetString(&in, &source.topic) || !GetInt(&in, &source.partition) ||
+          !GetInt(&in, &source.offset)) {
+        return Corrupt("job source");
+      }
+      job.source = std::move(source);
+    }
+  }
   return job;
 }
 
 std::string EncodeQueue(const QueueMeta& q) {
   const QueueConfig& c = q.config;
   std::string out;
-  out.push_back(1);
+  out.push_back(2);
   coding::PutBigEndian64(&out, q.id);
   coding::PutLengthPrefixed(&out, q.name);
   PutTime(&out, q.created);
@@ -143,6 +163,14 @@ std::string EncodeQueue(const QueueMeta& q) {
   PutDuration(&out, c.idempotency_window);
   coding::PutVarint64(&out, static_cast<uint64_t>(c.max_depth));
   coding::PutVarint64(&out, static_cast<uint64_t>(c.max_redrives));
+  // v2:
+  PutDuration(&out, c.max_ready_age);
+  coding::PutVarint64(&out, c.tenant_weights.size());
+  for (const auto& [tenant, weight] : c.tenant_weights) {
+    coding::PutLengthPrefixed(&out, tenant);
+    coding::PutVarint64(&out, static_cast<uint64_t>(weight));
+  }
+  coding::PutVarint64(&out, static_cast<uint64_t>(c.max_in_flight_per_tenant));
   return out;
 }
 
@@ -151,7 +179,8 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
   QueueConfig& c = q.config;
   uint8_t version = 0;
   uint64_t bits = 0;
-  if (!coding::GetByte(&in, &version) || version != 1 || !coding::GetFixed64(&in, &q.id) ||
+  if (!coding::GetByte(&in, &version) || (version != 1 && version != 2) ||
+      !coding::GetFixed64(&in, &q.id) ||
       !GetString(&in, &q.name) || !GetTime(&in, &q.created) ||
       !GetDuration(&in, &c.visibility_timeout) || !GetInt(&in, &c.max_attempts) ||
       !GetInt(&in, &c.max_lease_expiries) || !GetDuration(&in, &c.backoff_initial) ||
@@ -161,6 +190,19 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
     return Corrupt("queue");
   }
   std::memcpy(&c.backoff_multiplier, &bits, sizeof bits);
+  if (version == 1) return q;
+  uint64_t weights = 0;
+  if (!GetDuration(&in, &c.max_ready_age) || !coding::GetVarint64(&in, &weights) ||
+      weights > in.size()) {
+    return Corrupt("queue");
+  }
+  for (uint64_t i = 0; i < weights; ++i) {
+    std::string tenant;
+    int32_t weight = 0;
+    if (!GetString(&in, &tenant) || !GetInt(&in, &weight)) return Corrupt("queue tenant weight");
+    c.tenant_weights[tenant] = weight;
+  }
+  if (!GetInt(&in, &c.max_in_flight_per_tenant)) return Corrupt("queue");
   return q;
 }
 

@@ -10,18 +10,21 @@
 
 namespace conduit::work_queue::codec {
 
-// Job v1: u8 1 | u8 state | len+payload | varint headers (len+k, len+v)* | len+tenant
+// Job v2: u8 2 | u8 state | len+payload | varint headers (len+k, len+v)* | len+tenant
 //   | varint zigzag priority | len+idempotency key | BE64 enqueued µs | BE64 ready µs
 //   | len+token | BE64 lease deadline µs | varint failures | varint expiries | varint redrives
 //   | BE64 died µs | len+death reason | varint attempts (varint number | len+worker
 //   | BE64 leased µs | BE64 ended µs | u8 outcome | len+reason | u8 class)*
+//   v2 adds: u8 has source | [len+topic | varint partition | varint offset]
 std::string EncodeJob(const Job& job);
 absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in);
 
-// Queue v1: u8 1 | BE64 id | len+name | BE64 created µs | varint visibility µs
+// Queue v2: u8 2 | BE64 id | len+name | BE64 created µs | varint visibility µs
 //   | varint max attempts | varint max expiries | varint backoff initial µs | BE64 multiplier
 //   (IEEE-754 bits) | varint backoff max µs | varint idempotency window µs | varint max depth
 //   | varint max redrives
+//   v2 adds: varint max ready age µs | varint weights (len+tenant | varint weight)*
+//   | varint max in flight per tenant
 std::string EncodeQueue(const QueueMeta& queue);
 absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in);
 

@@ -13,7 +13,8 @@
 
 namespace conduit::work_queue::keys {
 
-inline constexpr char kQueuesCf[] = "queues";          // BE64(queue id) → queue
+inline constexpr char kQueuesCf[] = "queues";          // BE64(queue id) → queue; and:
+inline constexpr char kNextJobIdKey[] = "next_job_id";  // (11 bytes, not 8) → BE64 next job id
 inline constexpr char kJobsCf[] = "jobs";              // BE64(queue) + BE64(job) → job
 inline constexpr char kIdempotencyCf[] = "idempotency";  // BE64(queue) + key → BE64 job, BE64 at
 inline constexpr char kAuditCf[] = "audit";            // BE64(queue) + BE64(at µs) + BE64(seq) → text

@@ -18,7 +18,8 @@ absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(const
   return std::unique_ptr<RocksDbQueueStore>(new RocksDbQueueStore(*std::move(db)));
 }
 
-RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db) : db_(std::move(db)) {
+RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db)
+    : db_(std::move(db)), audit_seq_(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))) {
   queues_ = db_.Find(keys::kQueuesCf);
   jobs_ = db_.Find(keys::kJobsCf);
   idempotency_ = db_.Find(keys::kIdempotencyCf);
@@ -30,12 +31,22 @@ absl::StatusOr<std::vector<QueueMeta>> RocksDbQueueStore::LoadQueues() {
   std::vector<QueueMeta> out;
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), queues_.get()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key().size() != 8) continue;  // not a queue (keys::kNextJobIdKey)
     auto q = codec::DecodeQueue(it->value().ToStringView());
     if (!q.ok()) return q.status();
     out.push_back(*std::move(q));
   }
   if (!it->status().ok()) return ToStatus(it->status(), "load queues");
   return out;
+}
+
+absl::StatusOr<uint64_t> RocksDbQueueStore::LoadNextJobId() {
+  std::string value;
+  rocksdb::Status s = db_.db()->Get(rocksdb::ReadOptions(), queues_.get(), keys::kNextJobIdKey, &value);
+  if (s.IsNotFound()) return 0;
+  if (!s.ok()) return ToStatus(s, "load next job id");
+  if (value.size() != 8) return absl::DataLossError("corrupt next job id");
+  return coding::ReadBigEndian64(value.data());
 }
 
 absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(uint64_t queue_id) {
@@ -89,6 +100,11 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
     const uint64_t q = w->queue_id;
     if (w->create_queue) {
       check(batch.Put(queues_.get(), keys::QueueKey(q), codec::EncodeQueue(*w->create_queue)));
+    }
+    if (w->next_job_id) {
+      std::string value;
+      coding::PutBigEndian64(&value, *w->next_job_id);
+      check(batch.Put(queues_.get(), keys::kNextJobIdKey, value));
     }
     if (w->drop_queue) {
       check(batch.Delete(queues_.get(), keys::QueueKey(q)));

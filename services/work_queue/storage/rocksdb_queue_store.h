@@ -16,6 +16,7 @@ class RocksDbQueueStore final : public QueueStore {
   static absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> Open(const std::string& path);
 
   absl::StatusOr<std::vector<QueueMeta>> LoadQueues() override;
+  absl::StatusOr<uint64_t> LoadNextJobId() override;
   absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) override;
   absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) override;
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override;
@@ -28,7 +29,8 @@ class RocksDbQueueStore final : public QueueStore {
 
   rocksdb_util::OpenDb db_;
   rocksdb_util::OpenDb::Handle queues_, jobs_, idempotency_, audit_;
-  std::atomic<uint64_t> audit_seq_{0};
+  // Starts from the wall clock so that keys of a later process never overwrite earlier lines.
+  std::atomic<uint64_t> audit_seq_;
 };
 
 }  // namespace conduit::work_queue

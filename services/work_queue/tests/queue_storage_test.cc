@@ -25,12 +25,17 @@ TEST(QueueCodec, JobAndQueueRoundTrip) {
   job.died_at = absl::FromUnixMicros(5);
   job.death_reason = "permanent failure: boom";
   EXPECT_EQ(*codec::DecodeJob(7, codec::EncodeJob(job)), job);
+  job.source = JobSource{"orders", 2, 99};
+  EXPECT_EQ(*codec::DecodeJob(7, codec::EncodeJob(job)), job);
   std::string bytes = codec::EncodeJob(job);
   EXPECT_FALSE(codec::DecodeJob(7, bytes.substr(0, bytes.size() - 1)).ok());
 
   QueueMeta q{3, "emails", QueueConfig{}, absl::FromUnixSeconds(9)};
   q.config.backoff_multiplier = 1.5;
   q.config.max_depth = 100;
+  q.config.max_ready_age = absl::Seconds(30);
+  q.config.tenant_weights = {{"gold", 3}, {"silver", 1}};
+  q.config.max_in_flight_per_tenant = 8;
   EXPECT_EQ(*codec::DecodeQueue(codec::EncodeQueue(q)), q);
 }
 

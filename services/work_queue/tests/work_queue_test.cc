@@ -224,18 +224,18 @@ TEST_F(WorkQueueTest, RedriveByFilterWithDryRunReplacementAndLoopGuard) {
   }
   DeadLetterSelection by_tenant;
   by_tenant.filter.tenant = "t1";
-  auto dry = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", by_tenant, {}, cb); });
+  auto dry = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", by_tenant, {}, 0, cb); });
   ASSERT_EQ(dry->moved.size(), 1u);
   EXPECT_EQ(Stats().dead, 2) << "a dry run moves nothing";
   by_tenant.dry_run = false;
-  auto moved = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", by_tenant, {}, cb); });
+  auto moved = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", by_tenant, {}, 0, cb); });
   ASSERT_EQ(moved->moved.size(), 1u);
   EXPECT_EQ(Stats().dead, 1);
   auto again = (*Lease("q"))[0];
   EXPECT_EQ(again.tenant, "t1");
   EXPECT_EQ(again.redrives, 1);
   ASSERT_TRUE(Nack(again, "still bad", FailureClass::kPermanent).ok());
-  auto guard = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", by_tenant, {}, cb); });
+  auto guard = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", by_tenant, {}, 0, cb); });
   EXPECT_TRUE(guard->moved.empty());
   EXPECT_EQ(guard->refused.size(), 1u) << "max_redrives stops the loop";
 
@@ -243,12 +243,12 @@ TEST_F(WorkQueueTest, RedriveByFilterWithDryRunReplacementAndLoopGuard) {
   DeadLetterSelection b;
   b.ids = {dry->moved[0] == 1 ? 2u : 1u};
   b.dry_run = false;
-  auto repaired = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", b, "fixed", cb); });
+  auto repaired = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", b, "fixed", 0, cb); });
   ASSERT_TRUE(repaired.ok()) << repaired.status();
   EXPECT_EQ((*Lease("q"))[0].payload, "fixed");
   DeadLetterSelection filter_with_payload;
   EXPECT_EQ(Wait<RedriveResult>([&](auto cb) {
-              queue_->Redrive("q", filter_with_payload, "x", cb);
+              queue_->Redrive("q", filter_with_payload, "x", 0, cb);
             }).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -303,7 +303,8 @@ TEST_F(WorkQueueTest, TenantsAreServedRoundRobin) {
   ASSERT_TRUE(Enqueue("q", std::move(b)).ok());
   int small = 0;
   for (int i = 0; i < 20; ++i) {
-    for (const Job& job : *Lease("q")) small += job.tenant == "small";
+    auto leased = Lease("q");
+    for (const Job& job : *leased) small += job.tenant == "small";
   }
   EXPECT_EQ(small, 10) << "the small tenant's ten jobs come within the first 20 leases";
 }
@@ -396,6 +397,100 @@ TEST_F(WorkQueueTest, DeadLetterListingPagesAndFiltersByTime) {
   DeadLetterFilter window{"odd", std::nullopt, start + absl::Seconds(10), start + absl::Seconds(20)};
   auto filtered = queue_->ListDeadLetters("q", window, 100, "");
   EXPECT_EQ(filtered->jobs.size(), 5u);  // odd i in [10, 20)
+}
+
+TEST_F(WorkQueueTest, JobIdsAreNeverReusedAfterRestart) {
+  Create("q");
+  NewJob j = JobFor("a");
+  j.idempotency_key = "k";
+  auto first = (*Enqueue("q", {j}))[0];
+  ASSERT_TRUE(Ack((*Lease("q"))[0]).ok());
+  Reopen();  // no job left on disk
+  auto other = (*Enqueue("q", {JobFor("b")}))[0];
+  EXPECT_GT(other.id, first.id);
+  auto again = (*Enqueue("q", {j}))[0];
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.id, first.id) << "the key still names the first (done) job, not a new one";
+}
+
+TEST_F(WorkQueueTest, RepeatedIdsInASelectionCountOnce) {
+  Create("q");
+  ASSERT_TRUE(Enqueue("q", {JobFor("a")}).ok());
+  auto job = (*Lease("q"))[0];
+  ASSERT_TRUE(Nack(job, "bad", FailureClass::kPermanent).ok());
+  DeadLetterSelection twice;
+  twice.ids = {job.id, job.id};
+  twice.dry_run = false;
+  auto redriven = Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", twice, {}, 0, cb); });
+  ASSERT_TRUE(redriven.ok());
+  EXPECT_EQ(redriven->moved.size(), 1u);
+  EXPECT_EQ((*Lease("q"))[0].redrives, 1);
+  DeadLetterSelection discard;
+  discard.ids = {job.id, job.id};
+  discard.dry_run = false;
+  // Not dead any more (it was redriven): a clear NOT_FOUND, and the server does not crash.
+  EXPECT_EQ(Wait<std::vector<uint64_t>>([&](auto cb) { queue_->Discard("q", discard, "r", cb); })
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(WorkQueueTest, WeightsAndInFlightLimitsShapeTheRoundRobin) {
+  QueueConfigPatch config;
+  config.tenant_weights = std::map<std::string, int32_t>{{"gold", 3}};
+  config.max_in_flight_per_tenant = 4;
+  Create("q", config);
+  std::vector<NewJob> jobs;
+  for (int i = 0; i < 10; ++i) jobs.push_back(JobFor("g", "gold"));
+  for (int i = 0; i < 10; ++i) jobs.push_back(JobFor("s", "silver"));
+  ASSERT_TRUE(Enqueue("q", std::move(jobs)).ok());
+  std::string order;
+  auto leased = Lease("q", 8);
+  for (const Job& job : *leased) order += job.tenant == "gold" ? "G" : "S";
+  EXPECT_EQ(order, "GGGSGSSS") << "3 gold per turn, 1 silver; each stops at 4 in flight";
+  EXPECT_EQ(Lease("q")->size(), 0u) << "both tenants are at their in-flight limit";
+}
+
+TEST_F(WorkQueueTest, OldestReadyAgeLimitsEnqueueAndRatesAreReported) {
+  QueueConfigPatch config;
+  config.max_ready_age = absl::Minutes(1);
+  Create("q", config);
+  ASSERT_TRUE(Enqueue("q", {JobFor("a"), JobFor("b")}).ok());
+  EXPECT_NEAR(Stats().enqueue_rate, 2.0 / 60, 1e-9);
+  clock_.Advance(absl::Minutes(2));  // nobody leases
+  auto refused = Enqueue("q", {JobFor("c")});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("oldest ready job"));
+  ASSERT_TRUE(Ack((*Lease("q"))[0]).ok());
+  ASSERT_TRUE(Ack((*Lease("q"))[0]).ok());
+  EXPECT_NEAR(Stats().ack_rate, 2.0 / 60, 1e-9);
+  EXPECT_EQ(Stats().enqueue_rate, 0) << "enqueues were over a minute ago";
+  EXPECT_TRUE(Enqueue("q", {JobFor("c")}).ok()) << "caught up";
+}
+
+TEST_F(WorkQueueTest, RedriveAtARatePacesTheJobsAndSourceIsKept) {
+  Create("q");
+  std::vector<NewJob> jobs;
+  for (int i = 0; i < 4; ++i) {
+    NewJob j = JobFor("j");
+    j.source = JobSource{"orders", 3, 1000 + i};
+    jobs.push_back(j);
+  }
+  ASSERT_TRUE(Enqueue("q", std::move(jobs)).ok());
+  auto leased = Lease("q", 4);
+  for (const Job& job : *leased) ASSERT_TRUE(Nack(job, "x", FailureClass::kPermanent).ok());
+  auto dead = queue_->ListDeadLetters("q", {}, 10, "");
+  ASSERT_EQ(dead->jobs.size(), 4u);
+  EXPECT_EQ(dead->jobs[2].source, (JobSource{"orders", 3, 1002}));
+  DeadLetterSelection all;
+  all.dry_run = false;
+  ASSERT_TRUE(Wait<RedriveResult>([&](auto cb) { queue_->Redrive("q", all, {}, 2.0, cb); }).ok());
+  EXPECT_EQ(Stats().ready, 1);
+  EXPECT_EQ(Stats().delayed, 3);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Stats().ready, 3) << "two per second";
+  Reopen();
+  EXPECT_EQ((*Lease("q"))[0].source->topic, "orders") << "the source survives a restart";
 }
 
 }  // namespace
