@@ -41,7 +41,33 @@ QueueMetrics::QueueMetrics(prometheus::Registry& registry)
                   .Name("conduit_queue_events_total")
                   .Help("Job events by queue: enqueued, leased, acked, nacked, expired, dead, "
                         "redriven, discarded")
-                  .Register(registry)) {}
+                  .Register(registry)),
+      tenant_jobs_(prometheus::BuildGauge()
+                       .Name("conduit_queue_tenant_jobs")
+                       .Help("Ready and leased jobs of the busiest tenants per queue (the rest "
+                             "under tenant=\"_other\")")
+                       .Register(registry)) {}
+
+void QueueMetrics::OnTenantDepth(const std::string& queue, const std::vector<TenantDepth>& tenants) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string>& exported = tenants_[queue];
+  absl::flat_hash_map<std::string, bool> now_exported;
+  for (const TenantDepth& t : tenants) {
+    tenant_jobs_.Add({{"queue", queue}, {"tenant", t.tenant}, {"state", "ready"}})
+        .Set(static_cast<double>(t.ready));
+    tenant_jobs_.Add({{"queue", queue}, {"tenant", t.tenant}, {"state", "leased"}})
+        .Set(static_cast<double>(t.leased));
+    now_exported[t.tenant] = true;
+  }
+  for (const std::string& old : exported) {
+    if (now_exported.contains(old)) continue;
+    for (const char* state : {"ready", "leased"}) {
+      tenant_jobs_.Remove(&tenant_jobs_.Add({{"queue", queue}, {"tenant", old}, {"state", state}}));
+    }
+  }
+  exported.clear();
+  for (const TenantDepth& t : tenants) exported.push_back(t.tenant);
+}
 
 void QueueMetrics::OnEvents(const std::string& queue, QueueEvent event, int64_t count) {
   events_.Add({{"queue", queue}, {"event", EventName(event)}}).Increment(static_cast<double>(count));
@@ -63,6 +89,9 @@ void QueueMetrics::OnQueueDeleted(const std::string& queue) {
   for (QueueEvent e : kEvents) {
     events_.Remove(&events_.Add({{"queue", queue}, {"event", EventName(e)}}));
   }
+  OnTenantDepth(queue, {});
+  absl::MutexLock lock(&mu_);
+  tenants_.erase(queue);
 }
 
 }  // namespace conduit::work_queue::api

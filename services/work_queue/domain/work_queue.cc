@@ -224,6 +224,35 @@ void WorkQueue::Observe(const Queue& q, absl::Time now) {
   observer_->OnDepth(q.meta.name, StatsOf(q, now));
 }
 
+void WorkQueue::ObserveTenants(const Queue& q) {
+  absl::flat_hash_map<std::string, QueueObserver::TenantDepth> by_tenant;
+  for (const auto& [tenant, ready] : q.ready) {
+    auto& d = by_tenant[tenant];
+    d.tenant = tenant;
+    d.ready = static_cast<int64_t>(ready.size());
+  }
+  for (const auto& [tenant, leased] : q.leased_by_tenant) {
+    auto& d = by_tenant[tenant];
+    d.tenant = tenant;
+    d.leased = leased;
+  }
+  std::vector<QueueObserver::TenantDepth> all;
+  for (auto& [tenant, d] : by_tenant) all.push_back(std::move(d));
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return std::tie(b.ready, b.leased, a.tenant) < std::tie(a.ready, a.leased, b.tenant);
+  });
+  if (all.size() > QueueObserver::kMaxTenantsObserved) {
+    QueueObserver::TenantDepth other{QueueObserver::kOtherTenants, 0, 0};
+    for (size_t i = QueueObserver::kMaxTenantsObserved; i < all.size(); ++i) {
+      other.ready += all[i].ready;
+      other.leased += all[i].leased;
+    }
+    all.resize(QueueObserver::kMaxTenantsObserved);
+    all.push_back(std::move(other));
+  }
+  observer_->OnTenantDepth(q.meta.name, all);
+}
+
 void WorkQueue::Count(const Queue& q, QueueEvent event, int64_t n) {
   if (n > 0) observer_->OnEvents(q.meta.name, event, n);
 }
@@ -626,6 +655,7 @@ void WorkQueue::RunScheduler() {
     write.queue_id = q->meta.id;
     RunDue(*q, now, &write);
     ExpireKeys(*q, now, &write);
+    ObserveTenants(*q);
     if (!write.puts.empty() || !write.key_deletes.empty()) {
       Commit(std::move(write), [](absl::Status) {});
     }

@@ -110,6 +110,16 @@ class QueueObserver {
   // The queue's depth after a change.
   virtual void OnDepth(const std::string& queue, const QueueStats& stats) {}
   virtual void OnQueueDeleted(const std::string& queue) {}
+  // Ready and leased jobs of the busiest tenants (at most kMaxTenantsObserved; the rest are
+  // summed under kOtherTenants), each scheduler pass: per-tenant metrics with bounded labels.
+  struct TenantDepth {
+    std::string tenant;
+    int64_t ready = 0;
+    int64_t leased = 0;
+  };
+  virtual void OnTenantDepth(const std::string& queue, const std::vector<TenantDepth>& tenants) {}
+  static constexpr size_t kMaxTenantsObserved = 20;
+  static constexpr char kOtherTenants[] = "_other";
 };
 
 struct WorkQueueOptions {
@@ -194,6 +204,7 @@ class WorkQueue {
   absl::StatusOr<Queue*> Find(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   QueueStats StatsOf(const Queue& q, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Observe(const Queue& q, absl::Time now) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void ObserveTenants(const Queue& q) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
                                  absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -399,6 +399,37 @@ TEST_F(WorkQueueTest, DeadLetterListingPagesAndFiltersByTime) {
   EXPECT_EQ(filtered->jobs.size(), 5u);  // odd i in [10, 20)
 }
 
+class TenantRecorder : public QueueObserver {
+ public:
+  void OnTenantDepth(const std::string& queue, const std::vector<TenantDepth>& tenants) override {
+    last = tenants;
+  }
+  std::vector<TenantDepth> last;
+};
+
+TEST(WorkQueueMetrics, TenantDepthIsBoundedToTheBusiestTenants) {
+  conduit::testing::TempDir dir;
+  auto store = *RocksDbQueueStore::Open(dir.path());
+  time::FakeClock clock;
+  TenantRecorder recorder;
+  WorkQueueOptions options;
+  options.scheduler_interval = absl::ZeroDuration();
+  WorkQueue queue(store.get(), &clock, options, &recorder);
+  ASSERT_TRUE(queue.Recover().ok());
+  ASSERT_TRUE(Wait<QueueMeta>([&](auto cb) { queue.CreateQueue("q", {}, cb); }).ok());
+  std::vector<NewJob> jobs;
+  for (int t = 0; t < 30; ++t) {
+    for (int i = 0; i <= t; ++i) jobs.push_back(JobFor("x", "tenant-" + std::to_string(t)));
+  }
+  ASSERT_TRUE(Wait<std::vector<EnqueuedJob>>([&](auto cb) { queue.Enqueue("q", jobs, cb); }).ok());
+  queue.RunScheduler();
+  ASSERT_EQ(recorder.last.size(), QueueObserver::kMaxTenantsObserved + 1);
+  EXPECT_EQ(recorder.last[0].tenant, "tenant-29");
+  EXPECT_EQ(recorder.last[0].ready, 30);
+  EXPECT_EQ(recorder.last.back().tenant, QueueObserver::kOtherTenants);
+  EXPECT_EQ(recorder.last.back().ready, 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9 + 10);
+}
+
 TEST_F(WorkQueueTest, JobIdsAreNeverReusedAfterRestart) {
   Create("q");
   NewJob j = JobFor("a");
