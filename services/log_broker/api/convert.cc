@@ -2,32 +2,6 @@
 
 namespace conduit::log_broker::api {
 
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t micros = absl::ToUnixMicros(t);
-  out->set_seconds(micros / 1'000'000 - (micros % 1'000'000 < 0 ? 1 : 0));
-  int64_t rem = micros % 1'000'000;
-  if (rem < 0) rem += 1'000'000;
-  out->set_nanos(static_cast<int32_t>(rem * 1000));
-}
-
-absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
-
-absl::Duration FromDuration(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-namespace {
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  const int64_t micros = absl::ToInt64Microseconds(d);
-  out->set_seconds(micros / 1'000'000);
-  out->set_nanos(static_cast<int32_t>(micros % 1'000'000) * 1000);
-}
-
-}  // namespace
-
 absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config) {
   TopicConfigPatch patch;
   switch (config.durability()) {

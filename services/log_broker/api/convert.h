@@ -3,6 +3,7 @@
 // Conversion between conduit.log.v1 messages and domain types. No rules here.
 
 #include "absl/status/statusor.h"
+#include "common/grpc/proto_time.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "services/log_broker/domain/broker.h"
 
@@ -18,8 +19,9 @@ void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out
 FetchArgs FromProto(const pb::FetchRequest& request);
 std::optional<ProducerArgs> ProducerFromProto(const pb::ProduceRequest& request);
 
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
-absl::Time FromTimestamp(const google::protobuf::Timestamp& t);
-absl::Duration FromDuration(const google::protobuf::Duration& d);
+using grpc_util::FromDuration;
+using grpc_util::FromTimestamp;
+using grpc_util::SetDuration;
+using grpc_util::SetTimestamp;
 
 }  // namespace conduit::log_broker::api

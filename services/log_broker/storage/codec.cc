@@ -1,6 +1,7 @@
 #include "services/log_broker/storage/codec.h"
 
 #include "common/coding/coding.h"
+#include "common/coding/time_coding.h"
 
 namespace conduit::log_broker::codec {
 namespace {
@@ -132,18 +133,8 @@ absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in) {
 
 namespace {
 
-void PutTime(std::string* out, absl::Time t) {
-  const int64_t micros = t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixMicros(t);
-  coding::PutBigEndian64(out, static_cast<uint64_t>(micros));
-}
-
-bool GetTime(std::string_view* in, absl::Time* t) {
-  uint64_t raw = 0;
-  if (!coding::GetFixed64(in, &raw)) return false;
-  const int64_t micros = static_cast<int64_t>(raw);
-  *t = micros == INT64_MIN ? absl::InfinitePast() : absl::FromUnixMicros(micros);
-  return true;
-}
+using coding::GetTime;
+using coding::PutTime;
 
 bool GetInt64(std::string_view* in, int64_t* v) {
   uint64_t raw = 0;

@@ -1,5 +1,6 @@
 #include "services/work_queue/api/queue_service.h"
 
+#include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
 
 namespace conduit::work_queue::api {
@@ -7,27 +8,10 @@ namespace {
 
 using grpc_util::ToGrpcStatus;
 
-absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t micros = absl::ToUnixMicros(t);
-  int64_t seconds = micros / 1'000'000, rem = micros % 1'000'000;
-  if (rem < 0) {
-    rem += 1'000'000;
-    --seconds;
-  }
-  out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(rem * 1000));
-}
-absl::Duration FromDuration(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  const int64_t micros = absl::ToInt64Microseconds(d);
-  out->set_seconds(micros / 1'000'000);
-  out->set_nanos(static_cast<int32_t>(micros % 1'000'000) * 1000);
-}
+using grpc_util::FromDuration;
+using grpc_util::FromTimestamp;
+using grpc_util::SetDuration;
+using grpc_util::SetTimestamp;
 
 QueueConfigPatch FromProto(const pb::QueueConfig& c) {
   QueueConfigPatch p;

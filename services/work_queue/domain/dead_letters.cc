@@ -97,6 +97,17 @@ std::vector<uint64_t> WorkQueue::Select(const Queue& q, const DeadLetterSelectio
   return out;
 }
 
+absl::Status WorkQueue::AllDead(const Queue& q, const std::vector<uint64_t>& ids) const {
+  for (uint64_t id : ids) {
+    auto it = q.jobs.find(id);
+    if (it == q.jobs.end() || it->second.state != JobState::kDead) {
+      return absl::NotFoundError(absl::StrCat("job ", id, " is not in the dead-letter lane of queue '",
+                                              q.meta.name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& selection,
                         std::optional<std::string> replacement_payload, double rate,
                         Callback<RedriveResult> done) {
@@ -109,18 +120,13 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
         "a replacement payload needs explicit job ids (repair the jobs you looked at)"));
   }
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto found = Find(queue);
-  if (!found.ok()) return done(found.status());
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
-  const absl::Time now = clock_->Now();
+  const absl::Time now = Now();
   std::vector<uint64_t> chosen = Select(q, selection);
-  for (uint64_t id : chosen) {
-    auto it = q.jobs.find(id);
-    if (it == q.jobs.end() || it->second.state != JobState::kDead) {
-      return done(absl::NotFoundError(
-          absl::StrCat("job ", id, " is not in the dead-letter lane of queue '", queue, "'")));
-    }
-  }
+  if (auto s = AllDead(q, chosen); !s.ok()) return ReplyAfterLog(std::move(done), s);
   RedriveResult result;
   QueueWrite write;
   write.queue_id = q.meta.id;
@@ -161,18 +167,13 @@ void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& sel
     return done(absl::InvalidArgumentError("discarding dead letters needs a reason (audited)"));
   }
   absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   auto found = Find(queue);
-  if (!found.ok()) return done(found.status());
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
-  const absl::Time now = clock_->Now();
+  const absl::Time now = Now();
   std::vector<uint64_t> chosen = Select(q, selection);
-  for (uint64_t id : chosen) {
-    auto it = q.jobs.find(id);
-    if (it == q.jobs.end() || it->second.state != JobState::kDead) {
-      return done(absl::NotFoundError(
-          absl::StrCat("job ", id, " is not in the dead-letter lane of queue '", queue, "'")));
-    }
-  }
+  if (auto s = AllDead(q, chosen); !s.ok()) return ReplyAfterLog(std::move(done), s);
   QueueWrite write;
   write.queue_id = q.meta.id;
   if (!selection.dry_run) {

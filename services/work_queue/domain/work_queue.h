@@ -220,6 +220,9 @@ class WorkQueue {
   void WakeWaiters(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<uint64_t> Select(const Queue& q, const DeadLetterSelection& selection) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // NOT_FOUND unless every id is in the dead-letter lane.
+  absl::Status AllDead(const Queue& q, const std::vector<uint64_t>& ids) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Commit(QueueWrite write, std::function<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaseUntil(LeaseArgs args, absl::Time real_deadline, Callback<std::vector<Job>> done);

@@ -3,21 +3,14 @@
 #include <cstring>
 
 #include "common/coding/coding.h"
+#include "common/coding/time_coding.h"
 
 namespace conduit::work_queue::codec {
 namespace {
 
-void PutTime(std::string* out, absl::Time t) {
-  const int64_t micros = t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixMicros(t);
-  coding::PutBigEndian64(out, static_cast<uint64_t>(micros));
-}
-bool GetTime(std::string_view* in, absl::Time* t) {
-  uint64_t raw = 0;
-  if (!coding::GetFixed64(in, &raw)) return false;
-  const int64_t micros = static_cast<int64_t>(raw);
-  *t = micros == INT64_MIN ? absl::InfinitePast() : absl::FromUnixMicros(micros);
-  return true;
-}
+using coding::GetTime;
+using coding::PutTime;
+
 void PutDuration(std::string* out, absl::Duration d) {
   coding::PutVarint64(out, static_cast<uint64_t>(absl::ToInt64Microseconds(d)));
 }
