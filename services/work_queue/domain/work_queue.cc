@@ -421,7 +421,11 @@ std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Tim
     job.lease_deadline = now + visibility;
     job.lease_token = absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1,
                                       absl::Uniform<uint64_t>(rng_));
-    job.attempts.push_back(Attempt{static_cast<uint32_t>(job.attempts.size() + 1), args.worker, now});
+    Attempt attempt;
+    attempt.number = static_cast<uint32_t>(job.attempts.size() + 1);
+    attempt.worker = args.worker;
+    attempt.leased_at = now;
+    job.attempts.push_back(std::move(attempt));
     Index(q, job, now);
     write->puts.push_back(job);
     out.push_back(job);
