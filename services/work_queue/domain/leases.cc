@@ -1,0 +1,261 @@
+// WorkQueue: leases — taking ready jobs (weighted round-robin by tenant), long-poll, extend,
+// ack and nack.
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "services/work_queue/domain/queue_rules.h"
+#include "services/work_queue/domain/work_queue.h"
+
+namespace conduit::work_queue {
+namespace {
+
+constexpr int32_t kMaxLeaseJobs = 1000;
+constexpr absl::Duration kMaxLeaseWait = absl::Seconds(30);
+constexpr absl::Duration kMaxLease = absl::Hours(12);
+
+}  // namespace
+
+// --- leases ----------------------------------------------------------------------------------
+
+std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Time now,
+                                      QueueWrite* write) {
+  std::vector<Job> out;
+  const QueueConfig& config = q.meta.config;
+  const absl::Duration visibility = args.visibility_timeout.value_or(config.visibility_timeout);
+  // Weighted round-robin over tenants with ready jobs: the tenant at the front takes up to its
+  // weight in jobs, then goes to the back. Tenants at their in-flight limit are passed over; a
+  // full lap of them ends the search.
+  size_t passed_over = 0;
+  while (static_cast<int32_t>(out.size()) < args.max_jobs && !q.tenant_ring.empty() &&
+         passed_over < q.tenant_ring.size()) {
+    const std::string& tenant = q.tenant_ring.front();
+    auto it = q.ready.find(tenant);
+    if (it == q.ready.end() || it->second.empty()) {
+      if (it != q.ready.end()) q.ready.erase(it);
+      q.tenant_ring.pop_front();
+      q.ring_credit = 0;
+      continue;
+    }
+    if (config.max_in_flight_per_tenant > 0) {
+      auto leased = q.leased_by_tenant.find(tenant);
+      if (leased != q.leased_by_tenant.end() && leased->second >= config.max_in_flight_per_tenant) {
+        q.tenant_ring.push_back(std::move(q.tenant_ring.front()));
+        q.tenant_ring.pop_front();
+        q.ring_credit = 0;
+        ++passed_over;
+        continue;
+      }
+    }
+    passed_over = 0;
+    if (q.ring_credit <= 0) q.ring_credit = config.WeightOf(tenant);
+    const ReadyKey key = *it->second.begin();
+    Job& job = q.jobs.at(key.id);
+    Unindex(q, job);
+    if (--q.ring_credit <= 0 || it->second.empty()) {
+      std::string done_tenant = std::move(q.tenant_ring.front());
+      q.tenant_ring.pop_front();
+      q.ring_credit = 0;
+      if (!it->second.empty()) {
+        q.tenant_ring.push_back(std::move(done_tenant));
+      } else {
+        q.ready.erase(it);
+      }
+    }
+    job.state = JobState::kLeased;
+    job.lease_deadline = now + visibility;
+    job.lease_token = absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1,
+                                      absl::Uniform<uint64_t>(rng_));
+    Attempt attempt;
+    attempt.number = static_cast<uint32_t>(job.attempts.size() + 1);
+    attempt.worker = args.worker;
+    attempt.leased_at = now;
+    job.attempts.push_back(std::move(attempt));
+    Index(q, job, now);
+    write->puts.push_back(job);
+    out.push_back(job);
+  }
+  Count(q, QueueEvent::kLeased, static_cast<int64_t>(out.size()));
+  if (!out.empty()) Observe(q, now);
+  return out;
+}
+
+void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
+  if (args.worker.empty()) return done(absl::InvalidArgumentError("worker_id is required"));
+  if (args.max_jobs < 1 || args.max_jobs > kMaxLeaseJobs) {
+    return done(absl::InvalidArgumentError(
+        absl::StrFormat("max_jobs must be between 1 and %d, got %d", kMaxLeaseJobs, args.max_jobs)));
+  }
+  if (args.visibility_timeout &&
+      (*args.visibility_timeout < absl::Seconds(1) || *args.visibility_timeout > kMaxLease)) {
+    return done(absl::InvalidArgumentError("visibility_timeout must be between 1s and 12h"));
+  }
+  if (args.max_wait < absl::ZeroDuration() || args.max_wait > kMaxLeaseWait) {
+    return done(absl::InvalidArgumentError("max_wait must be between 0 and 30s"));
+  }
+  LeaseUntil(args, absl::Now() + args.max_wait, std::move(done));
+}
+
+void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
+                           Callback<std::vector<Job>> done) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
+  auto found = Find(args.queue);
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
+  Queue& q = **found;
+  const absl::Time now = Now();
+  QueueWrite write;
+  write.queue_id = q.meta.id;
+  RunDue(q, now, &write);
+  std::vector<Job> jobs = TakeReady(q, args, now, &write);
+  if (jobs.empty() && absl::Now() < real_deadline && !shutting_down_.load()) {
+    // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first retries
+    // (the other finds the waiter gone).
+    const uint64_t id = next_waiter_id_++;
+    auto fired = std::make_shared<std::atomic<bool>>(false);
+    auto retry = [this, args, real_deadline, done, fired]() {
+      if (fired->exchange(true)) return;
+      LeaseUntil(args, real_deadline, done);
+    };
+    q.waiters.emplace(id, retry);
+    const std::string queue = args.queue;
+    timers_.Schedule(real_deadline, [this, queue, id, retry]() mutable {
+      {
+        absl::MutexLock lock(&mu_);
+        auto q = Find(queue);
+        if (q.ok()) (*q)->waiters.erase(id);
+      }
+      retry();
+    });
+    if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
+    return;
+  }
+  Commit(std::move(write), [done, jobs = std::move(jobs)](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(jobs);
+  });
+}
+
+void WorkQueue::WakeWaiters(Queue& q) {
+  // Retried from the timer thread: never call back into the domain under mu_.
+  for (auto& [id, waiter] : q.waiters) timers_.Schedule(absl::InfinitePast(), std::move(waiter));
+  q.waiters.clear();
+}
+
+absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
+                                          absl::Time now) {
+  auto it = q.jobs.find(job_id);
+  if (it == q.jobs.end()) {
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " of queue '", q.meta.name, "' does not exist"));
+  }
+  Job& job = it->second;
+  if (job.state != JobState::kLeased || job.lease_token != token) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease token for job ", job_id, " is stale: the job was redelivered or settled"));
+  }
+  if (job.lease_deadline <= now) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease of job ", job_id, " expired at ", absl::FormatTime(job.lease_deadline)));
+  }
+  return &job;
+}
+
+void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std::string& token,
+                            absl::Duration extension, Callback<absl::Time> done) {
+  if (extension <= absl::ZeroDuration() || extension > kMaxLease) {
+    return done(absl::InvalidArgumentError("extension must be between 0 and 12h"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
+  auto q = Find(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  const absl::Time now = Now();
+  auto job = LeasedJob(**q, job_id, token, now);
+  if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
+  Unindex(**q, **job);
+  (*job)->lease_deadline = now + extension;
+  Index(**q, **job, now);
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  write.puts.push_back(**job);
+  Commit(std::move(write), [done, deadline = (*job)->lease_deadline](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(deadline);
+  });
+}
+
+void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string& token,
+                    Callback<bool> done) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
+  auto q = Find(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  auto job = LeasedJob(**q, job_id, token, Now());
+  if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
+  Unindex(**q, **job);
+  (*q)->jobs.erase(job_id);
+  Count(**q, QueueEvent::kAcked, 1);
+  (*q)->acks.Add(Now(), 1);
+  Observe(**q, Now());
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  write.deletes.push_back(job_id);
+  Commit(std::move(write), [done](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(true);
+  });
+}
+
+void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::string& token,
+                     const NackArgs& args, Callback<NackResult> done) {
+  if (args.retry_after &&
+      (*args.retry_after < absl::ZeroDuration() || *args.retry_after > absl::Hours(24))) {
+    return done(absl::InvalidArgumentError("retry_after must be between 0 and 24h"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
+  auto q = Find(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  const absl::Time now = Now();
+  auto found = LeasedJob(**q, job_id, token, now);
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
+  Job& job = **found;
+  Unindex(**q, job);
+  Attempt& attempt = job.attempts.back();
+  attempt.ended_at = now;
+  attempt.outcome = Outcome::kNacked;
+  attempt.reason = args.reason;
+  attempt.failure_class = args.failure_class;
+  ++job.failures;
+  job.lease_token.clear();
+  NackResult result;
+  const QueueConfig& config = (*q)->meta.config;
+  if (args.failure_class == FailureClass::kPermanent) {
+    Kill(**q, job, absl::StrCat("permanent failure: ", args.reason), now);
+    result.dead = true;
+  } else if (job.failures >= config.max_attempts) {
+    Kill(**q, job,
+         absl::StrCat("max attempts (", config.max_attempts, ") reached; last failure: ", args.reason),
+         now);
+    result.dead = true;
+  } else {
+    job.state = JobState::kQueued;
+    job.ready_at = now + (args.retry_after ? *args.retry_after : Backoff(config, job.failures, rng_));
+    result.retry_at = job.ready_at;
+    Index(**q, job, now);
+    if (job.ready_at <= now) WakeWaiters(**q);
+  }
+  Count(**q, QueueEvent::kNacked, 1);
+  (*q)->nacks.Add(now, 1);
+  if (result.dead) Count(**q, QueueEvent::kDead, 1);
+  Observe(**q, now);
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  write.puts.push_back(job);
+  Commit(std::move(write), [done, result](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(result);
+  });
+}
+
+}  // namespace conduit::work_queue
