@@ -120,8 +120,7 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
         "a replacement payload needs explicit job ids (repair the jobs you looked at)"));
   }
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto found = Find(queue);
+  auto found = FindForChange(queue);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();
@@ -167,8 +166,7 @@ void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& sel
     return done(absl::InvalidArgumentError("discarding dead letters needs a reason (audited)"));
   }
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto found = Find(queue);
+  auto found = FindForChange(queue);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();

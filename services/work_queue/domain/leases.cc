@@ -99,8 +99,7 @@ void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
 void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
                            Callback<std::vector<Job>> done) {
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto found = Find(args.queue);
+  auto found = FindForChange(args.queue);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();
@@ -166,8 +165,7 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std
     return done(absl::InvalidArgumentError("extension must be between 0 and 12h"));
   }
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto q = Find(queue);
+  auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   const absl::Time now = Now();
   auto job = LeasedJob(**q, job_id, token, now);
@@ -187,8 +185,7 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std
 void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string& token,
                     Callback<bool> done) {
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto q = Find(queue);
+  auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   auto job = LeasedJob(**q, job_id, token, Now());
   if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
@@ -213,8 +210,7 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::strin
     return done(absl::InvalidArgumentError("retry_after must be between 0 and 24h"));
   }
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto q = Find(queue);
+  auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   const absl::Time now = Now();
   auto found = LeasedJob(**q, job_id, token, now);

@@ -78,6 +78,11 @@ absl::StatusOr<WorkQueue::Queue*> WorkQueue::Find(const std::string& name) const
   return it->second.get();
 }
 
+absl::StatusOr<WorkQueue::Queue*> WorkQueue::FindForChange(const std::string& name) {
+  if (auto s = log_.health(); !s.ok()) return s;
+  return Find(name);
+}
+
 void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done) {
   log_.Submit(std::move(write), std::move(done));
 }
@@ -165,8 +170,7 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
 
 void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto q = Find(name);
+  auto q = FindForChange(name);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
@@ -218,7 +222,18 @@ QueueStats WorkQueue::StatsOf(const Queue& q, absl::Time now) const {
 }
 
 void WorkQueue::Observe(const Queue& q, absl::Time now) {
-  observer_->OnDepth(q.meta.name, StatsOf(q, now));
+  // Constant time, so it can follow every change: delayed jobs that came due count as delayed
+  // until the next scheduler pass (at most one tick), where Stats() counts them exactly.
+  QueueStats stats;
+  stats.ready = static_cast<int64_t>(q.ready_by_time.size());
+  stats.delayed = static_cast<int64_t>(q.delayed.size());
+  stats.leased = static_cast<int64_t>(q.leases.size());
+  stats.dead = static_cast<int64_t>(q.dead.size());
+  if (!q.ready_by_time.empty()) {
+    stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - q.ready_by_time.begin()->first);
+  }
+  if (!q.dead.empty()) stats.oldest_dead_age = now - q.dead.begin()->first;
+  observer_->OnDepth(q.meta.name, stats);
 }
 
 void WorkQueue::ObserveTenants(const Queue& q) {
@@ -290,8 +305,7 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
     }
   }
   absl::MutexLock lock(&mu_);
-  if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
-  auto found = Find(queue);
+  auto found = FindForChange(queue);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();

@@ -202,6 +202,9 @@ class WorkQueue {
   };
 
   absl::StatusOr<Queue*> Find(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Find, for a change: UNAVAILABLE after a storage failure (memory must not move on from
+  // what the disk has), NOT_FOUND for an unknown queue.
+  absl::StatusOr<Queue*> FindForChange(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   QueueStats StatsOf(const Queue& q, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Observe(const Queue& q, absl::Time now) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ObserveTenants(const Queue& q) ABSL_SHARED_LOCKS_REQUIRED(mu_);
