@@ -1,0 +1,106 @@
+#pragma once
+
+// A WorkQueue on the real RocksDB store in a temp dir, with a fake clock and synchronous
+// helpers. Reopen() is a restart. FlakyQueueStore can make writes fail.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "common/testing/temp_dir.h"
+#include "services/work_queue/domain/work_queue.h"
+#include "services/work_queue/storage/rocksdb_queue_store.h"
+
+namespace conduit::work_queue {
+
+// Passes everything to a real store, except that writes fail UNAVAILABLE while `fail` is set.
+class FlakyQueueStore final : public QueueStore {
+ public:
+  explicit FlakyQueueStore(QueueStore* real) : real_(real) {}
+  absl::StatusOr<std::vector<QueueMeta>> LoadQueues() override { return real_->LoadQueues(); }
+  absl::StatusOr<uint64_t> LoadNextJobId() override { return real_->LoadNextJobId(); }
+  absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t q) override { return real_->LoadJobs(q); }
+  absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t q) override {
+    return real_->LoadKeys(q);
+  }
+  absl::Status Write(const std::vector<const QueueWrite*>& writes) override {
+    if (fail.load()) return absl::UnavailableError("injected write failure");
+    return real_->Write(writes);
+  }
+  std::atomic<bool> fail{false};
+
+ private:
+  QueueStore* const real_;
+};
+
+template <typename T>
+absl::StatusOr<T> Wait(const std::function<void(Callback<T>)>& call) {
+  absl::Notification done;
+  absl::StatusOr<T> result = absl::UnknownError("no answer");
+  call([&](absl::StatusOr<T> r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+inline NewJob JobFor(std::string payload, std::string tenant = "", int32_t priority = 0) {
+  NewJob j;
+  j.payload = std::move(payload);
+  j.tenant = std::move(tenant);
+  j.priority = priority;
+  return j;
+}
+
+class WorkQueueTest : public ::testing::Test {
+ protected:
+  WorkQueueTest() { Reopen(); }
+
+  void Reopen() {
+    queue_.reset();
+    store_.reset();
+    store_ = *RocksDbQueueStore::Open(dir_.path());
+    flaky_ = std::make_unique<FlakyQueueStore>(store_.get());
+    WorkQueueOptions options;
+    options.scheduler_interval = absl::ZeroDuration();
+    queue_ = std::make_unique<WorkQueue>(flaky_.get(), &clock_, options);
+    ASSERT_TRUE(queue_->Recover().ok());
+  }
+
+  void Create(const std::string& name, QueueConfigPatch config = {}) {
+    auto created = Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue(name, config, cb); });
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+  absl::StatusOr<std::vector<EnqueuedJob>> Enqueue(const std::string& q, std::vector<NewJob> jobs) {
+    return Wait<std::vector<EnqueuedJob>>(
+        [&](auto cb) { queue_->Enqueue(q, std::move(jobs), cb); });
+  }
+  absl::StatusOr<std::vector<Job>> Lease(const std::string& q, int32_t max_jobs = 1,
+                                         std::string worker = "w1") {
+    LeaseArgs args{q, worker, max_jobs, std::nullopt, absl::ZeroDuration()};
+    return Wait<std::vector<Job>>([&](auto cb) { queue_->Lease(args, cb); });
+  }
+  absl::Status Ack(const Job& job) {
+    return Wait<bool>([&](auto cb) { queue_->Ack("q", job.id, job.lease_token, cb); }).status();
+  }
+  absl::StatusOr<NackResult> Nack(const Job& job, std::string reason,
+                                  FailureClass klass = FailureClass::kTransient) {
+    NackArgs args{std::move(reason), klass, std::nullopt};
+    return Wait<NackResult>([&](auto cb) { queue_->Nack("q", job.id, job.lease_token, args, cb); });
+  }
+  QueueStats Stats() { return *queue_->Stats("q"); }
+
+  conduit::testing::TempDir dir_;
+  time::FakeClock clock_;
+  std::unique_ptr<RocksDbQueueStore> store_;
+  std::unique_ptr<FlakyQueueStore> flaky_;
+  std::unique_ptr<WorkQueue> queue_;
+};
+
+}  // namespace conduit::work_queue
