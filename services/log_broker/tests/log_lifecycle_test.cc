@@ -1,5 +1,5 @@
-// Retention, compaction, idempotent producers and the dedup window, on a fake store with a fake
-// clock: the rules, without RocksDB or gRPC.
+// Retention, compaction and partition statistics, on a fake store with a fake clock: the rules,
+// without RocksDB or gRPC.
 
 #include <map>
 #include <thread>
@@ -14,32 +14,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using namespace ::conduit::log_broker::testing;  // NOLINT: test fixture helpers
-
-class LifecycleTest : public BrokerTest {
- protected:
-  // Every record of a partition from the log start, following next_offset across gaps.
-  std::vector<StoredRecord> ReadAll(const std::string& topic, int32_t partition) {
-    std::vector<StoredRecord> out;
-    auto described = broker_->DescribeTopic(topic);
-    int64_t offset = described->partitions[partition].meta.log_start_offset;
-    const int64_t hw = described->partitions[partition].meta.next_offset;
-    while (offset < hw) {
-      auto fetched = Fetch({topic, partition, offset});
-      EXPECT_TRUE(fetched.ok()) << fetched.status();
-      if (!fetched.ok()) break;
-      for (auto& r : fetched->records) out.push_back(std::move(r));
-      EXPECT_GT(fetched->next_offset, offset) << "fetch makes progress";
-      offset = fetched->next_offset;
-    }
-    return out;
-  }
-  PartitionDescription Describe(const std::string& topic, int32_t partition = 0) {
-    return broker_->DescribeTopic(topic)->partitions[partition];
-  }
-  ProducerArgs Stamp(const ProducerInfo& p, std::vector<std::pair<int32_t, int32_t>> sequences) {
-    return ProducerArgs{p.id, p.epoch, std::move(sequences)};
-  }
-};
 
 TopicConfigPatch Retention(absl::Duration time, int64_t bytes = -1) {
   TopicConfigPatch patch;
@@ -60,13 +34,6 @@ ProduceRecordArgs Tombstone(std::string key) {
   r.data.key = std::move(key);
   return r;
 }
-
-ProduceRecordArgs WithEventId(std::string value, std::string event_id) {
-  ProduceRecordArgs r = To(0, std::move(value));
-  r.data.event_id = std::move(event_id);
-  return r;
-}
-
 // --- retention ---------------------------------------------------------------------------
 
 TEST_F(LifecycleTest, RetentionByTimeRemovesOldRecordsAndMovesTheLogStart) {
@@ -215,177 +182,6 @@ TEST_F(LifecycleTest, CompactionWithConcurrentAppendsKeepsEachKeysLatestValue) {
   EXPECT_EQ(replayed, latest) << "replay from the earliest offset gives the latest value per key";
   EXPECT_EQ(records, 20);
 }
-
-// --- idempotent producer -----------------------------------------------------------------
-
-TEST_F(LifecycleTest, RetriedBatchIsAppendedOnceWithItsOriginalOffsets) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 2, {}).ok());
-  auto producer = broker_->InitProducer("");
-  ASSERT_TRUE(producer.ok());
-  EXPECT_EQ(producer->epoch, 0);
-  auto batch = [] { return std::vector<ProduceRecordArgs>{To(0, "a"), To(1, "b"), To(0, "c")}; };
-  auto first = Produce("t", batch(), Stamp(*producer, {{0, 0}, {1, 0}}));
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_THAT(first->positions, ElementsAre(RecordPosition{0, 0}, RecordPosition{1, 0},
-                                            RecordPosition{0, 1}));
-  // The response was lost; the producer sends the same batch again.
-  auto retry = Produce("t", batch(), Stamp(*producer, {{0, 0}, {1, 0}}));
-  ASSERT_TRUE(retry.ok()) << retry.status();
-  EXPECT_THAT(retry->positions, ElementsAre(RecordPosition{0, 0, true}, RecordPosition{1, 0, true},
-                                            RecordPosition{0, 1, true}));
-  EXPECT_EQ(Describe("t", 0).meta.next_offset, 2) << "not appended twice";
-  EXPECT_EQ(store_.record_count(), 3u);
-
-  auto next = Produce("t", {To(0, "d")}, Stamp(*producer, {{0, 2}}));
-  ASSERT_TRUE(next.ok());
-  EXPECT_EQ(next->positions[0].offset, 2);
-  auto gap = Produce("t", {To(0, "e")}, Stamp(*producer, {{0, 9}}));
-  EXPECT_EQ(gap.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(gap.status().message().find("expected sequence 3, got 9"), std::string::npos)
-      << gap.status();
-}
-
-TEST_F(LifecycleTest, NewEpochFencesTheZombie) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
-  auto zombie = broker_->InitProducer("relay");
-  ASSERT_TRUE(Produce("t", {To(0, "z0")}, Stamp(*zombie, {{0, 0}})).ok());
-  auto fresh = broker_->InitProducer("relay");
-  ASSERT_TRUE(fresh.ok());
-  EXPECT_EQ(fresh->id, zombie->id);
-  EXPECT_EQ(fresh->epoch, zombie->epoch + 1);
-  auto fenced = Produce("t", {To(0, "z1")}, Stamp(*zombie, {{0, 1}}));
-  EXPECT_EQ(fenced.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(fenced.status().message().find("fenced"), std::string::npos) << fenced.status();
-  auto ok = Produce("t", {To(0, "f0")}, Stamp(*fresh, {{0, 0}}));  // a new epoch starts at 0
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->positions[0].offset, 1);
-  EXPECT_EQ(broker_->InitProducer("other")->id, fresh->id + 1);
-}
-
-TEST_F(LifecycleTest, ProducerStateSurvivesRestart) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
-  auto producer = broker_->InitProducer("relay");
-  ASSERT_TRUE(Produce("t", {To(0, "a"), To(0, "b")}, Stamp(*producer, {{0, 0}})).ok());
-  Reopen();
-  auto retry = Produce("t", {To(0, "a"), To(0, "b")}, Stamp(*producer, {{0, 0}}));
-  ASSERT_TRUE(retry.ok()) << retry.status();
-  EXPECT_THAT(retry->positions, ElementsAre(RecordPosition{0, 0, true}, RecordPosition{0, 1, true}));
-  auto next = Produce("t", {To(0, "c")}, Stamp(*producer, {{0, 2}}));
-  ASSERT_TRUE(next.ok()) << next.status();
-  EXPECT_EQ(next->positions[0].offset, 2);
-  // The fencing is durable too.
-  auto fresh = broker_->InitProducer("relay");
-  Reopen();
-  EXPECT_EQ(Produce("t", {To(0, "x")}, Stamp(*producer, {{0, 3}})).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Produce("t", {To(0, "y")}, Stamp(*fresh, {{0, 0}})).ok());
-}
-
-TEST_F(LifecycleTest, MalformedProducerFieldsAreRefused) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 2, {}).ok());
-  auto producer = broker_->InitProducer("");
-  EXPECT_EQ(Produce("t", {To(0, "a"), To(1, "b")}, Stamp(*producer, {{0, 0}})).status().code(),
-            absl::StatusCode::kInvalidArgument)
-      << "partition 1 has no sequence";
-  EXPECT_EQ(Produce("t", {To(0, "a")}, Stamp(*producer, {{0, 0}, {1, 0}})).status().code(),
-            absl::StatusCode::kInvalidArgument)
-      << "sequence for an unused partition";
-  EXPECT_EQ(Produce("t", {To(0, "a")}, Stamp(*producer, {{0, 0}, {0, 1}})).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Produce("t", {To(0, "a")}, ProducerArgs{999, 0, {{0, 0}}}).status().code(),
-            absl::StatusCode::kFailedPrecondition)
-      << "unknown producer";
-  EXPECT_EQ(Produce("t", {To(0, "a")}, Stamp(*producer, {{0, -1}})).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_.record_count(), 0u);
-}
-
-// --- dedup window ------------------------------------------------------------------------
-
-TEST_F(LifecycleTest, DedupWindowDropsRepeatsAndExpires) {
-  TopicConfigPatch patch;
-  patch.dedup_window = absl::Hours(1);
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, patch).ok());
-  auto first = Produce("t", {WithEventId("a", "order-1"), WithEventId("b", "order-2")});
-  ASSERT_TRUE(first.ok());
-  // The relay crashed after publishing and sends again, plus one new event.
-  auto again = Produce("t", {WithEventId("a", "order-1"), WithEventId("c", "order-3"),
-                             WithEventId("c", "order-3")});
-  ASSERT_TRUE(again.ok());
-  EXPECT_THAT(again->positions, ElementsAre(RecordPosition{0, 0, true}, RecordPosition{0, 2, false},
-                                            RecordPosition{0, 2, true}));
-  EXPECT_EQ(Describe("t").meta.next_offset, 3);
-
-  Reopen();  // the window survives a restart
-  auto after_restart = Produce("t", {WithEventId("b", "order-2")});
-  EXPECT_TRUE(after_restart->positions[0].duplicate);
-
-  clock_.Advance(absl::Hours(2));
-  broker_->RunMaintenance();
-  EXPECT_EQ(store_.dedup_count(), 0u) << "expired entries are removed from the store";
-  auto late = Produce("t", {WithEventId("a", "order-1")});
-  ASSERT_TRUE(late.ok());
-  EXPECT_FALSE(late->positions[0].duplicate) << "outside the window it is a new record";
-  EXPECT_EQ(late->positions[0].offset, 3);
-  // Records without an event id are never deduplicated.
-  EXPECT_FALSE(Produce("t", {To(0, "x")})->positions[0].duplicate);
-  EXPECT_FALSE(Produce("t", {To(0, "x")})->positions[0].duplicate);
-}
-
-TEST_F(LifecycleTest, DuplicateOfARecordInTheSameBatchIsAckedOnlyWhenItIsDurable) {
-  TopicConfigPatch patch;
-  patch.dedup_window = absl::Hours(1);
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, patch).ok());
-  auto producer = broker_->InitProducer("");
-  ASSERT_TRUE(Produce("t", {To(0, "warm")}).ok());
-  store_.HoldWrites(true);
-  std::atomic<int> done{0};
-  absl::Mutex mu;
-  std::map<std::string, absl::Status> results;  // by request name
-  auto submit = [&](std::string name, std::vector<ProduceRecordArgs> records,
-                    std::optional<ProducerArgs> stamp) {
-    ASSERT_TRUE(broker_->Produce("t", std::move(records), std::move(stamp), [&, name](auto r) {
-      absl::MutexLock lock(&mu);
-      results[name] = r.status();
-      done++;
-    }).ok());
-  };
-  submit("held", {To(0, "held")}, std::nullopt);
-  store_.WaitForWritesEntered(2);  // the writer is inside Write with "held"
-  // These four land in one batch: an original and its duplicate, twice over.
-  submit("event", {WithEventId("a", "evt")}, std::nullopt);
-  submit("event again", {WithEventId("a", "evt")}, std::nullopt);
-  submit("batch", {To(0, "b")}, Stamp(*producer, {{0, 0}}));
-  submit("batch retry", {To(0, "b")}, Stamp(*producer, {{0, 0}}));
-  store_.FailWritesAfter(1);  // "held" is written; the batch with the four fails
-  store_.HoldWrites(false);
-  while (done.load() < 5) absl::SleepFor(absl::Milliseconds(1));  // completions are async
-  absl::MutexLock lock(&mu);
-  EXPECT_TRUE(results["held"].ok());
-  for (const char* name : {"event", "event again", "batch", "batch retry"}) {
-    EXPECT_EQ(results[name].code(), absl::StatusCode::kUnavailable)
-        << name << ": no duplicate is acknowledged for a write that failed";
-  }
-}
-
-TEST_F(LifecycleTest, RetryOfABatchWithAnEventIdDuplicateInAnotherPartition) {
-  TopicConfigPatch patch;
-  patch.dedup_window = absl::Hours(1);
-  ASSERT_TRUE(broker_->CreateTopic("t", 2, patch).ok());
-  auto producer = broker_->InitProducer("");
-  ProduceRecordArgs first = WithEventId("x", "evt");
-  first.partition = 1;
-  ASSERT_TRUE(Produce("t", {first}, Stamp(*producer, {{1, 0}})).ok());
-  ProduceRecordArgs again = WithEventId("x", "evt");  // partition 0, same event id
-  auto answer = Produce("t", {again}, Stamp(*producer, {{0, 0}}));
-  ASSERT_TRUE(answer.ok());
-  EXPECT_THAT(answer->positions, ElementsAre(RecordPosition{1, 0, true}));
-  auto retry = Produce("t", {again}, Stamp(*producer, {{0, 0}}));
-  ASSERT_TRUE(retry.ok()) << retry.status();
-  EXPECT_THAT(retry->positions, ElementsAre(RecordPosition{1, 0, true}))
-      << "the retry names the original's partition too";
-}
-
 // --- description -------------------------------------------------------------------------
 
 TEST_F(LifecycleTest, DescribeReportsCountsBytesTimesAndTheEventTimeWatermark) {
@@ -408,6 +204,5 @@ TEST_F(LifecycleTest, DescribeReportsCountsBytesTimesAndTheEventTimeWatermark) {
   EXPECT_EQ(Describe("t").meta.max_event_time, t0 - absl::Minutes(5));
   EXPECT_EQ(Describe("t").oldest_append_time, t0);
 }
-
 }  // namespace
 }  // namespace conduit::log_broker
