@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "services/work_queue/domain/queue_rules.h"
 #include "services/work_queue/domain/work_queue.h"
 
 namespace conduit::work_queue {
@@ -112,7 +113,7 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
                         std::optional<std::string> replacement_payload, double rate,
                         Callback<RedriveResult> done) {
   if (rate < 0) return done(absl::InvalidArgumentError("rate must be >= 0 (0: all at once)"));
-  if (replacement_payload && replacement_payload->size() > (1u << 20)) {
+  if (replacement_payload && replacement_payload->size() > kMaxPayloadBytes) {
     return done(absl::InvalidArgumentError("replacement payload is over 1 MiB"));
   }
   if (replacement_payload && selection.ids.empty()) {

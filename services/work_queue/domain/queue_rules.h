@@ -11,6 +11,9 @@
 
 namespace conduit::work_queue {
 
+// Largest payload a job may carry (Enqueue, and a redrive's replacement payload).
+inline constexpr size_t kMaxPayloadBytes = 1 << 20;
+
 // Queue names: 1..249 of [a-zA-Z0-9._-], like topic names. INVALID_ARGUMENT otherwise.
 absl::Status ValidateQueueName(absl::string_view name);
 

@@ -1,0 +1,120 @@
+// WorkQueue: Enqueue — validation, idempotency keys, backpressure.
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "services/work_queue/domain/queue_rules.h"
+#include "services/work_queue/domain/work_queue.h"
+
+namespace conduit::work_queue {
+void WorkQueue::ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) {
+  const absl::Time cutoff = now - q.meta.config.idempotency_window;
+  while (!q.key_order.empty() && q.key_order.front().first <= cutoff) {
+    auto it = q.keys.find(q.key_order.front().second);
+    if (it != q.keys.end() && it->second.second == q.key_order.front().first) {
+      write->key_deletes.push_back(it->first);
+      q.keys.erase(it);
+    }
+    q.key_order.pop_front();
+  }
+}
+
+void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
+                        Callback<std::vector<EnqueuedJob>> done) {
+  if (jobs.empty()) return done(absl::InvalidArgumentError("enqueue request has no jobs"));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const NewJob& j = jobs[i];
+    if (j.payload.size() > kMaxPayloadBytes) {
+      return done(absl::InvalidArgumentError(absl::StrFormat(
+          "job %d: payload is %d bytes; the limit is %d", i, j.payload.size(), kMaxPayloadBytes)));
+    }
+    if (j.delay && j.not_before) {
+      return done(absl::InvalidArgumentError(
+          absl::StrFormat("job %d: set delay or not_before, not both", i)));
+    }
+    if (j.delay && *j.delay < absl::ZeroDuration()) {
+      return done(absl::InvalidArgumentError(absl::StrFormat("job %d: delay is negative", i)));
+    }
+    if (j.tenant.size() > 256 || j.idempotency_key.size() > 256) {
+      return done(absl::InvalidArgumentError(
+          absl::StrFormat("job %d: tenant and idempotency key are limited to 256 bytes", i)));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto found = FindForChange(queue);
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
+  Queue& q = **found;
+  const absl::Time now = Now();
+  // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.
+  int64_t new_jobs = 0;
+  {
+    absl::flat_hash_map<std::string, bool> keys_in_request;
+    for (const NewJob& j : jobs) {
+      if (j.idempotency_key.empty()) {
+        ++new_jobs;
+      } else if (!q.keys.contains(j.idempotency_key) &&
+                 keys_in_request.emplace(j.idempotency_key, true).second) {
+        ++new_jobs;
+      }
+    }
+  }
+  const int64_t live = static_cast<int64_t>(q.jobs.size() - q.dead.size());
+  if (q.meta.config.max_depth > 0 && new_jobs > 0 && live + new_jobs > q.meta.config.max_depth) {
+    return ReplyAfterLog(std::move(done), absl::ResourceExhaustedError(absl::StrFormat(
+        "queue '%s' holds %d live jobs (max_depth %d); retry after 1s, once workers catch up",
+        queue, live, q.meta.config.max_depth)));
+  }
+  if (q.meta.config.max_ready_age > absl::ZeroDuration()) {
+    const absl::Duration age = StatsOf(q, now).oldest_ready_age;
+    if (age > q.meta.config.max_ready_age && new_jobs > 0) {
+      return ReplyAfterLog(std::move(done), absl::ResourceExhaustedError(absl::StrCat(
+          "queue '", queue, "': the oldest ready job waits ", absl::FormatDuration(age),
+          " (max_ready_age ", absl::FormatDuration(q.meta.config.max_ready_age),
+          "); retry after 1s, once workers catch up")));
+    }
+  }
+  QueueWrite write;
+  write.queue_id = q.meta.id;
+  ExpireKeys(q, now, &write);
+  std::vector<EnqueuedJob> out;
+  bool made_ready = false;
+  for (NewJob& j : jobs) {
+    if (!j.idempotency_key.empty()) {
+      if (auto it = q.keys.find(j.idempotency_key); it != q.keys.end()) {
+        out.push_back(EnqueuedJob{it->second.first, true});
+        continue;
+      }
+    }
+    Job job;
+    job.id = next_job_id_++;
+    job.payload = std::move(j.payload);
+    job.headers = std::move(j.headers);
+    job.tenant = std::move(j.tenant);
+    job.priority = j.priority;
+    job.idempotency_key = j.idempotency_key;
+    job.source = std::move(j.source);
+    job.enqueued_at = now;
+    job.ready_at = j.not_before ? std::max(now, *j.not_before) : now + j.delay.value_or(absl::ZeroDuration());
+    made_ready |= job.ready_at <= now;
+    if (!j.idempotency_key.empty()) {
+      q.keys[j.idempotency_key] = {job.id, now};
+      q.key_order.emplace_back(now, j.idempotency_key);
+      write.key_puts.push_back({q.meta.id, j.idempotency_key, job.id, now});
+    }
+    Index(q, job, now);
+    write.puts.push_back(job);
+    out.push_back(EnqueuedJob{job.id, false});
+    q.jobs.emplace(job.id, std::move(job));
+  }
+  if (made_ready) WakeWaiters(q);
+  write.next_job_id = next_job_id_;
+  Count(q, QueueEvent::kEnqueued, static_cast<int64_t>(write.puts.size()));
+  q.enqueues.Add(now, static_cast<int64_t>(write.puts.size()));
+  Observe(q, now);
+  // Duplicates are answered through the log too, so never before their original is durable.
+  Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(out);
+  });
+}
+
+}  // namespace conduit::work_queue
