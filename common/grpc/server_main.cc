@@ -60,6 +60,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
     teardown();
     return 1;
   }
+  for (auto& c : components) c.started((*server)->address());
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty()) {
     std::ofstream tmp(port_file + ".tmp");

@@ -17,6 +17,8 @@ struct ServerComponent {
   std::function<absl::Status(const std::string& data_dir, prometheus::Registry& registry,
                              std::vector<grpc::Service*>* services)>
       build;
+  // Told the address the server is serving on, before the port file is written.
+  std::function<void(const std::string& address)> started = [](const std::string&) {};
   std::function<void()> begin_shutdown = [] {};
   std::function<void()> teardown = [] {};
   // Service names the health service reports SERVING.

@@ -20,7 +20,9 @@ WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptio
       clock_(clock),
       options_(options),
       observer_(observer ? observer : &default_observer_),
-      log_(store) {}
+      log_("queue", [store](const std::vector<const QueueWrite*>& writes) {
+        return store->Write(writes);
+      }) {}
 
 WorkQueue::~WorkQueue() {
   shutting_down_.store(true);  // long-polls answer at once instead of waiting again

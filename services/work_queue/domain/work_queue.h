@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/time/clock.h"
 #include "common/time/timer_queue.h"
-#include "services/work_queue/domain/commit_log.h"
+#include "common/commit/commit_log.h"
 #include "services/work_queue/domain/job.h"
 #include "services/work_queue/domain/queue_store.h"
 #include "services/work_queue/domain/rate_window.h"
@@ -254,7 +254,7 @@ class WorkQueue {
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 
-  CommitLog log_;
+  commit::CommitLog<QueueWrite> log_;
   std::atomic<bool> shutting_down_{false};
   time::TimerQueue timers_;
   absl::Mutex scheduler_mu_;

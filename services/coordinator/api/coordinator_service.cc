@@ -1,0 +1,135 @@
+#include "services/coordinator/api/coordinator_service.h"
+
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc/status.h"
+#include "services/coordinator/api/convert.h"
+
+namespace conduit::coordinator::api {
+
+using grpc_util::ToGrpcStatus;
+
+template <typename Work>
+grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* ctx, Work work) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!executor_->TrySubmit(
+          [reactor, work = std::move(work)]() mutable { reactor->Finish(ToGrpcStatus(work())); })) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "the coordinator is overloaded; retry with backoff"));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* ctx,
+                                                        const pb::HeartbeatRequest* req,
+                                                        pb::HeartbeatResponse* resp) {
+  return Run(ctx, [this, req, resp, peer = ctx->peer()]() -> absl::Status {
+    auto out = coordinator_->Heartbeat(FromProto(*req, peer));
+    if (!out.ok()) return out.status();
+    ToProto(*out, resp);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerContext* ctx,
+                                                         const pb::LeaveGroupRequest* req,
+                                                         pb::LeaveGroupResponse*) {
+  return Run(ctx, [this, req] { return coordinator_->Leave(req->group_id(), req->member_id()); });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServerContext* ctx,
+                                                            const pb::CommitOffsetsRequest* req,
+                                                            pb::CommitOffsetsResponse*) {
+  return Run(ctx, [this, req] { return coordinator_->Commit(FromProto(*req)); });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::FetchOffsets(grpc::CallbackServerContext* ctx,
+                                                           const pb::FetchOffsetsRequest* req,
+                                                           pb::FetchOffsetsResponse* resp) {
+  return Run(ctx, [this, req, resp]() -> absl::Status {
+    std::vector<std::string> topics(req->topics().begin(), req->topics().end());
+    auto offsets = coordinator_->FetchOffsets(req->group_id(), topics);
+    if (!offsets.ok()) return offsets.status();
+    for (const OffsetRecord& o : *offsets) ToProto(o, resp->add_offsets());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::DescribeGroup(grpc::CallbackServerContext* ctx,
+                                                            const pb::DescribeGroupRequest* req,
+                                                            pb::DescribeGroupResponse* resp) {
+  return Run(ctx, [this, req, resp]() -> absl::Status {
+    auto description = coordinator_->Describe(req->group_id());
+    if (!description.ok()) return description.status();
+    ToProto(*description, resp);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerContext* ctx,
+                                                         const pb::ListGroupsRequest*,
+                                                         pb::ListGroupsResponse* resp) {
+  return Run(ctx, [this, resp]() -> absl::Status {
+    for (const GroupListing& g : coordinator_->List()) {
+      pb::GroupListing* l = resp->add_groups();
+      l->set_group_id(g.group_id);
+      l->set_state(ToProto(g.state));
+      l->set_group_epoch(g.epoch);
+      l->set_members(g.members);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::DeleteGroup(grpc::CallbackServerContext* ctx,
+                                                          const pb::DeleteGroupRequest* req,
+                                                          pb::DeleteGroupResponse*) {
+  return Run(ctx, [this, req] { return coordinator_->DeleteGroup(req->group_id()); });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerContext* ctx,
+                                                           const pb::ResetOffsetsRequest* req,
+                                                           pb::ResetOffsetsResponse* resp) {
+  return Run(ctx, [this, req, resp, peer = ctx->peer()]() -> absl::Status {
+    auto in = FromProto(*req, peer);
+    if (!in.ok()) return in.status();
+    auto out = coordinator_->ResetOffsets(*in);
+    if (!out.ok()) return out.status();
+    resp->set_executed(out->executed);
+    resp->set_topic(req->topic());
+    for (const PartitionReset& r : out->partitions) ToProto(r, resp->add_partitions());
+    resp->set_group_epoch(out->group_epoch);
+    resp->set_audit_id(out->audit_id);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ListGroupAudit(grpc::CallbackServerContext* ctx,
+                                                             const pb::ListGroupAuditRequest* req,
+                                                             pb::ListGroupAuditResponse* resp) {
+  return Run(ctx, [this, req, resp]() -> absl::Status {
+    if (req->page_size() < 0 || req->page_size() > 1000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("page_size ", req->page_size(), " is outside [0, 1000]"));
+    }
+    const int limit = req->page_size() == 0 ? 100 : req->page_size();
+    uint64_t before = 0;
+    const std::string& token = req->page_token();
+    if (!token.empty()) {
+      auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), before);
+      if (ec != std::errc() || end != token.data() + token.size() || before == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("page_token '", token, "' is not valid"));
+      }
+    }
+    auto entries = coordinator_->ListAudit(req->group_id(), before, limit + 1);
+    if (!entries.ok()) return entries.status();
+    const bool more = static_cast<int>(entries->size()) > limit;
+    if (more) entries->pop_back();
+    for (const AuditRecord& a : *entries) ToProto(a, resp->add_entries());
+    if (more) resp->set_next_page_token(std::to_string(entries->back().id));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace conduit::coordinator::api

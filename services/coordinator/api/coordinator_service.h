@@ -1,0 +1,53 @@
+#pragma once
+
+#include "common/executor/bounded_executor.h"
+#include "conduit/coordinator/v1/coordinator.grpc.pb.h"
+#include "services/coordinator/domain/group_coordinator.h"
+
+namespace conduit::coordinator::api {
+
+namespace pb = ::conduit::coordinator::v1;
+
+// gRPC adapter of conduit.coordinator.v1.GroupCoordinator (callback API). Each call is handed
+// to `executor`, because the domain may block on the broker or on fsync; a full executor
+// answers RESOURCE_EXHAUSTED. Thread-safe; both must outlive it.
+class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
+ public:
+  CoordinatorService(GroupCoordinator* coordinator, executor::BoundedExecutor* executor)
+      : coordinator_(coordinator), executor_(executor) {}
+
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext*, const pb::HeartbeatRequest*,
+                                      pb::HeartbeatResponse*) override;
+  grpc::ServerUnaryReactor* LeaveGroup(grpc::CallbackServerContext*, const pb::LeaveGroupRequest*,
+                                       pb::LeaveGroupResponse*) override;
+  grpc::ServerUnaryReactor* CommitOffsets(grpc::CallbackServerContext*,
+                                          const pb::CommitOffsetsRequest*,
+                                          pb::CommitOffsetsResponse*) override;
+  grpc::ServerUnaryReactor* FetchOffsets(grpc::CallbackServerContext*,
+                                         const pb::FetchOffsetsRequest*,
+                                         pb::FetchOffsetsResponse*) override;
+  grpc::ServerUnaryReactor* DescribeGroup(grpc::CallbackServerContext*,
+                                          const pb::DescribeGroupRequest*,
+                                          pb::DescribeGroupResponse*) override;
+  grpc::ServerUnaryReactor* ListGroups(grpc::CallbackServerContext*, const pb::ListGroupsRequest*,
+                                       pb::ListGroupsResponse*) override;
+  grpc::ServerUnaryReactor* DeleteGroup(grpc::CallbackServerContext*,
+                                        const pb::DeleteGroupRequest*,
+                                        pb::DeleteGroupResponse*) override;
+  grpc::ServerUnaryReactor* ResetOffsets(grpc::CallbackServerContext*,
+                                         const pb::ResetOffsetsRequest*,
+                                         pb::ResetOffsetsResponse*) override;
+  grpc::ServerUnaryReactor* ListGroupAudit(grpc::CallbackServerContext*,
+                                           const pb::ListGroupAuditRequest*,
+                                           pb::ListGroupAuditResponse*) override;
+
+ private:
+  // Runs `work` (returning absl::Status, filling the response) on the executor, then finishes.
+  template <typename Work>
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx, Work work);
+
+  GroupCoordinator* const coordinator_;
+  executor::BoundedExecutor* const executor_;
+};
+
+}  // namespace conduit::coordinator::api

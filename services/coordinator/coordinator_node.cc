@@ -1,0 +1,89 @@
+#include "services/coordinator/coordinator_node.h"
+
+#include <filesystem>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(std::string, broker_address, "",
+          "The log broker host:port the coordinator asks for offsets and append times (empty: "
+          "this server's own address, as in conduit-standalone)");
+ABSL_FLAG(absl::Duration, lag_interval, absl::Seconds(15),
+          "How often every group's lag is computed for the metrics");
+ABSL_FLAG(absl::Duration, session_timeout, absl::Seconds(45),
+          "Session timeout of members that do not ask for one");
+
+namespace conduit::coordinator {
+
+absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
+    const std::string& data_dir, prometheus::Registry& registry, const time::Clock* clock,
+    CoordinatorNodeOptions options) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create data directory '", data_dir, "': ", ec.message()));
+  }
+  std::unique_ptr<CoordinatorNode> node(new CoordinatorNode());
+  auto store = RocksDbCoordinatorStore::Open(data_dir + "/coordinator");
+  if (!store.ok()) return store.status();
+  node->store_ = *std::move(store);
+  node->topics_ = std::make_unique<GrpcTopicSource>(options.broker_address);
+  node->metrics_ = std::make_unique<api::CoordinatorMetrics>(registry);
+  node->coordinator_ = std::make_unique<GroupCoordinator>(
+      node->store_.get(), node->topics_.get(), clock, options.coordinator, node->metrics_.get());
+  if (auto s = node->coordinator_->Recover(); !s.ok()) return s;
+  node->executor_ = std::make_unique<executor::BoundedExecutor>("coordinator", 16, 4096);
+  node->service_ =
+      std::make_unique<api::CoordinatorService>(node->coordinator_.get(), node->executor_.get());
+  if (options.run_sweeper) {
+    node->sweeper_ = std::thread([n = node.get(), options] { n->SweepLoop(options); });
+  }
+  return node;
+}
+
+CoordinatorNode::~CoordinatorNode() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (sweeper_.joinable()) sweeper_.join();
+  executor_.reset();  // finishes queued calls while the coordinator still exists
+}
+
+void CoordinatorNode::SweepLoop(CoordinatorNodeOptions options) {
+  absl::Time next_lag = absl::Now() + options.lag_interval;
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options.sweep_interval)) {
+    mu_.Unlock();
+    const bool sample_lag = absl::Now() >= next_lag;
+    if (sample_lag) next_lag = absl::Now() + options.lag_interval;
+    coordinator_->Sweep(sample_lag);
+    mu_.Lock();
+  }
+}
+
+grpc_util::ServerComponent CoordinatorNode::Component() {
+  auto node = std::make_shared<std::unique_ptr<CoordinatorNode>>();
+  grpc_util::ServerComponent component;
+  component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
+                           std::vector<grpc::Service*>* services) -> absl::Status {
+    CoordinatorNodeOptions options;
+    options.broker_address = absl::GetFlag(FLAGS_broker_address);
+    options.lag_interval = absl::GetFlag(FLAGS_lag_interval);
+    options.coordinator.default_session_timeout = absl::GetFlag(FLAGS_session_timeout);
+    auto opened = Open(data_dir, registry, time::SystemClock::Get(), options);
+    if (!opened.ok()) return opened.status();
+    *node = *std::move(opened);
+    services->push_back((*node)->service());
+    return absl::OkStatus();
+  };
+  component.started = [node](const std::string& address) {
+    if (absl::GetFlag(FLAGS_broker_address).empty()) (*node)->SetBrokerAddress(address);
+  };
+  component.teardown = [node] { node->reset(); };
+  component.health_services = {api::pb::GroupCoordinator::service_full_name()};
+  return component;
+}
+
+}  // namespace conduit::coordinator

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/executor/bounded_executor.h"
+#include "common/grpc/server_main.h"
+#include "common/time/clock.h"
+#include "services/coordinator/api/coordinator_metrics.h"
+#include "services/coordinator/api/coordinator_service.h"
+#include "services/coordinator/broker/grpc_topic_source.h"
+#include "services/coordinator/domain/group_coordinator.h"
+#include "services/coordinator/storage/rocksdb_coordinator_store.h"
+
+namespace conduit::coordinator {
+
+struct CoordinatorNodeOptions {
+  // The log broker (host:port). Empty: set later with SetBrokerAddress (conduit-standalone
+  // points it at its own address once serving).
+  std::string broker_address;
+  CoordinatorOptions coordinator;
+  // Background sweep (session expiry, topic changes) and lag sampling for metrics, on the real
+  // clock. Off in tests that drive a fake clock.
+  bool run_sweeper = true;
+  absl::Duration sweep_interval = absl::Seconds(1);
+  absl::Duration lag_interval = absl::Seconds(15);
+};
+
+// The group coordinator wired together: RocksDB under <data_dir>/coordinator, the broker
+// client, the GroupCoordinator (recovered), its sweeper and its gRPC service. Used by
+// conduit-coordinator, conduit-standalone and the tests.
+class CoordinatorNode {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorNode>> Open(const std::string& data_dir,
+                                                               prometheus::Registry& registry,
+                                                               const time::Clock* clock,
+                                                               CoordinatorNodeOptions options);
+  // The coordinator as a component of a server binary; flags --broker-address (empty: this
+  // server's own address), --lag-interval, --session-timeout.
+  static grpc_util::ServerComponent Component();
+  ~CoordinatorNode();
+
+  void SetBrokerAddress(const std::string& address) { topics_->SetAddress(address); }
+  api::CoordinatorService* service() { return service_.get(); }
+  GroupCoordinator* coordinator() { return coordinator_.get(); }
+
+ private:
+  CoordinatorNode() = default;
+  void SweepLoop(CoordinatorNodeOptions options);
+
+  std::unique_ptr<RocksDbCoordinatorStore> store_;
+  std::unique_ptr<GrpcTopicSource> topics_;
+  std::unique_ptr<api::CoordinatorMetrics> metrics_;
+  std::unique_ptr<GroupCoordinator> coordinator_;
+  std::unique_ptr<executor::BoundedExecutor> executor_;
+  std::unique_ptr<api::CoordinatorService> service_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sweeper_;
+};
+
+}  // namespace conduit::coordinator

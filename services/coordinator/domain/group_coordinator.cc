@@ -1,0 +1,299 @@
+#include "services/coordinator/domain/group_coordinator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "services/coordinator/domain/validation.h"
+
+namespace conduit::coordinator {
+
+struct GroupCoordinator::Waiter {
+  absl::Notification done;
+  absl::Status status;
+};
+
+const char* GroupStateName(GroupState state) {
+  switch (state) {
+    case GroupState::kEmpty:
+      return "EMPTY";
+    case GroupState::kStable:
+      return "STABLE";
+    case GroupState::kReconciling:
+      return "RECONCILING";
+  }
+  return "UNKNOWN";
+}
+
+GroupCoordinator::GroupCoordinator(CoordinatorStore* store, TopicSource* topics,
+                                   const time::Clock* clock, CoordinatorOptions options,
+                                   CoordinatorObserver* observer)
+    : store_(store),
+      topics_(topics),
+      clock_(clock),
+      options_(options),
+      observer_(observer ? observer : &default_observer_),
+      log_("coordinator", [store](const std::vector<const CoordinatorWrite*>& writes) {
+        return store->Write(writes);
+      }) {}
+
+GroupCoordinator::~GroupCoordinator() = default;
+
+absl::Status GroupCoordinator::Recover() {
+  auto state = store_->Load();
+  if (!state.ok()) return state.status();
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  for (GroupRecord& record : state->groups) {
+    auto g = std::make_shared<Group>();
+    absl::MutexLock glock(&g->mu);
+    g->persisted = true;
+    g->record = std::move(record);
+    groups_[g->record.group_id] = g;
+  }
+  for (MemberRecord& record : state->members) {
+    auto it = groups_.find(record.group_id);
+    if (it == groups_.end()) continue;  // cannot happen: a group is deleted with its members
+    Group& g = *it->second;
+    absl::MutexLock glock(&g.mu);
+    for (const auto& [tp, since] : record.owned) g.owner[tp] = record.member_id;
+    Member& m = g.members[record.member_id];
+    m.deadline = now + record.session_timeout;
+    m.last_heartbeat = now;
+    if (!record.revoking.empty()) m.revoke_deadline = m.deadline;
+    m.record = std::move(record);
+  }
+  for (OffsetRecord& record : state->offsets) {
+    auto it = groups_.find(record.group_id);
+    if (it == groups_.end()) continue;
+    absl::MutexLock glock(&it->second->mu);
+    it->second->offsets[record.tp] = std::move(record);
+  }
+  for (auto& [id, g] : groups_) {
+    absl::MutexLock glock(&g->mu);
+    observer_->OnMembers(id, static_cast<int>(g->members.size()));
+  }
+  return absl::OkStatus();
+}
+
+GroupCoordinator::GroupPtr GroupCoordinator::FindGroup(const std::string& group_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group_id);
+  return it == groups_.end() ? nullptr : it->second;
+}
+
+GroupCoordinator::GroupPtr GroupCoordinator::FindOrCreateGroup(const std::string& group_id) {
+  absl::MutexLock lock(&mu_);
+  GroupPtr& g = groups_[group_id];
+  if (!g) {
+    g = std::make_shared<Group>();
+    absl::MutexLock glock(&g->mu);
+    g->record.group_id = group_id;
+    g->record.created = clock_->Now();
+  }
+  return g;
+}
+
+absl::StatusOr<GroupCoordinator::GroupPtr> GroupCoordinator::ExistingGroup(
+    const std::string& group_id) {
+  if (auto s = ValidateId("group id", group_id); !s.ok()) return s;
+  GroupPtr g = FindGroup(group_id);
+  if (!g) return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
+  return g;
+}
+
+std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitLocked(Group& g, Change change) {
+  if (!g.persisted) {
+    change.group_dirty = true;
+    g.persisted = true;
+  }
+  if (change.group_dirty) change.write.put_groups.push_back(g.record);
+  for (const std::string& id : change.dirty_members) {
+    auto it = g.members.find(id);
+    if (it != g.members.end()) change.write.put_members.push_back(it->second.record);
+  }
+  if (change.write.empty()) return BarrierLocked(g);
+  auto waiter = std::make_shared<Waiter>();
+  g.inflight.fetch_add(1);
+  // The group outlives the write: the callback holds it.
+  log_.Submit(std::move(change.write), [waiter, keep = g.shared_from_this()](absl::Status s) {
+    keep->inflight.fetch_sub(1);
+    waiter->status = std::move(s);
+    waiter->done.Notify();
+  });
+  return waiter;
+}
+
+std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::BarrierLocked(Group& g) {
+  if (g.inflight.load() == 0) return nullptr;
+  auto waiter = std::make_shared<Waiter>();
+  log_.Submit(CoordinatorWrite{}, [waiter](absl::Status s) {
+    waiter->status = std::move(s);
+    waiter->done.Notify();
+  });
+  return waiter;
+}
+
+absl::Status GroupCoordinator::Wait(const std::shared_ptr<Waiter>& waiter) {
+  if (!waiter) return absl::OkStatus();
+  waiter->done.WaitForNotification();
+  return waiter->status;
+}
+
+std::vector<GroupListing> GroupCoordinator::List() {
+  std::vector<GroupPtr> groups;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, g] : groups_) groups.push_back(g);
+  }
+  std::vector<GroupListing> out;
+  for (GroupPtr& g : groups) {
+    absl::MutexLock lock(&g->mu);
+    if (g->deleted) continue;
+    Change change;
+    ExpireLocked(*g, clock_->Now(), &change);
+    (void)SubmitLocked(*g, std::move(change));  // expiry is recovered anyway after a crash
+    out.push_back(GroupListing{g->record.group_id, StateLocked(*g), g->record.epoch,
+                               static_cast<int>(g->members.size())});
+  }
+  return out;
+}
+
+absl::Status GroupCoordinator::DeleteGroup(const std::string& group_id) {
+  auto found = ExistingGroup(group_id);
+  if (!found.ok()) return found.status();
+  GroupPtr g = *found;
+  std::shared_ptr<Waiter> waiter;
+  {
+    if (auto s = log_.health(); !s.ok()) return s;
+    absl::MutexLock lock(&mu_);  // nobody may find the group while it goes
+    absl::MutexLock glock(&g->mu);
+    if (g->deleted) return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
+    Change change;
+    ExpireLocked(*g, clock_->Now(), &change);
+    if (!g->members.empty()) {
+      (void)SubmitLocked(*g, std::move(change));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "group '", group_id, "' has ", g->members.size(),
+          " active members; stop them (or wait for their sessions to expire) before deleting it"));
+    }
+    change.write.put_groups.clear();
+    change.group_dirty = false;
+    change.write.delete_groups.push_back(group_id);
+    g->deleted = true;
+    groups_.erase(group_id);
+    waiter = std::make_shared<Waiter>();
+    log_.Submit(std::move(change.write), [waiter](absl::Status s) {
+      waiter->status = std::move(s);
+      waiter->done.Notify();
+    });
+  }
+  observer_->OnGroupDeleted(group_id);
+  return Wait(waiter);
+}
+
+absl::StatusOr<std::vector<AuditRecord>> GroupCoordinator::ListAudit(const std::string& group_id,
+                                                                     uint64_t before_id,
+                                                                     int limit) {
+  auto found = ExistingGroup(group_id);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<Waiter> barrier;
+  {
+    absl::MutexLock lock(&(*found)->mu);
+    barrier = BarrierLocked(**found);
+  }
+  if (auto s = Wait(barrier); !s.ok()) return s;
+  return store_->ListAudit(group_id, before_id, limit);
+}
+
+absl::StatusOr<std::vector<PartitionMarks>> GroupCoordinator::Marks(const std::string& topic,
+                                                                   bool fresh) {
+  const absl::Time now = clock_->Now();
+  if (!fresh) {
+    absl::MutexLock lock(&topics_mu_);
+    auto it = topic_cache_.find(topic);
+    if (it != topic_cache_.end() && now - it->second.fetched < options_.topic_refresh) {
+      return it->second.partitions;
+    }
+  }
+  auto marks = topics_->Describe(topic);
+  absl::MutexLock lock(&topics_mu_);
+  if (marks.ok()) {
+    topic_cache_[topic] = TopicInfo{*marks, now};
+  } else if (absl::IsNotFound(marks.status())) {
+    topic_cache_.erase(topic);
+  }
+  return marks;
+}
+
+absl::btree_map<std::string, int32_t> GroupCoordinator::CachedCounts() {
+  absl::btree_map<std::string, int32_t> out;
+  absl::MutexLock lock(&topics_mu_);
+  for (const auto& [topic, info] : topic_cache_) {
+    out[topic] = static_cast<int32_t>(info.partitions.size());
+  }
+  return out;
+}
+
+absl::Status GroupCoordinator::CheckWithinLog(const TopicPartition& tp, int64_t offset) {
+  for (bool fresh : {false, true}) {
+    auto marks = Marks(tp.topic, fresh);
+    if (!marks.ok()) return marks.status();
+    if (tp.partition >= static_cast<int32_t>(marks->size())) {
+      if (!fresh) continue;
+      return absl::InvalidArgumentError(absl::StrCat("topic '", tp.topic, "' has ", marks->size(),
+                                                     " partitions; there is no partition ",
+                                                     tp.partition));
+    }
+    const int64_t hwm = (*marks)[tp.partition].high_watermark;
+    if (offset <= hwm) return absl::OkStatus();
+    if (fresh) {
+      return absl::OutOfRangeError(absl::StrCat("offset ", offset, " of ", tp.topic, "/",
+                                                tp.partition, " is beyond the high watermark ",
+                                                hwm));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void GroupCoordinator::Sweep(bool sample_lag) {
+  std::vector<GroupPtr> groups;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, g] : groups_) groups.push_back(g);
+  }
+  // Refresh the partition counts of subscribed topics; a change rebalances the groups.
+  absl::btree_set<std::string> subscribed;
+  for (GroupPtr& g : groups) {
+    absl::MutexLock lock(&g->mu);
+    for (auto& [id, m] : g->members) {
+      subscribed.insert(m.record.subscription.begin(), m.record.subscription.end());
+    }
+  }
+  const absl::btree_map<std::string, int32_t> before = CachedCounts();
+  for (const std::string& topic : subscribed) (void)Marks(topic, /*fresh=*/false);
+  const absl::btree_map<std::string, int32_t> after = CachedCounts();
+  for (GroupPtr& g : groups) {
+    absl::MutexLock lock(&g->mu);
+    if (g->deleted) continue;
+    Change change;
+    ExpireLocked(*g, clock_->Now(), &change);
+    bool topics_changed = false;
+    for (auto& [id, m] : g->members) {
+      for (const std::string& topic : m.record.subscription) {
+        auto b = before.find(topic), a = after.find(topic);
+        int32_t nb = b == before.end() ? 0 : b->second, na = a == after.end() ? 0 : a->second;
+        if (nb != na) topics_changed = true;
+      }
+    }
+    if (topics_changed && !g->members.empty()) RebalanceLocked(*g, &change);
+    (void)SubmitLocked(*g, std::move(change));
+  }
+  if (!sample_lag) return;
+  for (GroupPtr& g : groups) {
+    GroupDescription unused;
+    ComputeLag(*g, &unused);
+  }
+}
+
+}  // namespace conduit::coordinator

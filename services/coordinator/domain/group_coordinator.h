@@ -1,0 +1,265 @@
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/commit/commit_log.h"
+#include "common/time/clock.h"
+#include "services/coordinator/domain/coordinator_store.h"
+#include "services/coordinator/domain/topic_source.h"
+#include "services/coordinator/domain/types.h"
+
+namespace conduit::coordinator {
+
+struct CoordinatorOptions {
+  absl::Duration default_session_timeout = absl::Seconds(45);
+  absl::Duration min_session_timeout = absl::Seconds(1);
+  absl::Duration max_session_timeout = absl::Minutes(30);
+  // Told to members; never more than a third of their session timeout.
+  absl::Duration heartbeat_interval = absl::Seconds(3);
+  // How long partition counts and high watermarks are trusted before the broker is asked again
+  // (a commit past the cached high watermark always asks).
+  absl::Duration topic_refresh = absl::Seconds(30);
+  // Lag samples older than this are dropped; the drain rate spans what is left.
+  absl::Duration lag_window = absl::Minutes(5);
+};
+
+// Told about changes, for metrics. Called without locks held except where noted.
+class CoordinatorObserver {
+ public:
+  virtual ~CoordinatorObserver() = default;
+  virtual void OnMembers(const std::string& group, int members) {}
+  virtual void OnRebalance(const std::string& group) {}
+  virtual void OnCommit(const std::string& group) {}
+  virtual void OnCommitRejected(const std::string& group, const std::string& reason) {}
+  virtual void OnHeartbeat() {}
+  virtual void OnLag(const std::string& group, const TopicPartition& tp, int64_t records,
+                     double seconds) {}
+  virtual void OnGroupDeleted(const std::string& group) {}
+};
+
+enum class GroupState { kEmpty, kStable, kReconciling };
+
+struct HeartbeatInput {
+  std::string group_id;
+  std::string member_id;
+  int32_t member_epoch = 0;
+  std::string instance_id;
+  std::vector<std::string> subscription;  // sorted, unique; empty after join: unchanged
+  PartitionSet owned;
+  std::optional<absl::Duration> session_timeout;
+  std::string client_id;
+  std::string client_host;
+};
+
+struct HeartbeatOutput {
+  std::string member_id;
+  int32_t member_epoch = 0;
+  absl::Duration heartbeat_interval;
+  PartitionSet assignment;
+  PartitionSet pending;
+  PartitionSet resets;
+  int32_t group_epoch = 0;
+};
+
+struct CommitInput {
+  std::string group_id;
+  std::string member_id;
+  int32_t member_epoch = 0;
+  struct Entry {
+    TopicPartition tp;
+    int64_t offset = 0;
+    std::string metadata;
+  };
+  std::vector<Entry> entries;
+};
+
+struct MemberView {
+  MemberRecord record;
+  PartitionSet pending;
+  absl::Time last_heartbeat;
+};
+
+struct PartitionLagView {
+  TopicPartition tp;
+  std::string owner;
+  std::optional<OffsetRecord> committed;
+  int64_t log_start = 0;
+  int64_t high_watermark = 0;
+  int64_t lag_records = 0;
+  double lag_seconds = 0;
+  std::optional<absl::Time> first_unprocessed_append_time;
+  double drain_rate = 0;
+  std::optional<double> catch_up_seconds;
+};
+
+struct GroupDescription {
+  std::string group_id;
+  GroupState state = GroupState::kEmpty;
+  int32_t epoch = 0;
+  int64_t rebalances = 0;
+  std::vector<MemberView> members;
+  std::vector<PartitionLagView> partitions;
+  int64_t max_lag_records = 0;
+  double max_lag_seconds = 0;
+  std::string broker_error;
+};
+
+struct GroupListing {
+  std::string group_id;
+  GroupState state = GroupState::kEmpty;
+  int32_t epoch = 0;
+  int members = 0;
+};
+
+struct ResetInput {
+  enum class Kind { kEarliest, kLatest, kTimestamp, kOffset, kShift };
+  std::string group_id;
+  std::string topic;
+  std::vector<int32_t> partitions;  // empty: all
+  Kind kind = Kind::kEarliest;
+  absl::Time timestamp;
+  int64_t value = 0;  // the offset, or the shift
+  bool execute = false;
+  std::string actor;
+  std::string peer;
+  std::string reason;
+};
+
+struct ResetOutput {
+  bool executed = false;
+  std::vector<PartitionReset> partitions;
+  int32_t group_epoch = 0;
+  uint64_t audit_id = 0;
+};
+
+// Consumer groups: membership and incremental assignment (KIP-848 style), fenced offsets, lag,
+// resets. See services/coordinator/README.md for the rules.
+//
+// Thread-safe. Each group has its own mutex; a change is applied in memory and queued on the
+// commit log under it, and the call returns once the change is durable. Calls may block (broker,
+// fsync): run them off gRPC threads.
+class GroupCoordinator {
+ public:
+  GroupCoordinator(CoordinatorStore* store, TopicSource* topics, const time::Clock* clock,
+                   CoordinatorOptions options, CoordinatorObserver* observer = nullptr);
+  ~GroupCoordinator();
+
+  // Loads groups, members and offsets. Members get a fresh session (now + timeout).
+  absl::Status Recover();
+
+  absl::StatusOr<HeartbeatOutput> Heartbeat(const HeartbeatInput& in);
+  absl::Status Leave(const std::string& group_id, const std::string& member_id);
+  absl::Status Commit(const CommitInput& in);
+  absl::StatusOr<std::vector<OffsetRecord>> FetchOffsets(const std::string& group_id,
+                                                         const std::vector<std::string>& topics);
+  absl::StatusOr<GroupDescription> Describe(const std::string& group_id);
+  std::vector<GroupListing> List();
+  absl::Status DeleteGroup(const std::string& group_id);
+  absl::StatusOr<ResetOutput> ResetOffsets(const ResetInput& in);
+  absl::StatusOr<std::vector<AuditRecord>> ListAudit(const std::string& group_id,
+                                                     uint64_t before_id, int limit);
+
+  // Expires silent members, re-reads partition counts of subscribed topics (rebalancing groups
+  // whose topics changed) and, when `sample_lag`, computes every group's lag for the observer.
+  void Sweep(bool sample_lag);
+
+ private:
+  struct Member {
+    MemberRecord record;
+    absl::Time deadline;
+    absl::Time last_heartbeat;
+    std::optional<absl::Time> revoke_deadline;  // set while it has partitions to release
+  };
+  struct LagSample {
+    absl::Time at;
+    int64_t lag = 0;
+  };
+  struct Group : std::enable_shared_from_this<Group> {
+    absl::Mutex mu;
+    GroupRecord record ABSL_GUARDED_BY(mu);
+    absl::btree_map<std::string, Member> members ABSL_GUARDED_BY(mu);
+    absl::btree_map<TopicPartition, std::string> owner ABSL_GUARDED_BY(mu);
+    absl::btree_map<TopicPartition, OffsetRecord> offsets ABSL_GUARDED_BY(mu);
+    absl::btree_map<TopicPartition, std::deque<LagSample>> lag_history ABSL_GUARDED_BY(mu);
+    bool deleted ABSL_GUARDED_BY(mu) = false;
+    bool persisted ABSL_GUARDED_BY(mu) = false;  // its record is (or is queued to be) stored
+    std::atomic<int> inflight{0};                 // writes queued and not yet durable
+  };
+  using GroupPtr = std::shared_ptr<Group>;
+
+  // A change collected under a group's mutex, then submitted.
+  struct Change {
+    CoordinatorWrite write;
+    bool group_dirty = false;
+    absl::btree_set<std::string> dirty_members;
+  };
+  struct Waiter;
+
+  struct TopicInfo {
+    std::vector<PartitionMarks> partitions;
+    absl::Time fetched;
+  };
+
+  GroupPtr FindGroup(const std::string& group_id);
+  GroupPtr FindOrCreateGroup(const std::string& group_id);
+  absl::StatusOr<GroupPtr> ExistingGroup(const std::string& group_id);
+
+  // Fills `change` with the group and member records it names and queues it on the log. Returns
+  // what to wait on (nullptr when there was nothing to write and nothing in flight).
+  std::shared_ptr<Waiter> SubmitLocked(Group& g, Change change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  // A barrier when the group has writes in flight, so that a read never shows what is not durable.
+  std::shared_ptr<Waiter> BarrierLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  static absl::Status Wait(const std::shared_ptr<Waiter>& waiter);
+
+  // Membership (membership.cc).
+  void ExpireLocked(Group& g, absl::Time now, Change* change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  void RemoveMemberLocked(Group& g, const std::string& member_id, Change* change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  void RebalanceLocked(Group& g, Change* change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  void ReconcileLocked(Group& g, Member& m, absl::Time now, Change* change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  PartitionSet PendingLocked(Group& g, const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  GroupState StateLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  absl::StatusOr<HeartbeatOutput> HeartbeatLocked(Group& g, const HeartbeatInput& in,
+                                                  Change* change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+
+  // Topic cache (group_coordinator.cc).
+  absl::StatusOr<std::vector<PartitionMarks>> Marks(const std::string& topic, bool fresh);
+  absl::btree_map<std::string, int32_t> CachedCounts();
+  absl::Status CheckWithinLog(const TopicPartition& tp, int64_t offset);
+
+  // Lag (lag.cc).
+  void ComputeLag(Group& g, GroupDescription* out);
+
+  CoordinatorStore* const store_;
+  TopicSource* const topics_;
+  const time::Clock* const clock_;
+  const CoordinatorOptions options_;
+  CoordinatorObserver default_observer_;
+  CoordinatorObserver* const observer_;
+
+  absl::Mutex mu_;  // before any group's mutex
+  absl::btree_map<std::string, GroupPtr> groups_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex topics_mu_;  // leaf
+  absl::flat_hash_map<std::string, TopicInfo> topic_cache_ ABSL_GUARDED_BY(topics_mu_);
+
+  commit::CommitLog<CoordinatorWrite> log_;  // last: drains before the rest is destroyed
+};
+
+const char* GroupStateName(GroupState state);
+
+}  // namespace conduit::coordinator

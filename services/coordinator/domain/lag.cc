@@ -1,0 +1,105 @@
+// Lag: per partition, in records and in seconds, with a drain rate from recent samples.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "services/coordinator/domain/group_coordinator.h"
+
+namespace conduit::coordinator {
+
+absl::StatusOr<GroupDescription> GroupCoordinator::Describe(const std::string& group_id) {
+  auto found = ExistingGroup(group_id);
+  if (!found.ok()) return found.status();
+  GroupDescription out;
+  ComputeLag(**found, &out);
+  if (out.group_id.empty()) {
+    return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
+  }
+  return out;
+}
+
+void GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
+  // 1. Snapshot the group.
+  absl::btree_set<std::string> topics;
+  absl::btree_map<TopicPartition, std::string> owner;
+  absl::btree_map<TopicPartition, OffsetRecord> offsets;
+  std::shared_ptr<Waiter> barrier;
+  {
+    absl::MutexLock lock(&g.mu);
+    if (g.deleted) return;
+    Change change;
+    ExpireLocked(g, clock_->Now(), &change);
+    (void)SubmitLocked(g, std::move(change));
+    out->group_id = g.record.group_id;
+    out->state = StateLocked(g);
+    out->epoch = g.record.epoch;
+    out->rebalances = g.record.rebalances;
+    for (const auto& [id, m] : g.members) {
+      out->members.push_back(MemberView{m.record, PendingLocked(g, m), m.last_heartbeat});
+      topics.insert(m.record.subscription.begin(), m.record.subscription.end());
+    }
+    for (const auto& [tp, record] : g.offsets) topics.insert(tp.topic);
+    owner = g.owner;
+    offsets = g.offsets;
+    barrier = BarrierLocked(g);
+  }
+  (void)Wait(barrier);
+  // 2. Ask the broker, outside the mutex.
+  const absl::Time now = clock_->Now();
+  for (const std::string& topic : topics) {
+    auto marks = Marks(topic, /*fresh=*/true);
+    if (!marks.ok()) {
+      if (!absl::IsNotFound(marks.status())) {
+        out->broker_error = std::string(marks.status().message());
+      }
+      continue;
+    }
+    for (const PartitionMarks& pm : *marks) {
+      PartitionLagView v;
+      v.tp = {topic, pm.partition};
+      if (auto o = owner.find(v.tp); o != owner.end()) v.owner = o->second;
+      if (auto c = offsets.find(v.tp); c != offsets.end()) v.committed = c->second;
+      v.log_start = pm.log_start;
+      v.high_watermark = pm.high_watermark;
+      const int64_t next = std::max(v.committed ? v.committed->offset : pm.log_start, pm.log_start);
+      v.lag_records = std::max<int64_t>(0, pm.high_watermark - next);
+      if (v.lag_records > 0) {
+        auto appended = topics_->AppendTimeAt(topic, pm.partition, next);
+        if (appended.ok() && *appended) {
+          v.first_unprocessed_append_time = *appended;
+          v.lag_seconds = std::max(0.0, absl::ToDoubleSeconds(now - **appended));
+        } else if (!appended.ok()) {
+          out->broker_error = std::string(appended.status().message());
+        }
+      }
+      out->partitions.push_back(std::move(v));
+    }
+  }
+  // 3. Record the samples and derive drain rates.
+  {
+    absl::MutexLock lock(&g.mu);
+    for (PartitionLagView& v : out->partitions) {
+      std::deque<LagSample>& history = g.lag_history[v.tp];
+      history.push_back({now, v.lag_records});
+      while (history.size() > 1 && now - history.front().at > options_.lag_window) {
+        history.pop_front();
+      }
+      const LagSample& first = history.front();
+      const double span = absl::ToDoubleSeconds(now - first.at);
+      if (span > 0) {
+        v.drain_rate = static_cast<double>(first.lag - v.lag_records) / span;
+        if (v.drain_rate > 0 && v.lag_records > 0) {
+          v.catch_up_seconds = static_cast<double>(v.lag_records) / v.drain_rate;
+        }
+      }
+      // Bound the history: one sample per distinct time is enough.
+      while (history.size() > 512) history.pop_front();
+    }
+  }
+  for (const PartitionLagView& v : out->partitions) {
+    out->max_lag_records = std::max(out->max_lag_records, v.lag_records);
+    out->max_lag_seconds = std::max(out->max_lag_seconds, v.lag_seconds);
+    observer_->OnLag(out->group_id, v.tp, v.lag_records, v.lag_seconds);
+  }
+}
+
+}  // namespace conduit::coordinator

@@ -1,0 +1,89 @@
+#pragma once
+
+// The coordinator's domain values: partitions, members, groups' persisted records, offsets and
+// audit entries. Plain data; the rules live in group_coordinator.h and assignor.h.
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
+#include "absl/time/time.h"
+
+namespace conduit::coordinator {
+
+struct TopicPartition {
+  std::string topic;
+  int32_t partition = 0;
+
+  auto operator<=>(const TopicPartition&) const = default;
+  bool operator==(const TopicPartition&) const = default;
+};
+
+// Ordered, so that assignments, responses and keys are deterministic.
+using PartitionSet = absl::btree_set<TopicPartition>;
+// member id → partitions.
+using Assignment = absl::btree_map<std::string, PartitionSet>;
+
+// A member as persisted. Deadlines live in memory only (see Member).
+struct MemberRecord {
+  std::string group_id;
+  std::string member_id;
+  std::string instance_id;
+  std::string client_id;
+  std::string client_host;
+  int32_t epoch = 0;
+  std::vector<std::string> subscription;  // sorted, unique
+  absl::Duration session_timeout;
+  // Owned partitions → the group epoch at which each was granted (or last reset). Commits for a
+  // partition must carry an epoch at or after it: that is the fence.
+  absl::btree_map<TopicPartition, int32_t> owned;
+  PartitionSet revoking;  // subset of owned: to be released by the member
+  PartitionSet resets;    // owned partitions reset while the member had an older epoch
+  int32_t resets_epoch = 0;
+};
+
+struct GroupRecord {
+  std::string group_id;
+  int32_t epoch = 0;
+  int64_t rebalances = 0;
+  uint64_t next_audit_id = 1;
+  absl::Time created;
+  Assignment target;  // computed at `epoch`
+};
+
+struct OffsetRecord {
+  std::string group_id;
+  TopicPartition tp;
+  int64_t offset = 0;
+  std::string metadata;
+  absl::Time commit_time;
+  std::string committed_by;  // member id, "reset:<actor>", or "" (no members)
+  int32_t member_epoch = 0;
+};
+
+struct PartitionReset {
+  int32_t partition = 0;
+  bool had_offset = false;
+  int64_t before = 0;
+  int64_t after = 0;
+  std::string owner_member_id;
+};
+
+struct AuditRecord {
+  std::string group_id;
+  uint64_t id = 0;
+  absl::Time time;
+  std::string action;
+  std::string actor;
+  std::string peer;
+  std::string reason;
+  std::string spec;
+  std::string topic;
+  std::vector<PartitionReset> partitions;
+  int32_t group_epoch = 0;
+};
+
+}  // namespace conduit::coordinator

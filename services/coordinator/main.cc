@@ -1,0 +1,8 @@
+// conduit-coordinator: the group coordinator alone. --broker-address names the log broker.
+#include "common/grpc/server_main.h"
+#include "services/coordinator/coordinator_node.h"
+
+int main(int argc, char** argv) {
+  return conduit::grpc_util::ServerMain("conduit-coordinator", argc, argv,
+                                        {conduit::coordinator::CoordinatorNode::Component()});
+}

@@ -1,0 +1,49 @@
+#pragma once
+
+// Every on-disk key of the coordinator (see services/coordinator/README.md). Each column family
+// holds one kind of key. Group ids and topics contain no control characters (validated), so a
+// NUL byte ends them and a group is the contiguous range [group NUL, group \x01).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/coding/coding.h"
+
+namespace conduit::coordinator::keys {
+
+inline constexpr char kGroupsCf[] = "groups";    // group → storage.Group
+inline constexpr char kMembersCf[] = "members";  // group NUL member → storage.Member
+inline constexpr char kOffsetsCf[] = "offsets";  // group NUL topic NUL BE32(partition) → Offset
+inline constexpr char kAuditCf[] = "audit";      // group NUL BE64(id) → storage.Audit
+inline constexpr std::array<std::string_view, 4> kColumnFamilies = {kGroupsCf, kMembersCf,
+                                                                    kOffsetsCf, kAuditCf};
+
+inline std::string GroupPrefix(std::string_view group) {
+  std::string key(group);
+  key.push_back('\0');
+  return key;
+}
+// The end of a group's range (exclusive).
+inline std::string GroupPrefixEnd(std::string_view group) {
+  std::string key(group);
+  key.push_back('\x01');
+  return key;
+}
+inline std::string MemberKey(std::string_view group, std::string_view member) {
+  return GroupPrefix(group).append(member);
+}
+inline std::string OffsetKey(std::string_view group, std::string_view topic, int32_t partition) {
+  std::string key = GroupPrefix(group).append(topic);
+  key.push_back('\0');
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
+  return key;
+}
+inline std::string AuditKey(std::string_view group, uint64_t id) {
+  std::string key = GroupPrefix(group);
+  coding::PutBigEndian64(&key, id);
+  return key;
+}
+
+}  // namespace conduit::coordinator::keys

@@ -1,0 +1,280 @@
+#include "services/coordinator/storage/rocksdb_coordinator_store.h"
+
+#include <rocksdb/write_batch.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "services/coordinator/storage/key_schema.h"
+#include "services/coordinator/storage/records.pb.h"
+
+namespace conduit::coordinator {
+namespace {
+
+using rocksdb_util::ToStatus;
+namespace spb = ::conduit::coordinator::storage;
+
+int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
+absl::Time FromMicros(int64_t us) { return absl::FromUnixMicros(us); }
+
+void PutPartition(const TopicPartition& tp, int32_t epoch, spb::TopicPartitionRecord* out) {
+  out->set_topic(tp.topic);
+  out->set_partition(tp.partition);
+  out->set_epoch(epoch);
+}
+TopicPartition GetPartition(const spb::TopicPartitionRecord& r) {
+  return TopicPartition{r.topic(), r.partition()};
+}
+
+std::string EncodeGroup(const GroupRecord& g) {
+  spb::Group pb;
+  pb.set_epoch(g.epoch);
+  pb.set_rebalances(g.rebalances);
+  pb.set_next_audit_id(g.next_audit_id);
+  pb.set_created_micros(Micros(g.created));
+  for (const auto& [member, partitions] : g.target) {
+    spb::AssignmentEntry* e = pb.add_target();
+    e->set_member_id(member);
+    for (const TopicPartition& tp : partitions) PutPartition(tp, 0, e->add_partitions());
+  }
+  return pb.SerializeAsString();
+}
+
+std::string EncodeMember(const MemberRecord& m) {
+  spb::Member pb;
+  pb.set_instance_id(m.instance_id);
+  pb.set_client_id(m.client_id);
+  pb.set_client_host(m.client_host);
+  pb.set_epoch(m.epoch);
+  for (const std::string& t : m.subscription) pb.add_subscription(t);
+  pb.set_session_timeout_micros(absl::ToInt64Microseconds(m.session_timeout));
+  for (const auto& [tp, since] : m.owned) PutPartition(tp, since, pb.add_owned());
+  for (const TopicPartition& tp : m.revoking) PutPartition(tp, 0, pb.add_revoking());
+  for (const TopicPartition& tp : m.resets) PutPartition(tp, 0, pb.add_resets());
+  pb.set_resets_epoch(m.resets_epoch);
+  return pb.SerializeAsString();
+}
+
+std::string EncodeOffset(const OffsetRecord& o) {
+  spb::Offset pb;
+  pb.set_offset(o.offset);
+  pb.set_metadata(o.metadata);
+  pb.set_commit_time_micros(Micros(o.commit_time));
+  pb.set_committed_by(o.committed_by);
+  pb.set_member_epoch(o.member_epoch);
+  return pb.SerializeAsString();
+}
+
+std::string EncodeAudit(const AuditRecord& a) {
+  spb::Audit pb;
+  pb.set_time_micros(Micros(a.time));
+  pb.set_action(a.action);
+  pb.set_actor(a.actor);
+  pb.set_peer(a.peer);
+  pb.set_reason(a.reason);
+  pb.set_spec(a.spec);
+  pb.set_topic(a.topic);
+  pb.set_group_epoch(a.group_epoch);
+  for (const PartitionReset& r : a.partitions) {
+    spb::PartitionReset* p = pb.add_partitions();
+    p->set_partition(r.partition);
+    p->set_had_offset(r.had_offset);
+    p->set_before(r.before);
+    p->set_after(r.after);
+    p->set_owner_member_id(r.owner_member_id);
+  }
+  return pb.SerializeAsString();
+}
+
+AuditRecord DecodeAudit(const spb::Audit& pb) {
+  AuditRecord a;
+  a.time = FromMicros(pb.time_micros());
+  a.action = pb.action();
+  a.actor = pb.actor();
+  a.peer = pb.peer();
+  a.reason = pb.reason();
+  a.spec = pb.spec();
+  a.topic = pb.topic();
+  a.group_epoch = pb.group_epoch();
+  for (const spb::PartitionReset& p : pb.partitions()) {
+    a.partitions.push_back(
+        {p.partition(), p.had_offset(), p.before(), p.after(), p.owner_member_id()});
+  }
+  return a;
+}
+
+absl::Status Corrupt(const char* what, std::string_view key) {
+  return absl::DataLossError(absl::StrCat("cannot decode ", what, " at key '",
+                                          absl::CHexEscape(absl::string_view(key.data(), key.size())),
+                                          "'"));
+}
+
+// Splits "group NUL rest" keys.
+bool SplitGroup(std::string_view key, std::string* group, std::string_view* rest) {
+  size_t nul = key.find('\0');
+  if (nul == std::string_view::npos) return false;
+  *group = std::string(key.substr(0, nul));
+  *rest = key.substr(nul + 1);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RocksDbCoordinatorStore>> RocksDbCoordinatorStore::Open(
+    const std::string& path) {
+  std::vector<std::string> cfs(keys::kColumnFamilies.begin(), keys::kColumnFamilies.end());
+  auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
+                               rocksdb_util::DefaultCfOptions(), cfs);
+  if (!db.ok()) return db.status();
+  return std::unique_ptr<RocksDbCoordinatorStore>(new RocksDbCoordinatorStore(*std::move(db)));
+}
+
+RocksDbCoordinatorStore::RocksDbCoordinatorStore(rocksdb_util::OpenDb db) : db_(std::move(db)) {
+  groups_ = db_.Find(keys::kGroupsCf);
+  members_ = db_.Find(keys::kMembersCf);
+  offsets_ = db_.Find(keys::kOffsetsCf);
+  audit_ = db_.Find(keys::kAuditCf);
+  db_.ForgetHandles();
+}
+
+absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
+  StoredState out;
+  rocksdb::ReadOptions ro;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(ro, groups_.get()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      spb::Group pb;
+      if (!pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        return Corrupt("group", it->key().ToStringView());
+      }
+      GroupRecord g;
+      g.group_id = it->key().ToString();
+      g.epoch = pb.epoch();
+      g.rebalances = pb.rebalances();
+      g.next_audit_id = pb.next_audit_id();
+      g.created = FromMicros(pb.created_micros());
+      for (const spb::AssignmentEntry& e : pb.target()) {
+        PartitionSet& set = g.target[e.member_id()];
+        for (const auto& p : e.partitions()) set.insert(GetPartition(p));
+      }
+      out.groups.push_back(std::move(g));
+    }
+    if (!it->status().ok()) return ToStatus(it->status(), "load groups");
+  }
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(ro, members_.get()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      spb::Member pb;
+      MemberRecord m;
+      std::string_view rest;
+      if (!SplitGroup(it->key().ToStringView(), &m.group_id, &rest) ||
+          !pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        return Corrupt("member", it->key().ToStringView());
+      }
+      m.member_id = std::string(rest);
+      m.instance_id = pb.instance_id();
+      m.client_id = pb.client_id();
+      m.client_host = pb.client_host();
+      m.epoch = pb.epoch();
+      m.subscription.assign(pb.subscription().begin(), pb.subscription().end());
+      m.session_timeout = absl::Microseconds(pb.session_timeout_micros());
+      for (const auto& p : pb.owned()) m.owned[GetPartition(p)] = p.epoch();
+      for (const auto& p : pb.revoking()) m.revoking.insert(GetPartition(p));
+      for (const auto& p : pb.resets()) m.resets.insert(GetPartition(p));
+      m.resets_epoch = pb.resets_epoch();
+      out.members.push_back(std::move(m));
+    }
+    if (!it->status().ok()) return ToStatus(it->status(), "load members");
+  }
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(ro, offsets_.get()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      spb::Offset pb;
+      OffsetRecord o;
+      std::string_view rest;
+      const std::string_view key = it->key().ToStringView();
+      size_t nul = std::string_view::npos;
+      if (!SplitGroup(key, &o.group_id, &rest) ||
+          (nul = rest.find('\0')) == std::string_view::npos || rest.size() != nul + 5 ||
+          !pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        return Corrupt("offset", key);
+      }
+      o.tp.topic = std::string(rest.substr(0, nul));
+      o.tp.partition = static_cast<int32_t>(coding::ReadBigEndian32(rest.data() + nul + 1));
+      o.offset = pb.offset();
+      o.metadata = pb.metadata();
+      o.commit_time = FromMicros(pb.commit_time_micros());
+      o.committed_by = pb.committed_by();
+      o.member_epoch = pb.member_epoch();
+      out.offsets.push_back(std::move(o));
+    }
+    if (!it->status().ok()) return ToStatus(it->status(), "load offsets");
+  }
+  return out;
+}
+
+absl::Status RocksDbCoordinatorStore::Write(const std::vector<const CoordinatorWrite*>& writes) {
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s;
+  auto check = [&](const rocksdb::Status& st) {
+    if (s.ok()) s = st;
+  };
+  for (const CoordinatorWrite* w : writes) {
+    for (const std::string& group : w->delete_groups) {
+      check(batch.Delete(groups_.get(), group));
+      for (const auto& cf : {members_, offsets_, audit_}) {
+        check(batch.DeleteRange(cf.get(), keys::GroupPrefix(group), keys::GroupPrefixEnd(group)));
+      }
+    }
+    for (const GroupRecord& g : w->put_groups) {
+      check(batch.Put(groups_.get(), g.group_id, EncodeGroup(g)));
+    }
+    for (const auto& [group, member] : w->delete_members) {
+      check(batch.Delete(members_.get(), keys::MemberKey(group, member)));
+    }
+    for (const MemberRecord& m : w->put_members) {
+      check(batch.Put(members_.get(), keys::MemberKey(m.group_id, m.member_id), EncodeMember(m)));
+    }
+    for (const OffsetRecord& o : w->put_offsets) {
+      check(batch.Put(offsets_.get(), keys::OffsetKey(o.group_id, o.tp.topic, o.tp.partition),
+                      EncodeOffset(o)));
+    }
+    for (const AuditRecord& a : w->put_audit) {
+      check(batch.Put(audit_.get(), keys::AuditKey(a.group_id, a.id), EncodeAudit(a)));
+    }
+  }
+  if (!s.ok()) return ToStatus(s, "build coordinator write batch");
+  if (batch.Count() == 0) return absl::OkStatus();
+  rocksdb::WriteOptions options;
+  options.sync = true;
+  return ToStatus(db_.db()->Write(options, &batch), "write coordinator changes");
+}
+
+absl::StatusOr<std::vector<AuditRecord>> RocksDbCoordinatorStore::ListAudit(
+    const std::string& group_id, uint64_t before_id, int limit) {
+  std::vector<AuditRecord> out;
+  const std::string prefix = keys::GroupPrefix(group_id);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_.db()->NewIterator(rocksdb::ReadOptions(), audit_.get()));
+  if (before_id == 0) {
+    it->SeekForPrev(keys::GroupPrefixEnd(group_id));
+  } else {
+    it->SeekForPrev(keys::AuditKey(group_id, before_id - 1));
+  }
+  for (; it->Valid() && static_cast<int>(out.size()) < limit; it->Prev()) {
+    const std::string_view key = it->key().ToStringView();
+    if (!key.starts_with(prefix)) break;
+    spb::Audit pb;
+    if (key.size() != prefix.size() + 8 ||
+        !pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+      return Corrupt("audit entry", key);
+    }
+    AuditRecord a = DecodeAudit(pb);
+    a.group_id = group_id;
+    a.id = coding::ReadBigEndian64(key.data() + prefix.size());
+    out.push_back(std::move(a));
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "list group audit");
+  return out;
+}
+
+}  // namespace conduit::coordinator
