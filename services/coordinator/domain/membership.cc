@@ -167,6 +167,8 @@ absl::StatusOr<HeartbeatOutput> GroupCoordinator::HeartbeatLocked(Group& g,
     it = r.revoking.erase(it);
     change->dirty_members.insert(r.member_id);
   }
+  // The release deadline covers one round of revocations, not every later one.
+  if (r.revoking.empty()) m->revoke_deadline.reset();
   // Reset notices are done once the member heartbeats at the epoch that carried them.
   if (!r.resets.empty() && in.member_epoch >= r.resets_epoch) {
     r.resets.clear();
