@@ -1,6 +1,7 @@
 #include "services/coordinator/api/coordinator_metrics.h"
 
 #include <string>
+#include <vector>
 
 namespace conduit::coordinator::api {
 namespace {
@@ -73,6 +74,30 @@ void CoordinatorMetrics::OnLag(const std::string& group, const TopicPartition& t
   lag_seconds_.Add(labels).Set(seconds);
 }
 
+void CoordinatorMetrics::RemoveLag(const std::string& group, const TopicPartition& tp) {
+  const prometheus::Labels labels = LagLabels(group, tp);
+  lag_records_.Remove(&lag_records_.Add(labels));
+  lag_seconds_.Remove(&lag_seconds_.Add(labels));
+}
+
+void CoordinatorMetrics::OnLagGone(const std::string& group, const std::string& topic) {
+  std::vector<TopicPartition> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = lag_series_.find(group);
+    if (it == lag_series_.end()) return;
+    for (auto tp = it->second.begin(); tp != it->second.end();) {
+      if (tp->topic == topic) {
+        gone.push_back(*tp);
+        tp = it->second.erase(tp);
+      } else {
+        ++tp;
+      }
+    }
+  }
+  for (const TopicPartition& tp : gone) RemoveLag(group, tp);
+}
+
 void CoordinatorMetrics::OnGroupDeleted(const std::string& group) {
   absl::btree_set<TopicPartition> series;
   {
@@ -80,11 +105,7 @@ void CoordinatorMetrics::OnGroupDeleted(const std::string& group) {
     series = std::move(lag_series_[group]);
     lag_series_.erase(group);
   }
-  for (const TopicPartition& tp : series) {
-    const prometheus::Labels labels = LagLabels(group, tp);
-    lag_records_.Remove(&lag_records_.Add(labels));
-    lag_seconds_.Remove(&lag_seconds_.Add(labels));
-  }
+  for (const TopicPartition& tp : series) RemoveLag(group, tp);
   members_.Remove(&members_.Add({{"group", group}}));
   rebalances_.Remove(&rebalances_.Add({{"group", group}}));
   commits_.Remove(&commits_.Add({{"group", group}}));

@@ -18,7 +18,8 @@ namespace conduit::coordinator::api {
 // conduit_coordinator_group_lag_records / _group_lag_seconds {group,topic,partition},
 // conduit_coordinator_group_members {group}, conduit_coordinator_rebalances_total {group},
 // conduit_coordinator_commits_total {group}, conduit_coordinator_commit_rejections_total
-// {group,reason}, conduit_coordinator_heartbeats_total. A deleted group's series are removed.
+// {group,reason}, conduit_coordinator_heartbeats_total. A deleted group's series are removed, and
+// so are the lag series of a deleted topic.
 // Thread-safe.
 class CoordinatorMetrics final : public CoordinatorObserver {
  public:
@@ -31,9 +32,12 @@ class CoordinatorMetrics final : public CoordinatorObserver {
   void OnHeartbeat() override;
   void OnLag(const std::string& group, const TopicPartition& tp, int64_t records,
              double seconds) override;
+  void OnLagGone(const std::string& group, const std::string& topic) override;
   void OnGroupDeleted(const std::string& group) override;
 
  private:
+  void RemoveLag(const std::string& group, const TopicPartition& tp);
+
   prometheus::Family<prometheus::Gauge>& lag_records_;
   prometheus::Family<prometheus::Gauge>& lag_seconds_;
   prometheus::Family<prometheus::Gauge>& members_;

@@ -46,6 +46,8 @@ class CoordinatorObserver {
   virtual void OnHeartbeat() {}
   virtual void OnLag(const std::string& group, const TopicPartition& tp, int64_t records,
                      double seconds) {}
+  // The topic no longer exists: its lag is not a figure any more.
+  virtual void OnLagGone(const std::string& group, const std::string& topic) {}
   virtual void OnGroupDeleted(const std::string& group) {}
 };
 

@@ -48,7 +48,11 @@ void GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
   for (const std::string& topic : topics) {
     auto marks = Marks(topic, /*fresh=*/true);
     if (!marks.ok()) {
-      if (!absl::IsNotFound(marks.status())) {
+      // A deleted topic has no lag; when the broker cannot be asked the last figures stay
+      // (and broker_error says why they are missing here).
+      if (absl::IsNotFound(marks.status())) {
+        observer_->OnLagGone(out->group_id, topic);
+      } else {
         out->broker_error = std::string(marks.status().message());
       }
       continue;
