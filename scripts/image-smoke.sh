@@ -5,12 +5,16 @@
 #   3. runs conduit-standalone in it the way the Helm chart does — read-only root filesystem, all
 #      capabilities dropped, no privilege escalation, data on a mounted volume —
 #   4. checks gRPC health from outside the container (tests/deploy/grpc_health_check.py with
-#      python3-grpcio: the whole server, conduit.log.v1.LogService, and NOT_FOUND for an unknown
-#      service) and that /metrics serves the conduit_log_* families,
+#      python3-grpcio: the whole server, conduit.log.v1.LogService,
+#      conduit.coordinator.v1.GroupCoordinator, conduit.queue.v1.WorkQueue, and NOT_FOUND for an
+#      unknown service) and that /metrics serves the conduit_log_* families,
 #   5. stops it with SIGTERM (clean exit 0, "stopped" logged), starts it again on the same volume
 #      and checks health again,
-#   6. runs every service the Helm chart deploys by default with the command and flag file the
-#      chart renders, and checks its health (the readiness probe's service name) and /metrics.
+#   6. runs every service the Helm chart deploys by default (broker, coordinator, queue) with the
+#      command and flag file the chart renders, and checks its health (the readiness probe's
+#      service name) and /metrics. The coordinator's --broker_address names the chart's broker
+#      Service, which does not resolve here: it asks the broker lazily, so it serves health
+#      anyway.
 #
 # Usage: image-smoke.sh [IMAGE]    (default conduit:<appVersion>)
 # Needs podman and runc (`scripts/install-deps.sh --image`), root for the volume's ownership.
@@ -54,7 +58,7 @@ uid=$("${podman[@]}" run --rm "${limits[@]}" --network none "$image" id -u)
 echo "runs as uid $uid"
 binaries=$("${podman[@]}" run --rm "${limits[@]}" --network none "$image" sh -c 'ls /usr/local/bin | tr "\n" " "')
 echo "binaries: $binaries"
-for b in conduit-broker conduit-standalone; do
+for b in conduit-broker conduit-coordinator conduit-queue conduit-standalone; do
   case " $binaries " in *" $b "*) ;; *) fail "$b is not in /usr/local/bin" ;; esac
 done
 
@@ -86,9 +90,8 @@ run_server() {
     fail "cannot start conduit-standalone"
 }
 
-# conduit-standalone hosts the log service, and the work queue when the image has conduit-queue.
-standalone_services=(conduit.log.v1.LogService)
-case " $binaries " in *" conduit-queue "*) standalone_services+=(conduit.queue.v1.WorkQueue) ;; esac
+# conduit-standalone hosts the log service, the group coordinator and the work queue.
+standalone_services=(conduit.log.v1.LogService conduit.coordinator.v1.GroupCoordinator conduit.queue.v1.WorkQueue)
 
 health() {
   /usr/bin/python3 tests/deploy/grpc_health_check.py "127.0.0.1:$grpc_port" \

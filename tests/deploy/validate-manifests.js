@@ -7,8 +7,9 @@
 //     prometheus-operator) schema of its apiVersion/kind: types and required fields;
 //   * for pods: non-root, read-only root filesystem, no privilege escalation, all capabilities
 //     dropped, RuntimeDefault seccomp, resources, gRPC probes (readiness on the service's own
-//     health name), a pinned image, a binary CMake defines (pending ones only in the
-//     all-services case), flag files naming only flags the servers define;
+//     health name), a pinned image, a binary CMake defines (a pending one only in a case marked
+//     pendingBinaries; none is today), flag files naming only flags the servers define, and
+//     the coordinator's --broker_address naming the broker client Service's gRPC port;
 //   * references: StatefulSet → headless Service, ConfigMap, ServiceAccount; Services and
 //     PodDisruptionBudgets select pods that exist, target ports the container declares;
 //     the ServiceMonitor selects the client Services by their metrics port;
@@ -32,12 +33,12 @@ const HEALTH = {
 
 // What each values combination must render: the services (StatefulSets) and the monitoring kinds.
 const EXPECT = {
-  default: { services: ['broker', 'queue'], monitoring: false },
+  default: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
   standalone: { services: ['standalone'], monitoring: false },
-  monitoring: { services: ['broker', 'queue'], monitoring: true },
+  monitoring: { services: ['broker', 'coordinator', 'queue'], monitoring: true },
   'standalone-monitoring': { services: ['standalone'], monitoring: true },
-  'all-services': { services: ['broker', 'coordinator', 'queue'], monitoring: true, pendingBinaries: true },
-  hardened: { services: ['broker', 'queue'], monitoring: false },
+  'all-services': { services: ['broker', 'coordinator', 'queue'], monitoring: true },
+  hardened: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
 };
 
 function modelFor(apiVersion, kind) {
@@ -150,7 +151,7 @@ for (const arg of process.argv.slice(2)) {
     if (binaries.has(binary)) {
       // ok
     } else if (PENDING_BINARIES.has(binary)) {
-      report.check(expect && expect.pendingBinaries, `${where}: ${binary} is not built yet; only the all-services case may render it`);
+      report.check(expect && expect.pendingBinaries, `${where}: ${binary} is not built yet; only a case marked pendingBinaries may render it`);
     } else {
       report.fail(`${where}: runs ${binary}, which no CMakeLists.txt defines`);
     }
@@ -192,6 +193,18 @@ for (const arg of process.argv.slice(2)) {
       report.check((value('listen') || '').endsWith(`:${grpcPort}`), `${cm.metadata.name}: --listen port is not the container's grpc port`);
       const metricsPort = (c.ports.find((p) => p.name === 'metrics') || {}).containerPort;
       report.check((value('metrics_listen') || '').endsWith(`:${metricsPort}`), `${cm.metadata.name}: --metrics_listen port is not the container's metrics port`);
+      if (component === 'coordinator') {
+        // The broker it asks: this release's broker client Service (only ready pods), gRPC port.
+        const broker = services.find((x) => x.spec.clusterIP !== 'None' &&
+          x.metadata.labels['app.kubernetes.io/component'] === 'broker');
+        const address = value('broker_address') || '';
+        if (report.check(broker, `${where}: the coordinator needs a broker, and none is rendered`)) {
+          const port = (broker.spec.ports.find((p) => p.name === 'grpc') || {}).port;
+          const m = address.match(/^([^:]+):(\d+)$/);
+          report.check(m && m[1].split('.')[0] === broker.metadata.name && Number(m[2]) === port,
+            `${cm.metadata.name}: --broker_address=${address}, expected the broker Service ${broker.metadata.name}:${port}`);
+        }
+      }
     }
   }
 

@@ -98,6 +98,9 @@ standalone:
 {{/*
 One service's settings: .Values.defaults overlaid with the service's own section and the
 service table entry. Call with (dict "root" $ "name" "broker"); returns YAML (use fromYaml).
+The coordinator's extraFlags gain broker_address: coordinator.brokerAddress, else an
+extraFlags.broker_address of its own, else this release's broker client Service
+(<fullname>-broker.<namespace>.svc:<broker grpcPort>, which routes to the ready broker only).
 */}}
 {{- define "conduit.serviceValues" -}}
 {{- $own := deepCopy (index .root.Values .name) -}}
@@ -108,6 +111,20 @@ service table entry. Call with (dict "root" $ "name" "broker"); returns YAML (us
 {{- $_ := set $merged "healthService" (default $table.healthService $own.healthService) -}}
 {{- $_ := set $merged "name" .name -}}
 {{- $_ := set $merged "objectName" (printf "%s-%s" (include "conduit.fullname" .root) .name) -}}
+{{- if eq .name "coordinator" -}}
+{{- $flags := default (dict) $merged.extraFlags -}}
+{{- $address := coalesce $merged.brokerAddress (get $flags "broker_address") -}}
+{{- if not $address -}}
+{{- if not .root.Values.broker.enabled -}}
+{{- fail "coordinator.enabled needs a log broker: enable broker, or set coordinator.brokerAddress (host:port)" -}}
+{{- end -}}
+{{- $broker := include "conduit.serviceValues" (dict "root" .root "name" "broker") | fromYaml -}}
+{{- $address = printf "%s.%s.svc:%v" $broker.objectName .root.Release.Namespace $broker.grpcPort -}}
+{{- end -}}
+{{- $_ := set $flags "broker_address" $address -}}
+{{- $_ := set $merged "extraFlags" $flags -}}
+{{- $_ := unset $merged "brokerAddress" -}}
+{{- end -}}
 {{- toYaml $merged -}}
 {{- end -}}
 
