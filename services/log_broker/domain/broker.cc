@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "services/log_broker/domain/limits.h"
-#include "services/log_broker/domain/murmur2.h"
+#include "common/hash/murmur2.h"
 #include "services/log_broker/domain/validation.h"
 
 namespace conduit::log_broker {
@@ -254,7 +254,7 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
     if (r.partition) {
       partition = *r.partition;
     } else if (r.data.key) {
-      partition = PartitionForKey(*r.data.key, meta.partitions);
+      partition = hash::PartitionForKey(*r.data.key, meta.partitions);
     } else {
       if (!sticky) sticky = (*topic)->sticky_cursor.fetch_add(1) % meta.partitions;
       partition = *sticky;

@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "services/log_broker/domain/murmur2.h"
+#include "common/hash/murmur2.h"
 #include "services/log_broker/tests/broker_fixture.h"
 
 namespace conduit::log_broker {
@@ -52,7 +52,7 @@ TEST_F(BrokerTest, KeyedRecordsFollowKafkasPartitionerAndKeylessStickPerRequest)
   ASSERT_TRUE(broker_->CreateTopic("t", 12, {}).ok());
   auto result = Produce("t", {Keyed("foobar", "1"), Keyed("abc", "2"), Keyed("foobar", "3")});
   ASSERT_TRUE(result.ok());
-  EXPECT_EQ(result->positions[0].partition, PartitionForKey("foobar", 12));
+  EXPECT_EQ(result->positions[0].partition, hash::PartitionForKey("foobar", 12));
   EXPECT_EQ(result->positions[0].partition, 6);  // Kafka: toPositive(-790332482) % 12
   EXPECT_EQ(result->positions[1].partition, 3);  // Kafka: toPositive(479470107) % 12
   EXPECT_EQ(result->positions[2].partition, 6);

@@ -1,6 +1,6 @@
-#include "services/log_broker/domain/murmur2.h"
+#include "common/hash/murmur2.h"
 
-namespace conduit::log_broker {
+namespace conduit::hash {
 
 int32_t Murmur2(std::string_view data) {
   // Unsigned arithmetic gives Java's wrap-around int multiplication and >>> without UB.
@@ -44,4 +44,4 @@ int32_t PartitionForKey(std::string_view key, int32_t partitions) {
   return static_cast<int32_t>(positive % static_cast<uint32_t>(partitions));
 }
 
-}  // namespace conduit::log_broker
+}  // namespace conduit::hash

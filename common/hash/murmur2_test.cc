@@ -1,4 +1,4 @@
-#include "services/log_broker/domain/murmur2.h"
+#include "common/hash/murmur2.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-namespace conduit::log_broker {
+namespace conduit::hash {
 namespace {
 
 // testdata/kafka_murmur2.tsv holds Kafka's own murmur2 vectors and the partitions Kafka's
@@ -46,4 +46,4 @@ TEST(Murmur2, BinaryKeysAndEmptyKey) {
 }
 
 }  // namespace
-}  // namespace conduit::log_broker
+}  // namespace conduit::hash

@@ -1,0 +1,114 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "conduit/coordinator/v1/coordinator.grpc.pb.h"
+#include "conduit/log/v1/log.grpc.pb.h"
+
+namespace conduit::client {
+
+using TopicPartition = std::pair<std::string, int32_t>;
+using PartitionSet = std::set<TopicPartition>;
+
+struct ConsumerOptions {
+  std::string address;  // conduit-standalone, or broker and coordinator at the same address
+  std::string coordinator_address;  // when the coordinator runs apart; default `address`
+  std::string group;
+  std::vector<std::string> topics;
+  std::string client_id;
+  std::string instance_id;  // static membership
+  absl::Duration session_timeout = absl::Seconds(10);
+  int max_poll_records = 500;
+  // Where a partition without a committed offset starts.
+  enum class Start { kEarliest, kLatest } start = Start::kEarliest;
+  absl::Duration request_timeout = absl::Seconds(10);
+};
+
+struct ConsumedRecord {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  std::vector<std::pair<std::string, std::string>> headers;
+  absl::Time append_time;
+  std::optional<absl::Time> event_time;
+};
+
+// A member of a consumer group. A background thread heartbeats at the interval the coordinator
+// asks for and applies assignment changes: revoked partitions are handed to `on_revoked` (where
+// the application may finish and commit; their positions are then committed) and released on
+// the next heartbeat; new partitions start from their committed offsets and are handed to
+// `on_assigned`. Offset resets (ResetOffsets on the group) move the positions. Poll and Commit
+// are called from the application's thread. Thread-safe.
+class GroupConsumer {
+ public:
+  using PartitionsCallback = std::function<void(const PartitionSet&)>;
+
+  // Joins the group; the first assignment is in place when this returns.
+  static absl::StatusOr<std::unique_ptr<GroupConsumer>> Create(
+      ConsumerOptions options, PartitionsCallback on_assigned = {},
+      PartitionsCallback on_revoked = {});
+  ~GroupConsumer();  // Close()
+
+  // Records from owned partitions, at most max_poll_records, waiting up to `timeout` for some.
+  // Positions move past what is returned.
+  absl::StatusOr<std::vector<ConsumedRecord>> Poll(absl::Duration timeout);
+  // Commits the positions of the owned partitions (after what Poll returned).
+  absl::Status Commit();
+  // The same without waiting; `done` runs on a gRPC thread. Close waits for outstanding ones.
+  void CommitAsync(std::function<void(absl::Status)> done);
+  // Poll, hand each record to `handle`, and commit once all of them succeeded: at-least-once.
+  // Returns the number of records processed, or the first error.
+  absl::StatusOr<int> ProcessAndCommit(
+      absl::Duration timeout, const std::function<absl::Status(const ConsumedRecord&)>& handle);
+
+  PartitionSet assignment();
+  std::string member_id();
+  // Leaves the group (its partitions move at once) and stops heartbeating.
+  void Close();
+  // Stops heartbeating without leaving, as a crashed process would: the coordinator moves the
+  // partitions when the session times out. For tests and demonstrations.
+  void Abandon();
+
+ private:
+  GroupConsumer(ConsumerOptions options, PartitionsCallback on_assigned,
+                PartitionsCallback on_revoked);
+  absl::Status HeartbeatOnce();
+  void HeartbeatLoop();
+  // Committed offsets (or the start position) of `partitions`.
+  absl::StatusOr<std::map<TopicPartition, int64_t>> StartPositions(const PartitionSet& partitions);
+  absl::Status CommitPositions(const std::map<TopicPartition, int64_t>& positions,
+                               const std::string& member_id, int32_t epoch);
+  void StopThread();
+
+  const ConsumerOptions options_;
+  const PartitionsCallback on_assigned_, on_revoked_;
+  std::unique_ptr<conduit::log::v1::LogService::Stub> log_;
+  std::unique_ptr<conduit::coordinator::v1::GroupCoordinator::Stub> coordinator_;
+
+  absl::Mutex mu_;
+  std::string member_id_ ABSL_GUARDED_BY(mu_);
+  int32_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  std::map<TopicPartition, int64_t> positions_ ABSL_GUARDED_BY(mu_);  // owned → next offset
+  size_t next_partition_ ABSL_GUARDED_BY(mu_) = 0;                    // Poll's round robin
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int async_commits_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Mutex heartbeat_mu_;  // one heartbeat at a time (the loop, or Create's first)
+  std::thread heartbeat_;
+};
+
+}  // namespace conduit::client

@@ -1,0 +1,285 @@
+// The client library against a real server on 127.0.0.1:0 hosting the broker, the coordinator
+// and the queue (as conduit-standalone does).
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "client/group_consumer.h"
+#include "client/producer.h"
+#include "client/worker.h"
+#include "common/grpc/server_runner.h"
+#include "common/hash/murmur2.h"
+#include "common/testing/temp_dir.h"
+#include "services/coordinator/coordinator_node.h"
+#include "services/log_broker/log_broker_node.h"
+#include "services/work_queue/queue_node.h"
+#include "tests/support/log_client.h"
+
+namespace conduit::client {
+namespace {
+
+namespace qpb = ::conduit::queue::v1;
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto broker =
+        log_broker::LogBrokerNode::Open(dir_.path(), registry_, time::SystemClock::Get());
+    ASSERT_TRUE(broker.ok()) << broker.status();
+    broker_ = *std::move(broker);
+    coordinator::CoordinatorNodeOptions options;
+    options.sweep_interval = absl::Milliseconds(100);
+    options.coordinator.min_session_timeout = absl::Milliseconds(100);
+    options.coordinator.heartbeat_interval = absl::Milliseconds(100);
+    auto node = coordinator::CoordinatorNode::Open(dir_.path(), registry_,
+                                                   time::SystemClock::Get(), options);
+    ASSERT_TRUE(node.ok()) << node.status();
+    coordinator_ = *std::move(node);
+    auto queue = work_queue::QueueNode::Open(dir_.path(), registry_, time::SystemClock::Get());
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    queue_ = *std::move(queue);
+    auto server = grpc_util::StartServer(
+        {}, {broker_->service(), coordinator_->service(), queue_->service()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    coordinator_->SetBrokerAddress(server_->address());
+    log_ = std::make_unique<testing::LogClient>(server_->address());
+  }
+  void TearDown() override {
+    broker_->service()->BeginShutdown();
+    server_->Shutdown();
+  }
+  std::string address() { return server_->address(); }
+  double ProduceRequests() {
+    for (const auto& family : registry_.Collect()) {
+      if (family.name == "conduit_log_produce_latency_seconds") {
+        double n = 0;
+        for (const auto& m : family.metric) n += m.histogram.sample_count;
+        return n;
+      }
+    }
+    return -1;
+  }
+  void CreateQueue(const std::string& name, absl::Duration visibility, int max_attempts) {
+    auto stub = qpb::WorkQueue::NewStub(
+        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    qpb::CreateQueueRequest req;
+    req.set_name(name);
+    grpc_util::SetDuration(visibility, req.mutable_config()->mutable_visibility_timeout());
+    req.mutable_config()->set_max_attempts(max_attempts);
+    req.mutable_config()->mutable_backoff_initial()->set_nanos(10'000'000);
+    req.mutable_config()->mutable_backoff_max()->set_nanos(10'000'000);
+    qpb::CreateQueueResponse resp;
+    ASSERT_TRUE(stub->CreateQueue(&ctx, req, &resp).ok());
+  }
+  void Enqueue(const std::string& queue, const std::vector<std::string>& payloads) {
+    auto stub = qpb::WorkQueue::NewStub(
+        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    qpb::EnqueueRequest req;
+    req.set_queue(queue);
+    for (const std::string& p : payloads) req.add_jobs()->set_payload(p);
+    qpb::EnqueueResponse resp;
+    ASSERT_TRUE(stub->Enqueue(&ctx, req, &resp).ok());
+  }
+
+  testing::TempDir dir_;
+  prometheus::Registry registry_;
+  std::unique_ptr<log_broker::LogBrokerNode> broker_;
+  std::unique_ptr<coordinator::CoordinatorNode> coordinator_;
+  std::unique_ptr<work_queue::QueueNode> queue_;
+  std::unique_ptr<grpc_util::RunningServer> server_;
+  std::unique_ptr<testing::LogClient> log_;
+};
+
+TEST_F(ClientTest, ProducerBatchesPlacesKeysLikeTheBrokerAndKeepsOrder) {
+  ASSERT_TRUE(log_->CreateTopic("orders", 4).ok());
+  auto producer = Producer::Create({.address = address(), .topic = "orders"});
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  std::vector<std::future<absl::StatusOr<RecordPosition>>> results;
+  for (int i = 0; i < 2000; ++i) {
+    results.push_back((*producer)->Send(
+        ProducerRecord{.key = "customer-" + std::to_string(i % 50), .value = std::to_string(i)}));
+  }
+  ASSERT_TRUE((*producer)->Flush().ok());
+  std::map<int32_t, int64_t> last_offset;
+  for (int i = 0; i < 2000; ++i) {
+    absl::StatusOr<RecordPosition> p = results[i].get();
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->partition, hash::PartitionForKey("customer-" + std::to_string(i % 50), 4));
+    auto [it, fresh] = last_offset.emplace(p->partition, p->offset);
+    if (!fresh) {
+      EXPECT_GT(p->offset, it->second) << "send order is kept within a partition";
+      it->second = p->offset;
+    }
+  }
+  EXPECT_LT(ProduceRequests(), 200) << "records were batched";
+  // Keyless records fill one partition per batch and rotate.
+  std::set<int32_t> used;
+  for (int i = 0; i < 8; ++i) {
+    auto p = (*producer)->Send(ProducerRecord{.value = "x"}).get();
+    ASSERT_TRUE(p.ok());
+    used.insert(p->partition);
+    ASSERT_TRUE((*producer)->Flush().ok());
+  }
+  EXPECT_EQ(used.size(), 4u);
+  auto bad = (*producer)->Send(ProducerRecord{.value = "x", .partition = 9}).get();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+}
+
+// Three consumers share six partitions; one is killed (stops heartbeating without leaving).
+// Its partitions move to the others, and after draining no record is missing; a record is
+// processed twice only if the killed consumer processed it without committing.
+TEST_F(ClientTest, ConsumerGroupSurvivesAKilledMemberWithoutLosingRecords) {
+  ASSERT_TRUE(log_->CreateTopic("events", 6).ok());
+  constexpr int kRecords = 600;
+  {
+    auto producer = Producer::Create({.address = address(), .topic = "events"});
+    ASSERT_TRUE(producer.ok());
+    for (int i = 0; i < kRecords; ++i) {
+      (*producer)->Send(ProducerRecord{.value = "e", .partition = i % 6}, [](auto) {});
+    }
+    ASSERT_TRUE((*producer)->Flush().ok());
+  }
+  absl::Mutex mu;
+  std::map<std::pair<int32_t, int64_t>, std::vector<int>> seen;  // record → consumers
+  std::atomic<bool> stop{false};
+  std::atomic<int> processed_by_victim{0};
+  std::vector<std::unique_ptr<GroupConsumer>> consumers;
+  for (int i = 0; i < 3; ++i) {
+    auto c = GroupConsumer::Create({.address = address(),
+                                    .group = "workers",
+                                    .topics = {"events"},
+                                    .client_id = "c" + std::to_string(i),
+                                    .session_timeout = absl::Milliseconds(800),
+                                    .max_poll_records = 10});
+    ASSERT_TRUE(c.ok()) << c.status();
+    consumers.push_back(*std::move(c));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      GroupConsumer& c = *consumers[i];
+      while (!stop.load()) {
+        if (i == 2 && processed_by_victim.load() >= 60) {
+          // Killed between processing a batch and committing it: no leave, no commit.
+          auto last = c.Poll(absl::Milliseconds(200));
+          if (last.ok()) {
+            absl::MutexLock lock(&mu);
+            for (const ConsumedRecord& r : *last) seen[{r.partition, r.offset}].push_back(i);
+          }
+          c.Abandon();
+          return;
+        }
+        (void)c.ProcessAndCommit(absl::Milliseconds(50), [&](const ConsumedRecord& r) {
+          absl::MutexLock lock(&mu);
+          seen[{r.partition, r.offset}].push_back(i);
+          if (i == 2) processed_by_victim.fetch_add(1);
+          return absl::OkStatus();
+        });
+        absl::SleepFor(absl::Milliseconds(5));  // leave room for the others
+      }
+    });
+  }
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < give_up) {
+    {
+      absl::MutexLock lock(&mu);
+      if (seen.size() == kRecords) break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kRecords)) << "a record is missing";
+  int duplicates = 0;
+  for (const auto& [record, by] : seen) {
+    if (by.size() == 1) continue;
+    ++duplicates;
+    EXPECT_EQ(by.front(), 2) << "only the killed consumer's uncommitted work is redone";
+  }
+  EXPECT_GE(processed_by_victim.load(), 60);
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(consumers[i]->assignment().empty());
+  std::printf("records %d, processed twice %d (the killed consumer's uncommitted batch)\n",
+              kRecords, duplicates);
+  consumers.clear();
+}
+
+TEST_F(ClientTest, WorkerExtendsTheLeaseOfASlowHandlerAndTheJobIsNotRedelivered) {
+  CreateQueue("slow", absl::Seconds(1), 5);
+  Enqueue("slow", {"big report"});
+  std::atomic<int> calls{0};
+  Worker slow({.address = address(), .queue = "slow", .worker_id = "slow",
+               .visibility_timeout = absl::Seconds(1)},
+              [&](const Job&) {
+                calls.fetch_add(1);
+                absl::SleepFor(absl::Milliseconds(3200));  // over three lease lengths
+                return Outcome::Ack();
+              });
+  // A second worker polls the same queue all along: it would get the job if the lease lapsed.
+  Worker other({.address = address(), .queue = "slow", .worker_id = "other"}, [&](const Job&) {
+    calls.fetch_add(1);
+    return Outcome::Ack();
+  });
+  slow.Start();
+  absl::SleepFor(absl::Milliseconds(300));
+  other.Start();
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (slow.stats().acked == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  slow.Stop();
+  other.Stop();
+  EXPECT_EQ(calls.load(), 1) << "the job was redelivered";
+  EXPECT_EQ(slow.stats().acked, 1);
+  EXPECT_GE(slow.stats().extensions, 2);
+  EXPECT_EQ(slow.stats().lost_leases, 0);
+  EXPECT_TRUE(slow.error().ok()) << slow.error();
+}
+
+TEST_F(ClientTest, WorkerReportsAnUnknownQueue) {
+  Worker w({.address = address(), .queue = "nope", .worker_id = "w"}, [](const Job&) {
+    return Outcome::Ack();
+  });
+  w.Start();
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (w.error().ok() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(absl::IsNotFound(w.error())) << w.error();
+  w.Stop();
+}
+
+TEST_F(ClientTest, WorkerRetriesThenDeadLettersAPoisonJob) {
+  CreateQueue("mail", absl::Seconds(5), 3);
+  Enqueue("mail", {"ok", "flaky", "poison"});
+  absl::Mutex mu;
+  std::map<std::string, int> attempts;
+  Worker worker({.address = address(), .queue = "mail", .worker_id = "w", .concurrency = 2},
+                [&](const Job& job) {
+                  absl::MutexLock lock(&mu);
+                  const int n = ++attempts[job.payload];
+                  if (job.payload == "poison") return Outcome::Retry("smtp said 550");
+                  if (job.payload == "flaky" && n == 1) return Outcome::Retry("timeout");
+                  return Outcome::Ack();
+                });
+  worker.Start();
+  const absl::Time give_up = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < give_up) {
+    Worker::Stats s = worker.stats();
+    if (s.acked == 2 && s.dead == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  worker.Stop();
+  Worker::Stats s = worker.stats();
+  EXPECT_EQ(s.acked, 2);
+  EXPECT_EQ(s.dead, 1);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(attempts["poison"], 3) << "max attempts";
+  EXPECT_EQ(attempts["flaky"], 2);
+  EXPECT_EQ(attempts["ok"], 1);
+}
+
+}  // namespace
+}  // namespace conduit::client

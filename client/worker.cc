@@ -1,0 +1,180 @@
+#include "client/worker.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/grpc/proto_time.h"
+#include "common/grpc/status.h"
+
+namespace conduit::client {
+
+namespace qpb = ::conduit::queue::v1;
+
+Worker::Worker(WorkerOptions options, Handler handler)
+    : options_(std::move(options)), handler_(std::move(handler)) {
+  stub_ = qpb::WorkQueue::NewStub(
+      grpc::CreateChannel(options_.address, grpc::InsecureChannelCredentials()));
+}
+
+Worker::~Worker() { Stop(); }
+
+void Worker::Start() {
+  for (int i = 0; i < std::max(1, options_.concurrency); ++i) {
+    threads_.emplace_back([this] { WorkLoop(); });
+  }
+  threads_.emplace_back([this] { KeeperLoop(); });
+}
+
+void Worker::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+Worker::Stats Worker::stats() {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::Status Worker::error() {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+void Worker::WorkLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(
+        absl::ToChronoTime(absl::Now() + options_.lease_wait + options_.request_timeout));
+    qpb::LeaseRequest req;
+    req.set_queue(options_.queue);
+    req.set_worker_id(options_.worker_id);
+    req.set_max_jobs(1);
+    if (options_.visibility_timeout > absl::ZeroDuration()) {
+      grpc_util::SetDuration(options_.visibility_timeout, req.mutable_visibility_timeout());
+    }
+    // Short long-polls so that Stop is noticed promptly.
+    grpc_util::SetDuration(std::min(options_.lease_wait, absl::Milliseconds(500)),
+                           req.mutable_max_wait());
+    qpb::LeaseResponse resp;
+    grpc::Status s = stub_->Lease(&ctx, req, &resp);
+    if (!s.ok()) {
+      const grpc::StatusCode code = s.error_code();
+      if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+          code != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        // A wrong queue or option will not get better by retrying: this thread stops.
+        absl::MutexLock lock(&mu_);
+        error_ = grpc_util::FromGrpcStatus(s);
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(100));  // the server is away: do not spin
+      continue;
+    }
+    for (const qpb::LeasedJob& leased : resp.jobs()) {
+      const absl::Duration lease = grpc_util::FromTimestamp(leased.deadline()) - absl::Now();
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.leased;
+        running_[leased.job_id()] = Running{leased.lease_token(), absl::Now() + lease / 3};
+      }
+      Job job{leased.job_id(), leased.payload(), {}, leased.attempt(), leased.tenant()};
+      for (const auto& h : leased.headers()) job.headers.emplace_back(h.key(), h.value());
+      const Outcome outcome = handler_(job);
+      std::string token;
+      {
+        absl::MutexLock lock(&mu_);
+        token = running_[leased.job_id()].token;
+        running_.erase(leased.job_id());
+      }
+      qpb::LeasedJob current = leased;
+      current.set_lease_token(token);
+      Finish(current, outcome);
+    }
+  }
+}
+
+void Worker::KeeperLoop() {
+  absl::MutexLock lock(&mu_);
+  // Runs until stopped with no handler left running (Stop lets running handlers finish).
+  auto done = +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+    return w->stopping_ && w->running_.empty();
+  };
+  while (!mu_.AwaitWithTimeout(absl::Condition(done, this), absl::Milliseconds(50))) {
+    const absl::Time now = absl::Now();
+    std::vector<std::pair<uint64_t, std::string>> due;
+    for (const auto& [id, r] : running_) {
+      if (r.next_extension <= now) due.emplace_back(id, r.token);
+    }
+    if (due.empty()) continue;
+    mu_.Unlock();
+    for (const auto& [id, token] : due) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
+      qpb::ExtendLeaseRequest req;
+      req.set_queue(options_.queue);
+      req.set_job_id(id);
+      req.set_lease_token(token);
+      grpc_util::SetDuration(options_.visibility_timeout, req.mutable_extension());
+      qpb::ExtendLeaseResponse resp;
+      grpc::Status s = stub_->ExtendLease(&ctx, req, &resp);
+      absl::MutexLock relock(&mu_);
+      auto it = running_.find(id);
+      if (it == running_.end()) continue;
+      if (s.ok()) {
+        ++stats_.extensions;
+        it->second.next_extension = absl::Now() + options_.visibility_timeout / 3;
+      } else if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+                 s.error_code() == grpc::StatusCode::NOT_FOUND) {
+        // The lease is gone (expired, or the job moved on): the outcome will be refused.
+        ++stats_.lost_leases;
+        it->second.next_extension = absl::InfiniteFuture();
+      } else {
+        it->second.next_extension = absl::Now() + absl::Milliseconds(200);  // retry soon
+      }
+    }
+    mu_.Lock();
+  }
+}
+
+void Worker::Finish(const qpb::LeasedJob& job, const Outcome& outcome) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
+  grpc::Status s;
+  if (outcome.kind == Outcome::Kind::kAck) {
+    qpb::AckRequest req;
+    req.set_queue(options_.queue);
+    req.set_job_id(job.job_id());
+    req.set_lease_token(job.lease_token());
+    qpb::AckResponse resp;
+    s = stub_->Ack(&ctx, req, &resp);
+    absl::MutexLock lock(&mu_);
+    if (s.ok()) ++stats_.acked;
+    return;
+  }
+  qpb::NackRequest req;
+  req.set_queue(options_.queue);
+  req.set_job_id(job.job_id());
+  req.set_lease_token(job.lease_token());
+  req.set_reason(outcome.reason);
+  req.set_failure_class(outcome.kind == Outcome::Kind::kDeadLetter
+                            ? qpb::FAILURE_CLASS_PERMANENT
+                            : qpb::FAILURE_CLASS_TRANSIENT);
+  if (outcome.retry_after) grpc_util::SetDuration(*outcome.retry_after, req.mutable_retry_after());
+  qpb::NackResponse resp;
+  s = stub_->Nack(&ctx, req, &resp);
+  absl::MutexLock lock(&mu_);
+  if (!s.ok()) return;
+  if (resp.dead()) {
+    ++stats_.dead;
+  } else {
+    ++stats_.retried;
+  }
+}
+
+}  // namespace conduit::client

@@ -1,0 +1,95 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "conduit/queue/v1/queue.grpc.pb.h"
+
+namespace conduit::client {
+
+struct WorkerOptions {
+  std::string address;
+  std::string queue;
+  std::string worker_id;
+  int concurrency = 1;  // jobs handled at once, one thread each
+  // Lease length asked per job (0: the queue's; at least 1 s). The lease is extended by this
+  // much every third of it while the handler runs.
+  absl::Duration visibility_timeout = absl::Seconds(30);
+  absl::Duration lease_wait = absl::Seconds(2);  // long-poll per Lease call
+  absl::Duration request_timeout = absl::Seconds(10);
+};
+
+struct Job {
+  uint64_t id = 0;
+  std::string payload;
+  std::vector<std::pair<std::string, std::string>> headers;
+  uint32_t attempt = 0;
+  std::string tenant;
+};
+
+// What the handler decided.
+struct Outcome {
+  enum class Kind { kAck, kRetry, kDeadLetter } kind = Kind::kAck;
+  std::string reason;
+  std::optional<absl::Duration> retry_after;
+
+  static Outcome Ack() { return {}; }
+  static Outcome Retry(std::string reason, std::optional<absl::Duration> after = std::nullopt) {
+    return {Kind::kRetry, std::move(reason), after};
+  }
+  static Outcome DeadLetter(std::string reason) { return {Kind::kDeadLetter, std::move(reason)}; }
+};
+
+// A work-queue worker: `concurrency` threads each lease one job at a time and run the handler;
+// while it runs, a keeper thread extends the lease; then the job is acked or nacked (transient:
+// the queue's backoff or retry_after; permanent: the dead-letter lane). Stop() is graceful: no
+// new leases, running handlers finish and their outcomes are reported. Thread-safe.
+class Worker {
+ public:
+  using Handler = std::function<Outcome(const Job&)>;
+
+  Worker(WorkerOptions options, Handler handler);
+  ~Worker();  // Stop()
+
+  void Start();
+  void Stop();
+
+  // Counters for the application (and tests).
+  struct Stats {
+    int64_t leased = 0, acked = 0, retried = 0, dead = 0, extensions = 0, lost_leases = 0;
+  };
+  Stats stats();
+  // Why a lease loop stopped on its own (an unknown queue, a bad option), or OK.
+  absl::Status error();
+
+ private:
+  struct Running {
+    std::string token;
+    absl::Time next_extension;
+  };
+  void WorkLoop();
+  void KeeperLoop();
+  void Finish(const conduit::queue::v1::LeasedJob& job, const Outcome& outcome);
+
+  const WorkerOptions options_;
+  const Handler handler_;
+  std::unique_ptr<conduit::queue::v1::WorkQueue::Stub> stub_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace conduit::client
