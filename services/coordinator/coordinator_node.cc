@@ -37,7 +37,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
   node->service_ =
       std::make_unique<api::CoordinatorService>(node->coordinator_.get(), node->executor_.get());
   if (options.run_sweeper) {
-    node->sweeper_ = std::thread([n = node.get(), options] { n->SweepLoop(options); });
+    GroupCoordinator* c = node->coordinator_.get();
+    node->sweeper_ = std::thread(
+        [n = node.get(), c, options] { n->RunEvery(options.sweep_interval, [c] { c->Sweep(); }); });
+    node->lag_sampler_ = std::thread([n = node.get(), c, options] {
+      n->RunEvery(options.lag_interval, [c] { c->SampleLag(); });
+    });
   }
   return node;
 }
@@ -48,17 +53,15 @@ CoordinatorNode::~CoordinatorNode() {
     stopping_ = true;
   }
   if (sweeper_.joinable()) sweeper_.join();
+  if (lag_sampler_.joinable()) lag_sampler_.join();
   executor_.reset();  // finishes queued calls while the coordinator still exists
 }
 
-void CoordinatorNode::SweepLoop(CoordinatorNodeOptions options) {
-  absl::Time next_lag = absl::Now() + options.lag_interval;
+void CoordinatorNode::RunEvery(absl::Duration interval, const std::function<void()>& work) {
   absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options.sweep_interval)) {
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) {
     mu_.Unlock();
-    const bool sample_lag = absl::Now() >= next_lag;
-    if (sample_lag) next_lag = absl::Now() + options.lag_interval;
-    coordinator_->Sweep(sample_lag);
+    work();
     mu_.Lock();
   }
 }

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <functional>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -49,7 +50,8 @@ class CoordinatorNode {
 
  private:
   CoordinatorNode() = default;
-  void SweepLoop(CoordinatorNodeOptions options);
+  // Runs `work` every `interval` until the node stops.
+  void RunEvery(absl::Duration interval, const std::function<void()>& work);
 
   std::unique_ptr<RocksDbCoordinatorStore> store_;
   std::unique_ptr<GrpcTopicSource> topics_;
@@ -59,7 +61,8 @@ class CoordinatorNode {
   std::unique_ptr<api::CoordinatorService> service_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread sweeper_;
+  std::thread sweeper_;      // session expiry, topic changes
+  std::thread lag_sampler_;  // lag metrics (may wait on the broker)
 };
 
 }  // namespace conduit::coordinator

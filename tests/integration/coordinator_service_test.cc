@@ -115,7 +115,7 @@ TEST_F(CoordinatorServiceTest, LagSecondsComeFromTheBrokersAppendTimes) {
   EXPECT_EQ(d.partitions(0).lag_records(), 0);
   EXPECT_EQ(d.partitions(0).lag_seconds(), 0.0);
   ProduceAndRead("clicks", 1);
-  node_->coordinator()->Sweep(/*sample_lag=*/true);
+  node_->coordinator()->SampleLag();
   EXPECT_EQ(MetricValue("conduit_coordinator_group_lag_records", "readers"), 1);
   EXPECT_GE(MetricValue("conduit_coordinator_group_lag_seconds", "readers"), 0);
   EXPECT_EQ(MetricValue("conduit_coordinator_group_members", "readers"), 1);
@@ -127,7 +127,7 @@ TEST_F(CoordinatorServiceTest, LagSecondsComeFromTheBrokersAppendTimes) {
   del.set_name("clicks");
   logpb::DeleteTopicResponse deleted;
   ASSERT_TRUE(log_->stub()->DeleteTopic(&ctx, del, &deleted).ok());
-  node_->coordinator()->Sweep(/*sample_lag=*/true);
+  node_->coordinator()->SampleLag();
   EXPECT_EQ(MetricValue("conduit_coordinator_group_lag_records", "readers"), -1);
   EXPECT_EQ(MetricValue("conduit_coordinator_group_lag_seconds", "readers"), -1);
 }

@@ -35,7 +35,9 @@ class CoordinatorClient {
     cpb::HeartbeatRequest req;
     req.set_group_id(group);
     for (const std::string& t : topics) req.add_subscribed_topics(t);
-    req.mutable_session_timeout()->set_seconds(absl::ToInt64Seconds(session));
+    const int64_t nanos = absl::ToInt64Nanoseconds(session);
+    req.mutable_session_timeout()->set_seconds(nanos / 1'000'000'000);
+    req.mutable_session_timeout()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
     req.set_instance_id(instance_id);
     return Call(&cpb::GroupCoordinator::Stub::Heartbeat, req, out);
   }

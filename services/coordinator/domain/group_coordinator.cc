@@ -141,6 +141,7 @@ absl::Status GroupCoordinator::Wait(const std::shared_ptr<Waiter>& waiter) {
 }
 
 std::vector<GroupListing> GroupCoordinator::List() {
+  // (Listing shows group states, not offsets; it needs no barrier.)
   std::vector<GroupPtr> groups;
   {
     absl::MutexLock lock(&mu_);
@@ -208,20 +209,28 @@ absl::StatusOr<std::vector<AuditRecord>> GroupCoordinator::ListAudit(const std::
 
 absl::StatusOr<std::vector<PartitionMarks>> GroupCoordinator::Marks(const std::string& topic,
                                                                    bool fresh) {
+  auto not_found = [&] {
+    return absl::NotFoundError(absl::StrCat("topic '", topic, "' does not exist"));
+  };
   const absl::Time now = clock_->Now();
-  if (!fresh) {
+  std::optional<TopicInfo> cached;
+  {
     absl::MutexLock lock(&topics_mu_);
     auto it = topic_cache_.find(topic);
-    if (it != topic_cache_.end() && now - it->second.fetched < options_.topic_refresh) {
-      return it->second.partitions;
-    }
+    if (it != topic_cache_.end()) cached = it->second;
+  }
+  if (!fresh && cached && now - cached->fetched < options_.topic_refresh) {
+    if (!cached->partitions) return not_found();
+    return *cached->partitions;
   }
   auto marks = topics_->Describe(topic);
   absl::MutexLock lock(&topics_mu_);
   if (marks.ok()) {
     topic_cache_[topic] = TopicInfo{*marks, now};
   } else if (absl::IsNotFound(marks.status())) {
-    topic_cache_.erase(topic);
+    topic_cache_[topic] = TopicInfo{std::nullopt, now};
+  } else if (!fresh && cached && cached->partitions) {
+    return *cached->partitions;  // the broker is away: what it said last still bounds offsets
   }
   return marks;
 }
@@ -230,7 +239,23 @@ absl::btree_map<std::string, int32_t> GroupCoordinator::CachedCounts() {
   absl::btree_map<std::string, int32_t> out;
   absl::MutexLock lock(&topics_mu_);
   for (const auto& [topic, info] : topic_cache_) {
-    out[topic] = static_cast<int32_t>(info.partitions.size());
+    out[topic] = info.partitions ? static_cast<int32_t>(info.partitions->size()) : 0;
+  }
+  return out;
+}
+
+absl::btree_map<std::string, int32_t> GroupCoordinator::CountsForLocked(Group& g) {
+  const absl::btree_map<std::string, int32_t> cached = CachedCounts();
+  absl::btree_map<std::string, int32_t> out;
+  for (const auto& [id, m] : g.members) {
+    for (const std::string& topic : m.record.subscription) {
+      if (auto it = cached.find(topic); it != cached.end()) {
+        out[topic] = it->second;
+      } else if (auto old = g.record.partition_counts.find(topic);
+                 old != g.record.partition_counts.end()) {
+        out[topic] = old->second;
+      }
+    }
   }
   return out;
 }
@@ -256,13 +281,17 @@ absl::Status GroupCoordinator::CheckWithinLog(const TopicPartition& tp, int64_t 
   return absl::OkStatus();
 }
 
-void GroupCoordinator::Sweep(bool sample_lag) {
+std::vector<GroupCoordinator::GroupPtr> GroupCoordinator::AllGroups() {
   std::vector<GroupPtr> groups;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [id, g] : groups_) groups.push_back(g);
-  }
-  // Refresh the partition counts of subscribed topics; a change rebalances the groups.
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, g] : groups_) groups.push_back(g);
+  return groups;
+}
+
+void GroupCoordinator::Sweep() {
+  std::vector<GroupPtr> groups = AllGroups();
+  // Refresh the partition counts of subscribed topics; a group whose target was computed with
+  // other counts (a topic grew, appeared or went) rebalances.
   absl::btree_set<std::string> subscribed;
   for (GroupPtr& g : groups) {
     absl::MutexLock lock(&g->mu);
@@ -270,29 +299,23 @@ void GroupCoordinator::Sweep(bool sample_lag) {
       subscribed.insert(m.record.subscription.begin(), m.record.subscription.end());
     }
   }
-  const absl::btree_map<std::string, int32_t> before = CachedCounts();
   for (const std::string& topic : subscribed) (void)Marks(topic, /*fresh=*/false);
-  const absl::btree_map<std::string, int32_t> after = CachedCounts();
   for (GroupPtr& g : groups) {
     absl::MutexLock lock(&g->mu);
     if (g->deleted) continue;
     Change change;
     ExpireLocked(*g, clock_->Now(), &change);
-    bool topics_changed = false;
-    for (auto& [id, m] : g->members) {
-      for (const std::string& topic : m.record.subscription) {
-        auto b = before.find(topic), a = after.find(topic);
-        int32_t nb = b == before.end() ? 0 : b->second, na = a == after.end() ? 0 : a->second;
-        if (nb != na) topics_changed = true;
-      }
+    if (!g->members.empty() && CountsForLocked(*g) != g->record.partition_counts) {
+      RebalanceLocked(*g, &change);
     }
-    if (topics_changed && !g->members.empty()) RebalanceLocked(*g, &change);
     (void)SubmitLocked(*g, std::move(change));
   }
-  if (!sample_lag) return;
-  for (GroupPtr& g : groups) {
+}
+
+void GroupCoordinator::SampleLag() {
+  for (GroupPtr& g : AllGroups()) {
     GroupDescription unused;
-    ComputeLag(*g, &unused);
+    (void)ComputeLag(*g, &unused);  // a failed group's figures are simply not refreshed
   }
 }
 

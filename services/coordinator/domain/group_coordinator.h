@@ -173,9 +173,12 @@ class GroupCoordinator {
   absl::StatusOr<std::vector<AuditRecord>> ListAudit(const std::string& group_id,
                                                      uint64_t before_id, int limit);
 
-  // Expires silent members, re-reads partition counts of subscribed topics (rebalancing groups
-  // whose topics changed) and, when `sample_lag`, computes every group's lag for the observer.
-  void Sweep(bool sample_lag);
+  // Expires silent members and re-reads partition counts of subscribed topics (rebalancing
+  // groups whose topics changed).
+  void Sweep();
+  // Computes every group's lag for the observer (metrics). May take long with a slow broker:
+  // run it apart from Sweep.
+  void SampleLag();
 
  private:
   struct Member {
@@ -210,10 +213,11 @@ class GroupCoordinator {
   struct Waiter;
 
   struct TopicInfo {
-    std::vector<PartitionMarks> partitions;
+    std::optional<std::vector<PartitionMarks>> partitions;  // unset: the topic does not exist
     absl::Time fetched;
   };
 
+  std::vector<GroupPtr> AllGroups();
   GroupPtr FindGroup(const std::string& group_id);
   GroupPtr FindOrCreateGroup(const std::string& group_id);
   absl::StatusOr<GroupPtr> ExistingGroup(const std::string& group_id);
@@ -240,11 +244,16 @@ class GroupCoordinator {
 
   // Topic cache (group_coordinator.cc).
   absl::StatusOr<std::vector<PartitionMarks>> Marks(const std::string& topic, bool fresh);
+  // Partition counts of the topics the broker has answered for (0: it does not exist).
   absl::btree_map<std::string, int32_t> CachedCounts();
+  // The counts a target for `g` is computed with: the broker's where known, else the ones the
+  // current target used.
+  absl::btree_map<std::string, int32_t> CountsForLocked(Group& g)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   absl::Status CheckWithinLog(const TopicPartition& tp, int64_t offset);
 
   // Lag (lag.cc).
-  void ComputeLag(Group& g, GroupDescription* out);
+  absl::Status ComputeLag(Group& g, GroupDescription* out);
 
   CoordinatorStore* const store_;
   TopicSource* const topics_;

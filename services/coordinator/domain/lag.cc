@@ -9,15 +9,16 @@ namespace conduit::coordinator {
 absl::StatusOr<GroupDescription> GroupCoordinator::Describe(const std::string& group_id) {
   auto found = ExistingGroup(group_id);
   if (!found.ok()) return found.status();
+  if (auto s = log_.health(); !s.ok()) return s;
   GroupDescription out;
-  ComputeLag(**found, &out);
+  if (auto s = ComputeLag(**found, &out); !s.ok()) return s;
   if (out.group_id.empty()) {
     return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
   }
   return out;
 }
 
-void GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
+absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
   // 1. Snapshot the group.
   absl::btree_set<std::string> topics;
   absl::btree_map<TopicPartition, std::string> owner;
@@ -25,7 +26,7 @@ void GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
   std::shared_ptr<Waiter> barrier;
   {
     absl::MutexLock lock(&g.mu);
-    if (g.deleted) return;
+    if (g.deleted) return absl::OkStatus();
     Change change;
     ExpireLocked(g, clock_->Now(), &change);
     (void)SubmitLocked(g, std::move(change));
@@ -42,7 +43,7 @@ void GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
     offsets = g.offsets;
     barrier = BarrierLocked(g);
   }
-  (void)Wait(barrier);
+  if (auto s = Wait(barrier); !s.ok()) return s;
   // 2. Ask the broker, outside the mutex.
   const absl::Time now = clock_->Now();
   for (const std::string& topic : topics) {
@@ -81,6 +82,7 @@ void GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
   // 3. Record the samples and derive drain rates.
   {
     absl::MutexLock lock(&g.mu);
+    if (g.deleted) return absl::OkStatus();  // deleted meanwhile: no series to bring back
     for (PartitionLagView& v : out->partitions) {
       std::deque<LagSample>& history = g.lag_history[v.tp];
       history.push_back({now, v.lag_records});
@@ -104,6 +106,7 @@ void GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
     out->max_lag_seconds = std::max(out->max_lag_seconds, v.lag_seconds);
     observer_->OnLag(out->group_id, v.tp, v.lag_records, v.lag_seconds);
   }
+  return absl::OkStatus();
 }
 
 }  // namespace conduit::coordinator

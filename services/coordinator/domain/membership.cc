@@ -32,6 +32,14 @@ absl::Status ValidateHeartbeat(const HeartbeatInput& in, const CoordinatorOption
     return absl::InvalidArgumentError(absl::StrCat(
         "member_epoch ", in.member_epoch, " is negative; use LeaveGroup to leave the group"));
   }
+  if (in.member_epoch > 0 && in.member_id.empty()) {
+    return absl::InvalidArgumentError(
+        "member_epoch > 0 needs the member_id the coordinator returned at join");
+  }
+  if (in.client_id.size() > kMaxIdLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("client_id is ", in.client_id.size(), " bytes; the limit is ", kMaxIdLength));
+  }
   if (in.member_epoch == 0 && in.subscription.empty()) {
     return absl::InvalidArgumentError("a join (member_epoch 0) needs subscribed_topics");
   }
@@ -156,9 +164,10 @@ absl::StatusOr<HeartbeatOutput> GroupCoordinator::HeartbeatLocked(Group& g,
     change->dirty_members.insert(r.member_id);
     RebalanceLocked(g, change);
   }
-  // Releases: a partition being revoked that the member no longer lists is free.
+  // Releases: a partition being revoked that the member no longer lists is free, unless the
+  // heartbeat is older than the grant (a delayed retry must not release what came after it).
   for (auto it = r.revoking.begin(); it != r.revoking.end();) {
-    if (in.owned.contains(*it)) {
+    if (in.owned.contains(*it) || in.member_epoch < r.owned.at(*it)) {
       ++it;
       continue;
     }
@@ -243,7 +252,8 @@ void GroupCoordinator::RebalanceLocked(Group& g, Change* change) {
   change->group_dirty = true;
   std::vector<AssignorMember> members;
   for (const auto& [id, m] : g.members) members.push_back({id, m.record.subscription});
-  Assignment target = ComputeAssignment(members, CachedCounts(), g.record.target);
+  g.record.partition_counts = CountsForLocked(g);
+  Assignment target = ComputeAssignment(members, g.record.partition_counts, g.record.target);
   if (target != g.record.target) {
     ++g.record.rebalances;
     observer_->OnRebalance(g.record.group_id);

@@ -13,6 +13,9 @@ absl::Status ValidateCommit(const CommitInput& in) {
   if (auto s = ValidateId("group id", in.group_id); !s.ok()) return s;
   if (!in.member_id.empty()) {
     if (auto s = ValidateId("member id", in.member_id); !s.ok()) return s;
+  } else if (in.member_epoch > 0) {
+    return absl::InvalidArgumentError(
+        "member_epoch > 0 needs a member_id; a commit without members uses epoch -1 or 0");
   }
   if (in.entries.empty()) return absl::InvalidArgumentError("no offsets to commit");
   if (in.entries.size() > kMaxPartitionsPerRequest) {
@@ -55,8 +58,7 @@ absl::Status GroupCoordinator::Commit(const CommitInput& in) {
     if (auto s = CheckWithinLog(e.tp, e.offset); !s.ok()) return s;
   }
   GroupPtr g = in.member_id.empty() ? FindOrCreateGroup(in.group_id) : FindGroup(in.group_id);
-  if (!g) {
-    observer_->OnCommitRejected(in.group_id, "unknown_group");
+  if (!g) {  // (not counted per group: the label would take any id a caller sends)
     return absl::NotFoundError(absl::StrCat("group '", in.group_id, "' does not exist"));
   }
   std::string rejected;  // the reason label, when rejected
@@ -126,6 +128,8 @@ absl::StatusOr<std::vector<OffsetRecord>> GroupCoordinator::FetchOffsets(
     const std::string& group_id, const std::vector<std::string>& topics) {
   auto found = ExistingGroup(group_id);
   if (!found.ok()) return found.status();
+  // After a failed write memory may hold what the disk does not: show nothing.
+  if (auto s = log_.health(); !s.ok()) return s;
   std::vector<OffsetRecord> out;
   std::shared_ptr<Waiter> barrier;
   {
@@ -168,6 +172,11 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
   if (in.execute && in.actor.empty()) {
     return absl::InvalidArgumentError("an executed reset needs an actor (who asks), for the audit");
   }
+  if (in.actor.size() > kMaxIdLength || in.reason.size() > kMaxMetadataBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("actor is limited to ", kMaxIdLength,
+                                                   " bytes and reason to ", kMaxMetadataBytes));
+  }
+  if (auto s = log_.health(); !s.ok()) return s;
   // Ask the broker first (outside any mutex): the log's bounds, and offsets for a time.
   auto marks = Marks(in.topic, /*fresh=*/true);
   if (!marks.ok()) return marks.status();
@@ -213,7 +222,6 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
     absl::MutexLock lock(&g->mu);
     g->record.group_id = in.group_id;
   }
-  if (auto s = log_.health(); !s.ok()) return s;
   ResetOutput out;
   std::shared_ptr<Waiter> waiter;
   {
@@ -243,10 +251,15 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
         case ResetInput::Kind::kOffset:
           r.after = in.value;
           break;
-        case ResetInput::Kind::kShift:
-          r.after = std::clamp((r.had_offset ? r.before : m.log_start) + in.value, m.log_start,
-                               m.high_watermark);
+        case ResetInput::Kind::kShift: {
+          // Clamped to the log; computed without overflow for any shift.
+          const int64_t base = r.had_offset ? r.before : m.log_start;
+          const int64_t room_up = m.high_watermark - base, room_down = m.log_start - base;
+          r.after = base + std::clamp(in.value, std::min(room_down, int64_t{0}),
+                                      std::max(room_up, int64_t{0}));
+          r.after = std::clamp(r.after, m.log_start, m.high_watermark);
           break;
+        }
       }
       if (auto o = g->owner.find(tp); o != g->owner.end()) r.owner_member_id = o->second;
       out.partitions.push_back(std::move(r));

@@ -52,6 +52,10 @@ struct GroupRecord {
   uint64_t next_audit_id = 1;
   absl::Time created;
   Assignment target;  // computed at `epoch`
+  // The partition count of each subscribed topic that `target` was computed with. A topic
+  // growing (or appearing, or going) shows as a difference, and rebalances the group; while the
+  // broker cannot be asked these stand in for the counts.
+  absl::btree_map<std::string, int32_t> partition_counts;
 };
 
 struct OffsetRecord {

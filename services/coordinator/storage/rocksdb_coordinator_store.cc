@@ -36,6 +36,9 @@ std::string EncodeGroup(const GroupRecord& g) {
     e->set_member_id(member);
     for (const TopicPartition& tp : partitions) PutPartition(tp, 0, e->add_partitions());
   }
+  for (const auto& [topic, count] : g.partition_counts) {
+    (*pb.mutable_partition_counts())[topic] = count;
+  }
   return pb.SerializeAsString();
 }
 
@@ -156,6 +159,7 @@ absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
         PartitionSet& set = g.target[e.member_id()];
         for (const auto& p : e.partitions()) set.insert(GetPartition(p));
       }
+      g.partition_counts.insert(pb.partition_counts().begin(), pb.partition_counts().end());
       out.groups.push_back(std::move(g));
     }
     if (!it->status().ok()) return ToStatus(it->status(), "load groups");

@@ -35,8 +35,15 @@ class FakeTopics final : public TopicSource {
     topics_[topic][partition].log_start = offset;
   }
 
+  // While set, the broker cannot be reached.
+  void SetUnavailable(bool unavailable) {
+    absl::MutexLock lock(&mu_);
+    unavailable_ = unavailable;
+  }
+
   absl::StatusOr<std::vector<PartitionMarks>> Describe(const std::string& topic) override {
     absl::MutexLock lock(&mu_);
+    if (unavailable_) return absl::UnavailableError("broker unreachable (test)");
     auto it = topics_.find(topic);
     if (it == topics_.end()) return absl::NotFoundError("topic '" + topic + "' does not exist");
     std::vector<PartitionMarks> out;
@@ -74,6 +81,7 @@ class FakeTopics final : public TopicSource {
     std::vector<absl::Time> appended;
   };
   absl::Mutex mu_;
+  bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::vector<Part>> topics_ ABSL_GUARDED_BY(mu_);
 };
 

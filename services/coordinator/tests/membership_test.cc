@@ -89,7 +89,7 @@ TEST_F(MembershipTest, SilentMemberIsEvictedAfterItsSessionTimeout) {
 TEST_F(MembershipTest, ExpiryNeedsNoCallToTheGroupWhenTheSweepRuns) {
   auto [a, b] = StableTwo();
   clock_.Advance(absl::Seconds(11));
-  coordinator_->Sweep(/*sample_lag=*/false);
+  coordinator_->Sweep();
   EXPECT_EQ(Describe("g").state, GroupState::kEmpty);
 }
 
@@ -140,6 +140,58 @@ TEST_F(MembershipTest, AMemberThatNeverReleasesIsFenced) {
   EXPECT_EQ(b.assignment.size(), 4u);
 }
 
+TEST_F(MembershipTest, ATopicThatGrowsIsRebalancedByTheSweep) {
+  auto [a, b] = StableTwo();
+  topics_.AddTopic("orders", 8);  // 4 more partitions
+  Describe("g");  // asks the broker afresh (so would the sweep, once the cache is 30 s old)
+  coordinator_->Sweep();
+  for (int round = 0; round < 3; ++round) {
+    a = Beat("g", a);
+    b = Beat("g", b);
+  }
+  EXPECT_EQ(a.assignment.size(), 4u);
+  EXPECT_EQ(b.assignment.size(), 4u);
+  EXPECT_EQ(Describe("g").state, GroupState::kStable);
+}
+
+TEST_F(MembershipTest, WithTheBrokerAwayARebalanceKeepsTheKnownPartitions) {
+  auto [a, b] = StableTwo();
+  Reopen();  // the topic cache is empty after a restart...
+  topics_.SetUnavailable(true);  // ...and the broker cannot be asked
+  ASSERT_TRUE(coordinator_->Leave("g", b.member_id).ok());
+  a = Beat("g", a);
+  EXPECT_EQ(a.assignment.size(), 4u) << "counts of the last target stand in for the broker's";
+}
+
+TEST_F(MembershipTest, ADelayedHeartbeatDoesNotReleaseWhatWasGrantedAfterIt) {
+  HeartbeatInput join;
+  join.group_id = "g";
+  join.subscription = {"later"};  // does not exist yet
+  join.session_timeout = absl::Seconds(10);
+  auto a = coordinator_->Heartbeat(join);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->assignment.empty());
+  HeartbeatInput delayed;  // sent now, processed much later
+  delayed.group_id = "g";
+  delayed.member_id = a->member_id;
+  delayed.member_epoch = a->member_epoch;
+
+  topics_.AddTopic("later", 4);
+  Describe("g");
+  coordinator_->Sweep();
+  HeartbeatOutput a2 = Beat("g", *a);  // granted all four at the new epoch
+  ASSERT_EQ(a2.assignment.size(), 4u);
+  HeartbeatOutput b = Join("g", {"later"});
+  a2 = Beat("g", a2);  // told to give two up: they are being revoked
+  ASSERT_EQ(a2.assignment.size(), 2u);
+  ASSERT_TRUE(coordinator_->Heartbeat(delayed).ok());  // owns nothing, says the old heartbeat
+  b = Beat("g", b);
+  EXPECT_TRUE(b.assignment.empty()) << "A has not released them yet";
+  a2 = Beat("g", a2);  // the real release
+  b = Beat("g", b);
+  EXPECT_EQ(b.assignment.size(), 2u);
+}
+
 TEST_F(MembershipTest, BadHeartbeatsAreRejectedAndChangeNothing) {
   HeartbeatInput in;
   in.subscription = {"orders"};
@@ -155,6 +207,9 @@ TEST_F(MembershipTest, BadHeartbeatsAreRejectedAndChangeNothing) {
   EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->Heartbeat(in).status()));
   in.group_id = std::string("bad\0id", 6);
   in.member_epoch = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->Heartbeat(in).status()));
+  in.group_id = "g";
+  in.member_epoch = 3;  // an epoch without a member id
   EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->Heartbeat(in).status()));
   EXPECT_TRUE(coordinator_->List().empty());
 

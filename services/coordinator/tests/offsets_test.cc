@@ -207,6 +207,8 @@ TEST_F(OffsetsTest, ResetTargets) {
   EXPECT_EQ(after(ResetInput::Kind::kShift, -2), 3);
   EXPECT_EQ(after(ResetInput::Kind::kShift, -50), 0) << "clamped to the log start";
   EXPECT_EQ(after(ResetInput::Kind::kShift, 50), 10) << "clamped to the high watermark";
+  EXPECT_EQ(after(ResetInput::Kind::kShift, INT64_MAX), 10) << "no overflow";
+  EXPECT_EQ(after(ResetInput::Kind::kShift, INT64_MIN), 0) << "no overflow";
   ResetInput at_time{"g", "orders", {0}, ResetInput::Kind::kTimestamp, kT0 + absl::Milliseconds(6500)};
   auto by_time = coordinator_->ResetOffsets(at_time);
   ASSERT_TRUE(by_time.ok()) << by_time.status();
