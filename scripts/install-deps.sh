@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev libcli11-dev
   python3 python3-grpcio python3-grpc-tools grpc-proto
   nodejs curl
   prometheus docker-compose

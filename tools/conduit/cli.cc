@@ -1,0 +1,115 @@
+#include "tools/conduit/cli.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace conduit::cli {
+
+namespace {
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "UNKNOWN";
+  }
+}
+}  // namespace
+
+std::shared_ptr<grpc::Channel> Globals::Channel() const {
+  return grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+}
+
+std::unique_ptr<grpc::ClientContext> Globals::Context() const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(timeout_seconds)));
+  return ctx;
+}
+
+int Fail(const grpc::Status& status) {
+  std::fprintf(stderr, "error: %s: %s\n", CodeName(status.error_code()),
+               status.error_message().c_str());
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    std::fprintf(stderr, "(is a Conduit server running at the --addr address?)\n");
+  }
+  return kExitError;
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+void PrintJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  std::fputs(out.c_str(), stdout);
+  if (out.empty() || out.back() != '\n') std::fputc('\n', stdout);
+}
+
+void Table::Print() const {
+  std::vector<size_t> width;
+  for (const auto& row : rows_) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows_) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    std::puts(line.c_str());
+  }
+}
+
+bool ParseDuration(const std::string& text, absl::Duration* out) {
+  absl::string_view t = text;
+  if (absl::ConsumeSuffix(&t, "d")) {
+    double days;
+    if (!absl::SimpleAtod(t, &days)) return false;
+    *out = absl::Hours(24 * days);
+    return true;
+  }
+  return absl::ParseDuration(text, out);
+}
+
+bool ParseTime(const std::string& text, absl::Time* out) {
+  int64_t seconds;
+  if (absl::SimpleAtoi(text, &seconds)) {
+    *out = absl::FromUnixSeconds(seconds);
+    return true;
+  }
+  std::string err;
+  return absl::ParseTime(absl::RFC3339_full, text, out, &err);
+}
+
+std::string TimeText(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+std::string DurationText(absl::Duration d) { return absl::FormatDuration(d); }
+
+}  // namespace conduit::cli

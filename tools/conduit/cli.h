@@ -1,0 +1,68 @@
+#pragma once
+
+// Shared plumbing of the `conduit` CLI: global options, stubs, output (table or JSON) and the
+// mapping of errors to messages and exit codes.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <google/protobuf/message.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/time/time.h"
+
+namespace conduit::cli {
+
+// Exit codes: 0 ok, 1 the server said no (the gRPC status is printed), 2 bad usage.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+struct Globals {
+  std::string addr = "127.0.0.1:7070";
+  double timeout_seconds = 10;
+  std::string output = "table";  // table | json
+
+  bool json() const { return output == "json"; }
+  std::shared_ptr<grpc::Channel> Channel() const;
+  // A context with the --timeout deadline.
+  std::unique_ptr<grpc::ClientContext> Context() const;
+};
+
+// What a parsed subcommand runs.
+using Action = std::function<int()>;
+
+// Each command family registers its subcommands; the chosen one stores its action in `run`.
+void AddTopicCommands(CLI::App& app, const Globals& g, Action* run);
+void AddRecordCommands(CLI::App& app, const Globals& g, Action* run);
+void AddGroupCommands(CLI::App& app, const Globals& g, Action* run);
+void AddQueueCommands(CLI::App& app, const Globals& g, Action* run);
+
+// Prints "error: CODE: message" on stderr and returns kExitError.
+int Fail(const grpc::Status& status);
+int UsageError(const std::string& message);
+// The message as JSON (as grpcurl prints it) on stdout.
+void PrintJson(const google::protobuf::Message& message);
+
+// A text table: columns sized to their widest cell.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : rows_{std::move(header)} {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void Print() const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// "30s", "5m", "1h30m", "7d" (absl durations plus days).
+bool ParseDuration(const std::string& text, absl::Duration* out);
+// RFC 3339 ("2026-11-29T10:00:00Z") or Unix seconds.
+bool ParseTime(const std::string& text, absl::Time* out);
+std::string TimeText(absl::Time t);
+std::string DurationText(absl::Duration d);
+
+}  // namespace conduit::cli

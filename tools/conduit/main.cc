@@ -1,0 +1,37 @@
+// conduit: one tool for topics, records, consumer groups, queues and dead letters.
+//
+//   conduit [--addr host:port] [--timeout s] [--output table|json] <command> ...
+//
+// Exit codes: 0 ok; 1 the server refused (the gRPC status and message are printed); 2 bad usage.
+#include <cstdlib>
+
+#include "tools/conduit/cli.h"
+
+int main(int argc, char** argv) {
+  using namespace conduit::cli;
+  CLI::App app{"conduit: topics, records, consumer groups, work queues and dead letters",
+               "conduit"};
+  app.require_subcommand(1);
+  Globals globals;
+  if (const char* env = std::getenv("CONDUIT_ADDR")) globals.addr = env;
+  app.add_option("--addr", globals.addr, "server address host:port (env CONDUIT_ADDR)")
+      ->capture_default_str();
+  app.add_option("--timeout", globals.timeout_seconds, "per-call deadline in seconds")
+      ->capture_default_str();
+  app.add_option("--output,-o", globals.output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  Action run;
+  AddTopicCommands(app, globals, &run);
+  AddRecordCommands(app, globals, &run);
+  AddGroupCommands(app, globals, &run);
+  AddQueueCommands(app, globals, &run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (!run) return UsageError("no command given (see --help)");
+  return run();
+}

@@ -1,0 +1,250 @@
+// conduit produce TOPIC / conduit consume TOPIC
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "client/group_consumer.h"
+#include "client/producer.h"
+#include "common/grpc/proto_time.h"
+#include "conduit/log/v1/log.grpc.pb.h"
+#include "tools/conduit/cli.h"
+
+namespace conduit::cli {
+namespace {
+
+namespace lpb = ::conduit::log::v1;
+
+struct ProduceFlags {
+  std::string topic, file, key_separator;
+  int partition = -1;
+  std::vector<std::string> headers;
+};
+
+int Produce(const Globals& g, const ProduceFlags& f) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const std::string& h : f.headers) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(h, absl::MaxSplits('=', 1));
+    if (h.find('=') == std::string::npos) return UsageError("--header wants key=value: " + h);
+    headers.push_back(std::move(kv));
+  }
+  std::ifstream file;
+  if (!f.file.empty()) {
+    file.open(f.file);
+    if (!file) return UsageError("cannot read " + f.file);
+  }
+  std::istream& in = f.file.empty() ? std::cin : file;
+  auto producer = client::Producer::Create({.address = g.addr,
+                                            .topic = f.topic,
+                                            .request_timeout = absl::Seconds(g.timeout_seconds)});
+  if (!producer.ok()) {
+    return Fail(grpc::Status(static_cast<grpc::StatusCode>(producer.status().code()),
+                             std::string(producer.status().message())));
+  }
+  std::atomic<int64_t> failed{0};
+  int64_t sent = 0;
+  const absl::Time start = absl::Now();
+  absl::Time next_progress = start + absl::Seconds(1);
+  std::string line;
+  while (std::getline(in, line)) {
+    client::ProducerRecord r;
+    if (!f.key_separator.empty()) {
+      size_t at = line.find(f.key_separator);
+      if (at != std::string::npos) {
+        r.key = line.substr(0, at);
+        line = line.substr(at + f.key_separator.size());
+      }
+    }
+    r.value = line;
+    if (f.partition >= 0) r.partition = f.partition;
+    r.headers = headers;
+    (*producer)->Send(std::move(r), [&failed](absl::StatusOr<client::RecordPosition> p) {
+      if (!p.ok()) failed.fetch_add(1);
+    });
+    ++sent;
+    if (absl::Now() >= next_progress) {  // progress for long inputs, on stderr
+      const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+      std::fprintf(stderr, "\rsent %lld records (%.0f/s)", static_cast<long long>(sent),
+                   sent / secs);
+      next_progress += absl::Seconds(1);
+    }
+  }
+  absl::Status flushed = (*producer)->Flush();
+  const double secs = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start));
+  if (next_progress > start + absl::Seconds(1)) std::fputc('\n', stderr);
+  if (g.json()) {
+    std::printf("{\"topic\": \"%s\", \"records\": %lld, \"failed\": %lld}\n", f.topic.c_str(),
+                static_cast<long long>(sent), static_cast<long long>(failed.load()));
+  } else {
+    std::printf("produced %lld records to %s in %.2f s (%.0f/s)\n",
+                static_cast<long long>(sent - failed.load()), f.topic.c_str(), secs,
+                (sent - failed.load()) / secs);
+  }
+  if (!flushed.ok()) {
+    return Fail(grpc::Status(static_cast<grpc::StatusCode>(flushed.code()),
+                             absl::StrCat(failed.load(), " records failed; first error: ",
+                                          flushed.message())));
+  }
+  return kExitOk;
+}
+
+struct ConsumeFlags {
+  std::string topic, group, from_time, format = "%p\t%o\t%T\t%k\t%v";
+  int partition = -1;
+  int64_t offset = -1;
+  bool follow = false;
+  int64_t max = -1;
+};
+
+std::string Render(const ConsumeFlags& f, const std::string& topic, int32_t partition,
+                   int64_t offset, const std::optional<std::string>& key,
+                   const std::optional<std::string>& value, absl::Time appended,
+                   std::optional<absl::Time> event_time) {
+  return absl::StrReplaceAll(
+      f.format, {{"%t", topic},
+                 {"%p", std::to_string(partition)},
+                 {"%o", std::to_string(offset)},
+                 {"%k", key.value_or("")},
+                 {"%v", value.value_or("")},
+                 {"%T", TimeText(appended)},
+                 {"%E", event_time ? TimeText(*event_time) : "-"},
+                 {"\\t", "\t"}});
+}
+
+int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
+  auto consumer = client::GroupConsumer::Create(
+      {.address = g.addr, .group = f.group, .topics = {f.topic}, .client_id = "conduit-cli",
+       .request_timeout = absl::Seconds(g.timeout_seconds)});
+  if (!consumer.ok()) {
+    return Fail(grpc::Status(static_cast<grpc::StatusCode>(consumer.status().code()),
+                             std::string(consumer.status().message())));
+  }
+  int64_t printed = 0;
+  while (f.max < 0 || printed < f.max) {
+    auto records = (*consumer)->Poll(absl::Seconds(1));
+    if (!records.ok()) {
+      return Fail(grpc::Status(static_cast<grpc::StatusCode>(records.status().code()),
+                               std::string(records.status().message())));
+    }
+    if (records->empty() && !f.follow) break;  // caught up
+    for (const client::ConsumedRecord& r : *records) {
+      if (f.max >= 0 && printed >= f.max) break;
+      std::puts(Render(f, r.topic, r.partition, r.offset, r.key, r.value, r.append_time,
+                       r.event_time).c_str());
+      ++printed;
+    }
+    std::fflush(stdout);
+    // Commit what was printed (at-least-once; a partial batch is committed at its end).
+    if (absl::Status s = (*consumer)->Commit(); !s.ok()) {
+      std::fprintf(stderr, "warning: commit failed: %s\n", s.ToString().c_str());
+    }
+  }
+  (*consumer)->Close();
+  return kExitOk;
+}
+
+int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
+  auto stub = lpb::LogService::NewStub(g.Channel());
+  lpb::DescribeTopicRequest dreq;
+  dreq.set_name(f.topic);
+  lpb::DescribeTopicResponse topic;
+  if (auto s = stub->DescribeTopic(g.Context().get(), dreq, &topic); !s.ok()) return Fail(s);
+  std::vector<std::pair<int32_t, int64_t>> positions;  // partition → next offset
+  for (const auto& p : topic.partitions()) {
+    if (f.partition >= 0 && p.partition() != f.partition) continue;
+    positions.emplace_back(p.partition(), f.offset >= 0 ? f.offset : p.log_start_offset());
+  }
+  if (positions.empty()) {
+    return UsageError(absl::StrCat("topic ", f.topic, " has no partition ", f.partition));
+  }
+  if (!f.from_time.empty()) {
+    absl::Time t;
+    if (!ParseTime(f.from_time, &t)) return UsageError("bad --from-time " + f.from_time);
+    for (auto& [partition, offset] : positions) {
+      lpb::ListOffsetsRequest req;
+      req.set_topic(f.topic);
+      req.add_partitions(partition);
+      req.set_spec(lpb::OFFSET_SPEC_TIMESTAMP);
+      grpc_util::SetTimestamp(t, req.mutable_timestamp());
+      lpb::ListOffsetsResponse resp;
+      if (auto s = stub->ListOffsets(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+      offset = resp.offsets(0).offset();
+    }
+  }
+  int64_t printed = 0;
+  while (f.max < 0 || printed < f.max) {
+    bool any = false, all_caught_up = true;
+    for (auto& [partition, offset] : positions) {
+      lpb::FetchRequest req;
+      req.set_topic(f.topic);
+      req.set_partition(partition);
+      req.set_offset(offset);
+      req.set_max_records(500);
+      if (f.follow && positions.size() == 1) grpc_util::SetDuration(absl::Seconds(1), req.mutable_max_wait());
+      lpb::FetchResponse resp;
+      if (auto s = stub->Fetch(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+      for (const lpb::Record& r : resp.records()) {
+        if (f.max >= 0 && printed >= f.max) break;
+        if (g.json()) {
+          PrintJson(r);
+        } else {
+          std::optional<std::string> key, value;
+          if (r.has_key()) key = r.key();
+          if (r.has_value()) value = r.value();
+          std::optional<absl::Time> event;
+          if (r.has_event_time()) event = grpc_util::FromTimestamp(r.event_time());
+          std::puts(Render(f, f.topic, partition, r.offset(), key, value,
+                           grpc_util::FromTimestamp(r.append_time()), event).c_str());
+        }
+        ++printed;
+        any = true;
+      }
+      offset = resp.next_offset();
+      if (offset < resp.high_watermark()) all_caught_up = false;
+    }
+    std::fflush(stdout);
+    if (!f.follow && all_caught_up) break;
+    if (!any && f.follow && positions.size() > 1) absl::SleepFor(absl::Milliseconds(200));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddRecordCommands(CLI::App& app, const Globals& g, Action* run) {
+  {
+    auto f = std::make_shared<ProduceFlags>();
+    auto* cmd = app.add_subcommand("produce", "append stdin lines (or --file) as records");
+    cmd->add_option("topic", f->topic, "topic")->required();
+    cmd->add_option("--file,-f", f->file, "read records from this file, one per line");
+    cmd->add_option("--key-separator,-K", f->key_separator,
+                    "split each line into key and value at the first occurrence");
+    cmd->add_option("--partition", f->partition, "write to this partition");
+    cmd->add_option("--header,-H", f->headers, "key=value header on every record");
+    cmd->callback([&g, run, f] { *run = [&g, f] { return Produce(g, *f); }; });
+  }
+  {
+    auto f = std::make_shared<ConsumeFlags>();
+    auto* cmd = app.add_subcommand("consume", "print records (to the end, or --follow)");
+    cmd->add_option("topic", f->topic, "topic")->required();
+    auto* group = cmd->add_option("--group,-g", f->group, "consume as a member of this group");
+    cmd->add_option("--partition", f->partition, "only this partition")->excludes(group);
+    cmd->add_option("--offset", f->offset, "start offset (default: the log start)")
+        ->excludes(group);
+    cmd->add_option("--from-time", f->from_time, "start at the first record appended then")
+        ->excludes(group);
+    cmd->add_flag("--follow", f->follow, "wait for new records");
+    cmd->add_option("--max,-n", f->max, "stop after this many records");
+    cmd->add_option("--format", f->format,
+                    "%t topic %p partition %o offset %k key %v value %T append time %E event time")
+        ->capture_default_str();
+    cmd->callback([&g, run, f] {
+      *run = [&g, f] { return f->group.empty() ? ConsumePartitions(g, *f) : ConsumeGroup(g, *f); };
+    });
+  }
+}
+
+}  // namespace conduit::cli

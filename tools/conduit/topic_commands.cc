@@ -1,0 +1,194 @@
+// conduit topic create|list|describe|alter|delete
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc/proto_time.h"
+#include "conduit/log/v1/log.grpc.pb.h"
+#include "tools/conduit/cli.h"
+
+namespace conduit::cli {
+namespace {
+
+namespace lpb = ::conduit::log::v1;
+
+// Topic settings shared by create and alter; only those given are set.
+struct ConfigFlags {
+  std::string retention_time, retention_bytes, cleanup_policy, durability, dedup_window;
+
+  void Add(CLI::App* cmd) {
+    cmd->add_option("--retention-time", retention_time, "e.g. 7d, 12h; -1s keeps forever");
+    cmd->add_option("--retention-bytes", retention_bytes, "per partition; -1: no limit");
+    cmd->add_option("--cleanup-policy", cleanup_policy, "delete | compact | compact,delete")
+        ->check(CLI::IsMember({"delete", "compact", "compact,delete"}));
+    cmd->add_option("--durability", durability, "sync | interval")
+        ->check(CLI::IsMember({"sync", "interval"}));
+    cmd->add_option("--dedup-window", dedup_window, "skip repeated event ids within, e.g. 10m");
+  }
+  // Fills `config`; an error message for a bad value.
+  std::string Fill(lpb::TopicConfig* config) const {
+    absl::Duration d;
+    if (!retention_time.empty()) {
+      if (!ParseDuration(retention_time, &d)) return "bad --retention-time " + retention_time;
+      grpc_util::SetDuration(d, config->mutable_retention_time());
+    }
+    if (!retention_bytes.empty()) {
+      int64_t bytes;
+      if (!absl::SimpleAtoi(retention_bytes, &bytes)) return "bad --retention-bytes";
+      config->set_retention_bytes(bytes);
+    }
+    if (cleanup_policy == "delete") config->set_cleanup_policy(lpb::CLEANUP_POLICY_DELETE);
+    if (cleanup_policy == "compact") config->set_cleanup_policy(lpb::CLEANUP_POLICY_COMPACT);
+    if (cleanup_policy == "compact,delete") {
+      config->set_cleanup_policy(lpb::CLEANUP_POLICY_COMPACT_DELETE);
+    }
+    if (durability == "sync") config->set_durability(lpb::DURABILITY_SYNC);
+    if (durability == "interval") config->set_durability(lpb::DURABILITY_INTERVAL);
+    if (!dedup_window.empty()) {
+      if (!ParseDuration(dedup_window, &d)) return "bad --dedup-window " + dedup_window;
+      grpc_util::SetDuration(d, config->mutable_dedup_window());
+    }
+    return "";
+  }
+};
+
+std::string ConfigText(const lpb::TopicConfig& c) {
+  std::string policy = lpb::CleanupPolicy_Name(c.cleanup_policy());
+  std::string out = absl::StrCat(lpb::Durability_Name(c.durability()), " ", policy);
+  if (c.has_retention_time()) {
+    absl::StrAppend(&out, " retention=", DurationText(grpc_util::FromDuration(c.retention_time())));
+  }
+  if (c.has_retention_bytes()) absl::StrAppend(&out, " retention_bytes=", c.retention_bytes());
+  return out;
+}
+
+}  // namespace
+
+void AddTopicCommands(CLI::App& app, const Globals& g, Action* run) {
+  CLI::App* topic = app.add_subcommand("topic", "create, list, describe, alter, delete topics");
+  topic->require_subcommand(1);
+
+  {
+    auto* cmd = topic->add_subcommand("create", "create a topic");
+    auto name = std::make_shared<std::string>();
+    auto partitions = std::make_shared<int>(1);
+    auto flags = std::make_shared<ConfigFlags>();
+    cmd->add_option("name", *name, "topic name")->required();
+    cmd->add_option("--partitions,-p", *partitions, "partition count")->capture_default_str();
+    flags->Add(cmd);
+    cmd->callback([&g, run, name, partitions, flags] {
+      *run = [&g, name, partitions, flags] {
+        lpb::CreateTopicRequest req;
+        req.set_name(*name);
+        req.set_partitions(*partitions);
+        if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
+          return UsageError(err);
+        }
+        lpb::CreateTopicResponse resp;
+        auto stub = lpb::LogService::NewStub(g.Channel());
+        if (auto s = stub->CreateTopic(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+        if (g.json()) {
+          PrintJson(resp);
+        } else {
+          std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
+        }
+        return kExitOk;
+      };
+    });
+  }
+  {
+    auto* cmd = topic->add_subcommand("list", "list topics");
+    cmd->callback([&g, run] {
+      *run = [&g] {
+        lpb::ListTopicsResponse resp;
+        auto stub = lpb::LogService::NewStub(g.Channel());
+        if (auto s = stub->ListTopics(g.Context().get(), {}, &resp); !s.ok()) return Fail(s);
+        if (g.json()) {
+          PrintJson(resp);
+          return kExitOk;
+        }
+        Table t({"TOPIC", "PARTITIONS", "CONFIG"});
+        for (const auto& topic : resp.topics()) {
+          t.Add({topic.name(), std::to_string(topic.partitions()), ConfigText(topic.config())});
+        }
+        t.Print();
+        return kExitOk;
+      };
+    });
+  }
+  {
+    auto* cmd = topic->add_subcommand("describe", "partitions: log start, high watermark, size");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("name", *name, "topic name")->required();
+    cmd->callback([&g, run, name] {
+      *run = [&g, name] {
+        lpb::DescribeTopicRequest req;
+        req.set_name(*name);
+        lpb::DescribeTopicResponse resp;
+        auto stub = lpb::LogService::NewStub(g.Channel());
+        if (auto s = stub->DescribeTopic(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+        if (g.json()) {
+          PrintJson(resp);
+          return kExitOk;
+        }
+        std::printf("topic %s: %d partitions, %s\n", resp.topic().name().c_str(),
+                    resp.topic().partitions(), ConfigText(resp.topic().config()).c_str());
+        Table t({"PARTITION", "LOG-START", "HIGH-WATERMARK", "RECORDS", "BYTES", "NEWEST-APPEND"});
+        for (const auto& p : resp.partitions()) {
+          t.Add({std::to_string(p.partition()), std::to_string(p.log_start_offset()),
+                 std::to_string(p.high_watermark()), std::to_string(p.record_count()),
+                 std::to_string(p.bytes()),
+                 p.has_newest_append_time()
+                     ? TimeText(grpc_util::FromTimestamp(p.newest_append_time()))
+                     : "-"});
+        }
+        t.Print();
+        return kExitOk;
+      };
+    });
+  }
+  {
+    auto* cmd = topic->add_subcommand("alter", "change settings (only those given)");
+    auto name = std::make_shared<std::string>();
+    auto flags = std::make_shared<ConfigFlags>();
+    cmd->add_option("name", *name, "topic name")->required();
+    flags->Add(cmd);
+    cmd->callback([&g, run, name, flags] {
+      *run = [&g, name, flags] {
+        lpb::UpdateTopicConfigRequest req;
+        req.set_name(*name);
+        if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
+          return UsageError(err);
+        }
+        lpb::UpdateTopicConfigResponse resp;
+        auto stub = lpb::LogService::NewStub(g.Channel());
+        if (auto s = stub->UpdateTopicConfig(g.Context().get(), req, &resp); !s.ok()) {
+          return Fail(s);
+        }
+        if (g.json()) {
+          PrintJson(resp);
+        } else {
+          std::printf("topic %s: %s\n", name->c_str(), ConfigText(resp.topic().config()).c_str());
+        }
+        return kExitOk;
+      };
+    });
+  }
+  {
+    auto* cmd = topic->add_subcommand("delete", "delete a topic and its records");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("name", *name, "topic name")->required();
+    cmd->callback([&g, run, name] {
+      *run = [&g, name] {
+        lpb::DeleteTopicRequest req;
+        req.set_name(*name);
+        lpb::DeleteTopicResponse resp;
+        auto stub = lpb::LogService::NewStub(g.Channel());
+        if (auto s = stub->DeleteTopic(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+        if (!g.json()) std::printf("deleted topic %s\n", name->c_str());
+        if (g.json()) PrintJson(resp);
+        return kExitOk;
+      };
+    });
+  }
+}
+
+}  // namespace conduit::cli
