@@ -379,6 +379,12 @@ TEST_F(LogServerTest, MetricsCountProducedRecords) {
   EXPECT_THAT(text, HasSubstr("conduit_log_high_watermark{partition=\"0\",topic=\"metered\"} 7"));
   EXPECT_THAT(text, HasSubstr("conduit_log_produce_latency_seconds_count 1"));
   EXPECT_THAT(text, HasSubstr("conduit_log_group_commit_records_count"));
+  // Produce calls by final status: one OK so far, then one NOT_FOUND.
+  EXPECT_THAT(text, HasSubstr("conduit_log_produce_requests_total{code=\"OK\"} 1"));
+  produce.set_topic("missing");
+  EXPECT_EQ(client().Produce(produce, &produced).error_code(), grpc::StatusCode::NOT_FOUND);
+  text = prometheus::TextSerializer().Serialize(registry().Collect());
+  EXPECT_THAT(text, HasSubstr("conduit_log_produce_requests_total{code=\"NOT_FOUND\"} 1"));
 }
 
 }  // namespace

@@ -64,7 +64,16 @@ LogMetrics::LogMetrics(prometheus::Registry& registry)
                             .Name("conduit_log_wal_sync_seconds")
                             .Help("Latency of writes that fsync the WAL, and of background syncs")
                             .Register(registry)
-                            .Add({}, metrics::LatencyBuckets())) {}
+                            .Add({}, metrics::LatencyBuckets())) {
+  auto& requests = BuildCounter()
+                       .Name("conduit_log_produce_requests_total")
+                       .Help("Produce calls by final gRPC status code")
+                       .Register(registry);
+  for (int i = 0; i < kCodes; ++i) {
+    produce_requests_[i] =
+        &requests.Add({{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(i))}});
+  }
+}
 
 void LogMetrics::OnBatchWritten(int requests, int records, bool synced, absl::Duration latency) {
   batch_requests_.Observe(requests);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <array>
+
 #include <string>
 
 #include <prometheus/counter.h>
@@ -34,6 +36,11 @@ class LogMetrics final : public BrokerObserver {
 
   void ObserveProduceLatency(absl::Duration d) { produce_latency_.Observe(absl::ToDoubleSeconds(d)); }
   void ObserveFetchLatency(absl::Duration d) { fetch_latency_.Observe(absl::ToDoubleSeconds(d)); }
+  // conduit_log_produce_requests_total{code}: every Produce call by its final status.
+  void CountProduce(absl::StatusCode code) {
+    const int i = static_cast<int>(code);
+    if (i >= 0 && i < kCodes) produce_requests_[i]->Increment();
+  }
 
  private:
   // prometheus-cpp's Family::Add allocates on every call: the hot path looks metrics up here.
@@ -45,6 +52,9 @@ class LogMetrics final : public BrokerObserver {
     prometheus::Counter* duplicates;
   };
   TopicMetrics& ForTopic(const std::string& topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  static constexpr int kCodes = 17;  // the canonical codes, OK .. UNAUTHENTICATED
+  std::array<prometheus::Counter*, kCodes> produce_requests_{};
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, TopicMetrics> topics_ ABSL_GUARDED_BY(mu_);

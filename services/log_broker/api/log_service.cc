@@ -117,9 +117,13 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
           SetTimestamp(result->append_time, response->mutable_append_time());
         }
         metrics_->ObserveProduceLatency(absl::Now() - started);
+        metrics_->CountProduce(result.status().code());
         reactor->Finish(ToGrpcStatus(result.status()));
       });
-  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  if (!status.ok()) {
+    metrics_->CountProduce(status.code());
+    reactor->Finish(ToGrpcStatus(status));
+  }
   return reactor;
 }
 
