@@ -331,16 +331,23 @@ absl::Status GroupConsumer::CommitPositions(const std::map<TopicPartition, int64
 
 absl::Status GroupConsumer::Commit() {
   std::map<TopicPartition, int64_t> positions;
+  {
+    absl::MutexLock lock(&mu_);
+    positions = positions_;
+  }
+  return Commit(positions);
+}
+
+absl::Status GroupConsumer::Commit(const std::map<TopicPartition, int64_t>& offsets) {
   std::string member_id;
   int32_t epoch;
   {
     absl::MutexLock lock(&mu_);
-    positions = positions_;
     member_id = member_id_;
     epoch = epoch_;
   }
   if (member_id.empty()) return absl::FailedPreconditionError("not a member of the group now");
-  return CommitPositions(positions, member_id, epoch);
+  return CommitPositions(offsets, member_id, epoch);
 }
 
 void GroupConsumer::CommitAsync(std::function<void(absl::Status)> done) {

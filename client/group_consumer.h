@@ -68,6 +68,8 @@ class GroupConsumer {
   absl::StatusOr<std::vector<ConsumedRecord>> Poll(absl::Duration timeout);
   // Commits the positions of the owned partitions (after what Poll returned).
   absl::Status Commit();
+  // Commits these next-offsets (for example up to the last record actually processed).
+  absl::Status Commit(const std::map<TopicPartition, int64_t>& offsets);
   // The same without waiting; `done` runs on a gRPC thread. Close waits for outstanding ones.
   void CommitAsync(std::function<void(absl::Status)> done);
   // Poll, hand each record to `handle`, and commit once all of them succeeded: at-least-once.

@@ -89,9 +89,13 @@ void Producer::Send(ProducerRecord record, Callback done) {
   if (record.partition) {
     partition = *record.partition;
     if (partition < 0 || partition >= partitions_) {
-      done(absl::InvalidArgumentError(absl::StrCat("topic '", options_.topic, "' has ",
-                                                   partitions_, " partitions; there is no ",
-                                                   partition)));
+      absl::Status bad = absl::InvalidArgumentError(absl::StrCat(
+          "topic '", options_.topic, "' has ", partitions_, " partitions; there is no ", partition));
+      {
+        absl::MutexLock lock(&mu_);
+        if (first_error_.ok()) first_error_ = bad;  // Flush reports it too
+      }
+      done(bad);
       return;
     }
   } else if (record.key) {

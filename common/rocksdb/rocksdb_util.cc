@@ -1,6 +1,7 @@
 #include "common/rocksdb/rocksdb_util.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include <rocksdb/cache.h>
@@ -28,6 +29,16 @@ absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context) 
     default:
       return absl::InternalError(message);
   }
+}
+
+absl::Status CreateDataDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create data directory '", dir, "': ", ec.message()));
+  }
+  return absl::OkStatus();
 }
 
 rocksdb::DBOptions DefaultDbOptions() {

@@ -18,6 +18,9 @@ namespace conduit::rocksdb_util {
 // except NotFound / InvalidArgument.
 absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context);
 
+// Creates `dir` (and its parents) if missing: FAILED_PRECONDITION naming it when that fails.
+absl::Status CreateDataDir(const std::string& dir);
+
 // Options every Conduit database shares: create if missing, bounded background jobs sized to
 // the machine, pipelined writes, a shared block cache.
 rocksdb::DBOptions DefaultDbOptions();

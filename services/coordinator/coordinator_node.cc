@@ -1,9 +1,9 @@
 #include "services/coordinator/coordinator_node.h"
 
-#include <filesystem>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/rocksdb/rocksdb_util.h"
 
 ABSL_FLAG(std::string, broker_address, "",
           "The log broker host:port the coordinator asks for offsets and append times (empty: "
@@ -18,12 +18,7 @@ namespace conduit::coordinator {
 absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
     const std::string& data_dir, prometheus::Registry& registry, const time::Clock* clock,
     CoordinatorNodeOptions options) {
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create data directory '", data_dir, "': ", ec.message()));
-  }
+  if (auto s = rocksdb_util::CreateDataDir(data_dir); !s.ok()) return s;
   std::unique_ptr<CoordinatorNode> node(new CoordinatorNode());
   auto store = RocksDbCoordinatorStore::Open(data_dir + "/coordinator");
   if (!store.ok()) return store.status();

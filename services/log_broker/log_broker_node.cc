@@ -1,9 +1,9 @@
 #include "services/log_broker/log_broker_node.h"
 
-#include <filesystem>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/rocksdb/rocksdb_util.h"
 
 ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
           "How often the log broker applies retention, compaction and dedup expiry");
@@ -33,12 +33,7 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(const std::st
                                                                    prometheus::Registry& registry,
                                                                    const time::Clock* clock,
                                                                    BrokerOptions options) {
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create data directory '", data_dir, "': ", ec.message()));
-  }
+  if (auto s = rocksdb_util::CreateDataDir(data_dir); !s.ok()) return s;
   std::unique_ptr<LogBrokerNode> node(new LogBrokerNode());
   auto store = RocksDbLogStore::Open(data_dir + "/broker");
   if (!store.ok()) return store.status();

@@ -1,8 +1,8 @@
 #include "services/work_queue/queue_node.h"
 
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/rocksdb/rocksdb_util.h"
 
 namespace conduit::work_queue {
 
@@ -10,12 +10,7 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
                                                            prometheus::Registry& registry,
                                                            const time::Clock* clock,
                                                            WorkQueueOptions options) {
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create data directory '", data_dir, "': ", ec.message()));
-  }
+  if (auto s = rocksdb_util::CreateDataDir(data_dir); !s.ok()) return s;
   std::unique_ptr<QueueNode> node(new QueueNode());
   auto store = RocksDbQueueStore::Open(data_dir + "/queue");
   if (!store.ok()) return store.status();

@@ -64,6 +64,7 @@ void PrintJson(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
+  options.always_print_primitive_fields = true;  // offset 0 and false are facts, not absences
   (void)google::protobuf::util::MessageToJsonString(message, &out, options);
   std::fputs(out.c_str(), stdout);
   if (out.empty() || out.back() != '\n') std::fputc('\n', stdout);

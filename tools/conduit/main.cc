@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"conduit: topics, records, consumer groups, work queues and dead letters",
                "conduit"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the command (inherited by subcommands)
   Globals globals;
   if (const char* env = std::getenv("CONDUIT_ADDR")) globals.addr = env;
   app.add_option("--addr", globals.addr, "server address host:port (env CONDUIT_ADDR)")

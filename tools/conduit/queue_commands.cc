@@ -159,7 +159,9 @@ void AddQueueCommands(CLI::App& app, const Globals& g, Action* run) {
       };
     });
     cmd->add_option("name", *name, "queue name")->required();
-    cmd->add_option("--max", *max, "jobs at most")->capture_default_str();
+    cmd->add_option("--max", *max, "jobs at most")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
     cmd->add_option("--wait", *wait, "wait this long for a job")->capture_default_str();
   }
   {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -76,17 +77,19 @@ int Produce(const Globals& g, const ProduceFlags& f) {
   const double secs = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start));
   if (next_progress > start + absl::Seconds(1)) std::fputc('\n', stderr);
   if (g.json()) {
-    std::printf("{\"topic\": \"%s\", \"records\": %lld, \"failed\": %lld}\n", f.topic.c_str(),
-                static_cast<long long>(sent), static_cast<long long>(failed.load()));
+    std::printf("{\"topic\": \"%s\", \"sent\": %lld, \"produced\": %lld, \"failed\": %lld}\n",
+                f.topic.c_str(), static_cast<long long>(sent),
+                static_cast<long long>(sent - failed.load()),
+                static_cast<long long>(failed.load()));
   } else {
     std::printf("produced %lld records to %s in %.2f s (%.0f/s)\n",
                 static_cast<long long>(sent - failed.load()), f.topic.c_str(), secs,
                 (sent - failed.load()) / secs);
   }
-  if (!flushed.ok()) {
-    return Fail(grpc::Status(static_cast<grpc::StatusCode>(flushed.code()),
-                             absl::StrCat(failed.load(), " records failed; first error: ",
-                                          flushed.message())));
+  if (!flushed.ok() || failed.load() > 0) {
+    return Fail(grpc::Status(
+        static_cast<grpc::StatusCode>(flushed.ok() ? absl::StatusCode::kUnknown : flushed.code()),
+        absl::StrCat(failed.load(), " records failed; first error: ", flushed.message())));
   }
   return kExitOk;
 }
@@ -114,6 +117,22 @@ std::string Render(const ConsumeFlags& f, const std::string& topic, int32_t part
                  {"\\t", "\t"}});
 }
 
+lpb::Record ToProto(const client::ConsumedRecord& r) {
+  lpb::Record out;
+  out.set_partition(r.partition);
+  out.set_offset(r.offset);
+  if (r.key) out.set_key(*r.key);
+  if (r.value) out.set_value(*r.value);
+  for (const auto& [k, v] : r.headers) {
+    lpb::Header* h = out.add_headers();
+    h->set_key(k);
+    h->set_value(v);
+  }
+  grpc_util::SetTimestamp(r.append_time, out.mutable_append_time());
+  if (r.event_time) grpc_util::SetTimestamp(*r.event_time, out.mutable_event_time());
+  return out;
+}
+
 int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
   auto consumer = client::GroupConsumer::Create(
       {.address = g.addr, .group = f.group, .topics = {f.topic}, .client_id = "conduit-cli",
@@ -130,15 +149,21 @@ int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
                                std::string(records.status().message())));
     }
     if (records->empty() && !f.follow) break;  // caught up
+    std::map<client::TopicPartition, int64_t> done;  // next offset after what was printed
     for (const client::ConsumedRecord& r : *records) {
       if (f.max >= 0 && printed >= f.max) break;
-      std::puts(Render(f, r.topic, r.partition, r.offset, r.key, r.value, r.append_time,
-                       r.event_time).c_str());
+      if (g.json()) {
+        PrintJson(ToProto(r));
+      } else {
+        std::puts(Render(f, r.topic, r.partition, r.offset, r.key, r.value, r.append_time,
+                         r.event_time).c_str());
+      }
+      done[{r.topic, r.partition}] = r.offset + 1;
       ++printed;
     }
     std::fflush(stdout);
-    // Commit what was printed (at-least-once; a partial batch is committed at its end).
-    if (absl::Status s = (*consumer)->Commit(); !s.ok()) {
+    // Commit what was printed, and only that: with --max the rest of the batch stays unread.
+    if (absl::Status s = (*consumer)->Commit(done); !s.ok()) {
       std::fprintf(stderr, "warning: commit failed: %s\n", s.ToString().c_str());
     }
   }
@@ -152,6 +177,10 @@ int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
   dreq.set_name(f.topic);
   lpb::DescribeTopicResponse topic;
   if (auto s = stub->DescribeTopic(g.Context().get(), dreq, &topic); !s.ok()) return Fail(s);
+  if (f.offset >= 0 && f.partition < 0 && topic.partitions_size() > 1) {
+    return UsageError("--offset needs --partition: topic " + f.topic + " has " +
+                      std::to_string(topic.partitions_size()) + " partitions");
+  }
   std::vector<std::pair<int32_t, int64_t>> positions;  // partition → next offset
   for (const auto& p : topic.partitions()) {
     if (f.partition >= 0 && p.partition() != f.partition) continue;
