@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc)
 
 IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
 
-.PHONY: all deps configure build run test bench clean deploy-deps deploy-check image image-smoke
+.PHONY: all deps configure build run test bench bench-peers clean deploy-deps deploy-check image image-smoke
 
 all: build
 
@@ -40,6 +40,10 @@ test: build deploy-deps
 
 bench: build
 	@$(BUILD_DIR)/bin/log_bench
+
+# Conduit side by side with Redis Streams, NATS JetStream and beanstalkd; writes docs/BENCHMARKS.md.
+bench-peers: build
+	@./scripts/bench-peers.sh
 
 deploy-deps: deps
 	@./scripts/deploy-deps.sh

@@ -1,0 +1,121 @@
+// The side-by-side benchmark's load generator: runs one system's workloads and prints one
+// RESULT line per workload (scripts/bench-peers.sh starts each system, calls this, stops it, and
+// builds docs/BENCHMARKS.md from the lines).
+//
+//   peer_bench --system=conduit|redis|nats|beanstalkd|ceiling --port=P [--durability=sync]
+//              [--seconds=3] [--value_bytes=100]
+//
+// RESULT <tab> workload <tab> ops/s <tab> p50 ms <tab> p99 ms <tab> errors
+// Workloads (same names for every system that has them):
+//   append-1x1       1 client, one record per request, wait for each ack
+//   append-8x1       8 clients, the same
+//   append-1x100     1 client, 100 requests in flight (pipelined / async publish)
+//   producer-1       Conduit only: one-record sends through client::Producer (batching)
+//   fetch-1          Conduit only: reads back the appended records, 1000 per Fetch
+//   cycle-1, cycle-8 consume cycle with 1 / 8 workers: Conduit Lease+Ack, Redis XREADGROUP+XACK,
+//                    NATS pull+ack on a work-queue stream, beanstalkd reserve+delete
+//   ceiling-b1, ceiling-b100  RocksDB alone: WriteBatches of 1 / 100 records, as the broker
+//                    writes them (keys, values, options), one thread
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "bench/log_bench.h"
+#include "bench/peers/conduit_peer.h"
+#include "bench/peers/peer.h"
+
+ABSL_FLAG(std::string, system, "conduit", "conduit | redis | nats | beanstalkd | ceiling");
+ABSL_FLAG(int, port, 0, "the system's port on 127.0.0.1");
+ABSL_FLAG(std::string, durability, "sync", "Conduit topics and the ceiling: sync | interval");
+ABSL_FLAG(double, seconds, 3, "measured seconds per workload");
+ABSL_FLAG(int, value_bytes, 100, "record / message / job payload bytes");
+ABSL_FLAG(std::string, only, "", "run only the workloads whose name starts with this");
+
+namespace conduit::bench {
+namespace {
+
+void Report(const std::string& workload, const peers::Figures& f) {
+  std::printf("RESULT\t%s\t%.0f\t%.3f\t%.3f\t%llu\n", workload.c_str(), f.ops_per_s,
+              f.latency.Quantile(0.5) / 1e6, f.latency.Quantile(0.99) / 1e6,
+              static_cast<unsigned long long>(f.errors));
+  if (!f.error.empty()) std::fprintf(stderr, "%s: %s\n", workload.c_str(), f.error.c_str());
+  std::fflush(stdout);
+}
+
+bool Wanted(const std::string& workload) {
+  const std::string only = absl::GetFlag(FLAGS_only);
+  return only.empty() || workload.rfind(only, 0) == 0;
+}
+
+int Run() {
+  const std::string system = absl::GetFlag(FLAGS_system);
+  const int port = absl::GetFlag(FLAGS_port);
+  const absl::Duration run = absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  const int bytes = absl::GetFlag(FLAGS_value_bytes);
+  auto maybe = [&](const std::string& workload, auto fn) {
+    if (Wanted(workload)) Report(workload, fn());
+  };
+  if (system == "conduit") {
+    const std::string topic = "peer-" + absl::GetFlag(FLAGS_durability);
+    if (!peers::ConduitSetUp(port, topic, absl::GetFlag(FLAGS_durability))) {
+      std::fprintf(stderr, "cannot create topic %s on port %d\n", topic.c_str(), port);
+      return 1;
+    }
+    maybe("append-1x1", [&] { return peers::ConduitAppend(port, topic, 1, 1, bytes, run); });
+    maybe("append-8x1", [&] { return peers::ConduitAppend(port, topic, 8, 1, bytes, run); });
+    maybe("append-1x100", [&] { return peers::ConduitAppend(port, topic, 1, 100, bytes, run); });
+    maybe("producer-1", [&] { return peers::ConduitProducer(port, topic, 1, bytes, run); });
+    maybe("fetch-1", [&] { return peers::ConduitFetch(port, topic, run); });
+    maybe("cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, run); });
+    maybe("cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, run); });
+  } else if (system == "redis") {
+    maybe("append-1x1", [&] { return peers::RedisXadd(port, 1, 1, bytes, run); });
+    maybe("append-8x1", [&] { return peers::RedisXadd(port, 8, 1, bytes, run); });
+    maybe("append-1x100", [&] { return peers::RedisXadd(port, 1, 100, bytes, run); });
+    maybe("cycle-1", [&] { return peers::RedisReadAck(port, 1, bytes, run); });
+    maybe("cycle-8", [&] { return peers::RedisReadAck(port, 8, bytes, run); });
+  } else if (system == "nats") {
+    maybe("append-1x1", [&] { return peers::NatsPublish(port, 1, 1, bytes, run); });
+    maybe("append-8x1", [&] { return peers::NatsPublish(port, 8, 1, bytes, run); });
+    maybe("append-1x100", [&] { return peers::NatsPublish(port, 1, 100, bytes, run); });
+    maybe("cycle-1", [&] { return peers::NatsWorkQueueCycle(port, 1, run); });
+    maybe("cycle-8", [&] { return peers::NatsWorkQueueCycle(port, 8, run); });
+  } else if (system == "beanstalkd") {
+    maybe("append-1x1", [&] { return peers::BeanstalkPut(port, 1, bytes, run); });
+    maybe("append-8x1", [&] { return peers::BeanstalkPut(port, 8, bytes, run); });
+    maybe("cycle-1", [&] { return peers::BeanstalkReserveDelete(port, 1, run); });
+    maybe("cycle-8", [&] { return peers::BeanstalkReserveDelete(port, 8, run); });
+  } else if (system == "ceiling") {
+    for (int batch : {1, 100}) {
+      const std::string workload = "ceiling-b" + std::to_string(batch);
+      if (!Wanted(workload)) continue;
+      Scenario s{.record_size = bytes, .partitions = 1, .producers = 1,
+                 .sync = absl::GetFlag(FLAGS_durability) == "sync", .batch = batch};
+      Settings settings{.measure = run, .warmup = absl::Milliseconds(200),
+                        .flush_interval = absl::Milliseconds(100)};
+      auto c = RunCeiling(s, settings);
+      if (!c.ok()) {
+        std::fprintf(stderr, "%s: %s\n", workload.c_str(), c.status().ToString().c_str());
+        return 1;
+      }
+      peers::Figures f;
+      f.ops_per_s = c->records_per_s;
+      f.latency = c->latency;
+      Report(workload, f);
+    }
+  } else {
+    std::fprintf(stderr, "unknown --system %s\n", system.c_str());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace conduit::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return conduit::bench::Run();
+}

@@ -1,0 +1,237 @@
+#include "bench/peers/conduit_peer.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "client/producer.h"
+#include "common/grpc/proto_time.h"
+#include "conduit/log/v1/log.grpc.pb.h"
+#include "conduit/queue/v1/queue.grpc.pb.h"
+
+namespace conduit::bench::peers {
+namespace {
+
+namespace lpb = ::conduit::log::v1;
+namespace qpb = ::conduit::queue::v1;
+using Clock = std::chrono::steady_clock;
+
+const absl::Duration kWarmup = absl::Milliseconds(200);
+int queue_runs = 0;
+
+std::string Address(int port) { return "127.0.0.1:" + std::to_string(port); }
+std::shared_ptr<grpc::Channel> Channel(int port) {
+  return grpc::CreateChannel(Address(port), grpc::InsecureChannelCredentials());
+}
+void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+}
+uint64_t Ns(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+// Runs `clients` threads of `op` (which returns the operations it completed, or -1 on error)
+// for warm-up + run, counting only the measured window.
+template <typename Op>
+Figures RunThreads(int clients, absl::Duration run, Op op) {
+  std::atomic<bool> measuring{false}, stop{false};
+  std::vector<LatencyHistogram> histograms(clients);
+  std::vector<uint64_t> ops(clients, 0), errors(clients, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      while (!stop.load()) {
+        const auto t0 = Clock::now();
+        const int64_t n = op(i);
+        const auto t1 = Clock::now();
+        if (!measuring.load()) continue;
+        if (n < 0) {
+          ++errors[i];
+          continue;
+        }
+        ops[i] += n;
+        histograms[i].Record(Ns(t1 - t0));
+      }
+    });
+  }
+  absl::SleepFor(kWarmup);
+  measuring.store(true);
+  const auto start = Clock::now();
+  absl::SleepFor(run);
+  measuring.store(false);
+  const double secs = Ns(Clock::now() - start) / 1e9;
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  Figures f;
+  uint64_t total = 0;
+  for (int i = 0; i < clients; ++i) {
+    total += ops[i];
+    f.errors += errors[i];
+    f.latency.Merge(histograms[i]);
+  }
+  f.ops_per_s = total / secs;
+  return f;
+}
+
+}  // namespace
+
+bool ConduitSetUp(int port, const std::string& topic, const std::string& durability) {
+  auto stub = lpb::LogService::NewStub(Channel(port));
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  lpb::CreateTopicRequest req;
+  req.set_name(topic);
+  req.set_partitions(1);
+  req.mutable_config()->set_durability(durability == "sync" ? lpb::DURABILITY_SYNC
+                                                            : lpb::DURABILITY_INTERVAL);
+  lpb::CreateTopicResponse resp;
+  return stub->CreateTopic(&ctx, req, &resp).ok();
+}
+
+Figures ConduitAppend(int port, const std::string& topic, int clients, int pipeline,
+                      int value_bytes, absl::Duration run) {
+  const std::string value(value_bytes, 'v');
+  std::vector<std::unique_ptr<lpb::LogService::Stub>> stubs;
+  for (int i = 0; i < clients; ++i) stubs.push_back(lpb::LogService::NewStub(Channel(port)));
+  auto make_request = [&] {
+    lpb::ProduceRequest req;
+    req.set_topic(topic);
+    auto* r = req.add_records();
+    r->set_partition(0);
+    r->set_value(value);
+    return req;
+  };
+  if (pipeline <= 1) {
+    return RunThreads(clients, run, [&](int i) -> int64_t {
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      lpb::ProduceResponse resp;
+      return stubs[i]->Produce(&ctx, make_request(), &resp).ok() ? 1 : -1;
+    });
+  }
+  // Pipelined: `pipeline` async calls in flight; one op of RunThreads is one round of them.
+  return RunThreads(clients, run, [&](int i) -> int64_t {
+    struct Call {
+      grpc::ClientContext ctx;
+      lpb::ProduceRequest req;
+      lpb::ProduceResponse resp;
+    };
+    std::vector<Call> calls(pipeline);
+    std::mutex mu;
+    std::condition_variable cv;
+    int done = 0, failed = 0;
+    for (Call& c : calls) {
+      SetDeadline(&c.ctx);
+      c.req = make_request();
+      stubs[i]->async()->Produce(&c.ctx, &c.req, &c.resp, [&](grpc::Status s) {
+        std::lock_guard<std::mutex> lock(mu);
+        ++done;
+        if (!s.ok()) ++failed;
+        cv.notify_one();
+      });
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done == pipeline; });
+    return failed ? -1 : pipeline;
+  });
+}
+
+Figures ConduitProducer(int port, const std::string& topic, int clients, int value_bytes,
+                        absl::Duration run) {
+  client::ProducerOptions options;
+  options.address = Address(port);
+  options.topic = topic;
+  options.linger = absl::Milliseconds(1);
+  auto producer = client::Producer::Create(options);
+  Figures f;
+  if (!producer.ok()) {
+    f.errors = 1;
+    f.error = producer.status().ToString();
+    return f;
+  }
+  const std::string value(value_bytes, 'v');
+  // One op = a window of 1000 sends, all acknowledged.
+  return RunThreads(clients, run, [&](int) -> int64_t {
+    std::vector<std::future<absl::StatusOr<client::RecordPosition>>> acks;
+    acks.reserve(1000);
+    for (int k = 0; k < 1000; ++k) {
+      client::ProducerRecord r;
+      r.value = value;
+      acks.push_back((*producer)->Send(std::move(r)));
+    }
+    int64_t ok = 0;
+    for (auto& a : acks) ok += a.get().ok() ? 1 : 0;
+    return ok == 1000 ? ok : -1;
+  });
+}
+
+Figures ConduitFetch(int port, const std::string& topic, absl::Duration run) {
+  auto stub = lpb::LogService::NewStub(Channel(port));
+  int64_t offset = 0;
+  return RunThreads(1, run, [&](int) -> int64_t {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    lpb::FetchRequest req;
+    req.set_topic(topic);
+    req.set_partition(0);
+    req.set_offset(offset);
+    req.set_max_records(1000);
+    lpb::FetchResponse resp;
+    if (!stub->Fetch(&ctx, req, &resp).ok()) return -1;
+    offset = resp.records_size() > 0 ? resp.next_offset() : 0;  // wrap at the end
+    return resp.records_size();
+  });
+}
+
+Figures ConduitQueueCycle(int port, int clients, absl::Duration run) {
+  const std::string queue = "peer-q" + std::to_string(queue_runs++);
+  auto stub = qpb::WorkQueue::NewStub(Channel(port));
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    qpb::CreateQueueRequest req;
+    req.set_name(queue);
+    req.mutable_config()->mutable_visibility_timeout()->set_seconds(60);
+    qpb::CreateQueueResponse resp;
+    if (!stub->CreateQueue(&ctx, req, &resp).ok()) return Figures{.errors = 1};
+  }
+  // Enough jobs for the run at up to ~20k cycles/s.
+  const int jobs = static_cast<int>(20'000 * absl::ToDoubleSeconds(run + kWarmup)) + 10'000;
+  for (int done = 0; done < jobs; done += 1000) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    qpb::EnqueueRequest req;
+    req.set_queue(queue);
+    for (int k = 0; k < 1000; ++k) req.add_jobs()->set_payload(std::string(100, 'j'));
+    qpb::EnqueueResponse resp;
+    if (!stub->Enqueue(&ctx, req, &resp).ok()) return Figures{.errors = 1};
+  }
+  std::vector<std::unique_ptr<qpb::WorkQueue::Stub>> stubs;
+  for (int i = 0; i < clients; ++i) stubs.push_back(qpb::WorkQueue::NewStub(Channel(port)));
+  return RunThreads(clients, run, [&](int i) -> int64_t {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    qpb::LeaseRequest lease;
+    lease.set_queue(queue);
+    lease.set_worker_id("w" + std::to_string(i));
+    lease.set_max_jobs(1);
+    qpb::LeaseResponse leased;
+    if (!stubs[i]->Lease(&ctx, lease, &leased).ok() || leased.jobs_size() != 1) return -1;
+    grpc::ClientContext actx;
+    SetDeadline(&actx);
+    qpb::AckRequest ack;
+    ack.set_queue(queue);
+    ack.set_job_id(leased.jobs(0).job_id());
+    ack.set_lease_token(leased.jobs(0).lease_token());
+    qpb::AckResponse acked;
+    return stubs[i]->Ack(&actx, ack, &acked).ok() ? 1 : -1;
+  });
+}
+
+}  // namespace conduit::bench::peers

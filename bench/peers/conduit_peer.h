@@ -1,0 +1,27 @@
+#pragma once
+
+// Conduit's side of the peer comparison (bench/peer_bench.cc): the same workloads as the peers'
+// functions in peer.h, against a conduit-standalone on 127.0.0.1:port, through gRPC.
+
+#include <string>
+
+#include "bench/peers/peer.h"
+
+namespace conduit::bench::peers {
+
+// Creates `topic` (1 partition, `durability` "sync" or "interval") and queue `queue`.
+bool ConduitSetUp(int port, const std::string& topic, const std::string& durability);
+// Produce of one `value_bytes` record per request; `pipeline` requests in flight per client
+// (1 = request/response). Latency per request.
+Figures ConduitAppend(int port, const std::string& topic, int clients, int pipeline,
+                      int value_bytes, absl::Duration run);
+// One-record sends through client::Producer (batching with a 1 ms linger), `clients` threads
+// sharing it: what an application using the client library gets. Latency send → ack.
+Figures ConduitProducer(int port, const std::string& topic, int clients, int value_bytes,
+                        absl::Duration run);
+// Reads the topic from offset 0 with Fetch (1000 records per call): records/s.
+Figures ConduitFetch(int port, const std::string& topic, absl::Duration run);
+// Work queue: pre-filled, then Lease (1 job) + Ack per cycle, `clients` workers.
+Figures ConduitQueueCycle(int port, int clients, absl::Duration run);
+
+}  // namespace conduit::bench::peers

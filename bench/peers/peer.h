@@ -1,0 +1,30 @@
+// bench/peers/peer.h
+#pragma once
+#include <cstdint>
+#include <string>
+#include "absl/time/time.h"
+#include "bench/histogram.h"   // conduit::bench::LatencyHistogram (read it: Record(ns), Merge, Quantile)
+namespace conduit::bench::peers {
+struct Figures {
+  double ops_per_s = 0;        // completed operations (records appended / cycles) per second
+  LatencyHistogram latency;    // per operation (or per pipelined batch, see each function), ns
+  uint64_t errors = 0;
+  std::string error;           // first error text, if any
+};
+// Redis Streams. XADD <stream> * v <value_bytes bytes>, `clients` connections each in its own thread;
+// `pipeline` commands in flight per connection (1 = request/response). Latency: per command
+// (pipeline 1) or per pipelined round (pipeline > 1).
+Figures RedisXadd(int port, int clients, int pipeline, int value_bytes, absl::Duration run);
+// Consume cycle: the stream is pre-filled (enough for the run), a consumer group reads with
+// XREADGROUP GROUP g c<i> COUNT 1 STREAMS s > and acknowledges with XACK; ops = acked records.
+Figures RedisReadAck(int port, int clients, int value_bytes, absl::Duration run);
+// NATS JetStream (another file). window 1 = synchronous publish with ack; >1 = async publish
+// with up to `window` acks outstanding per connection.
+Figures NatsPublish(int port, int clients, int window, int value_bytes, absl::Duration run);
+// Work-queue pull + ack cycle on a WorkQueue-retention stream: fetch 1, ack, repeat.
+Figures NatsWorkQueueCycle(int port, int clients, absl::Duration run);
+// beanstalkd: put <pri> 0 <ttr> <bytes> per job; latency per put.
+Figures BeanstalkPut(int port, int clients, int value_bytes, absl::Duration run);
+// Reserve + delete cycle on pre-filled jobs (reserve-with-timeout 1, delete <id>); ops = cycles.
+Figures BeanstalkReserveDelete(int port, int clients, absl::Duration run);
+}  // namespace conduit::bench::peers

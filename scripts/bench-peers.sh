@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Conduit side by side with the systems users would pick instead, on this machine, over
+# loopback, at matched durability; writes docs/BENCHMARKS.md (and prints its tables).
+#
+#   scripts/bench-peers.sh [SECONDS]      (make bench-peers; default 3 s per workload)
+#
+# Peers come from Debian packages (installed here when missing): redis-server (Streams, AOF),
+# nats-server (JetStream, file storage), beanstalkd (binlog). Each system is started on a free
+# 127.0.0.1 port with a fresh data dir, driven by build/bin/peer_bench (raw-protocol clients in
+# bench/peers/), then stopped; its peak RSS (VmHWM) is read before it stops.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER=${1:-3}
+BIN=build/bin
+OUT=docs/BENCHMARKS.md
+
+need=()
+for p in redis-server nats-server beanstalkd; do command -v "$p" >/dev/null || need+=("$p"); done
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
+fi
+[ -x "$BIN/peer_bench" ] && [ -x "$BIN/conduit-standalone" ] || {
+  echo "build first: cmake -S . -B build -G Ninja && ninja -C build" >&2; exit 2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/conduit-peers.XXXXXX")
+pid=""
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+peak_rss_mb() { awk '/^VmHWM:/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
+
+results="$work/results.tsv"   # label, workload, ops/s, p50, p99, errors
+rss="$work/rss.tsv"           # label, MB
+: >"$results"; : >"$rss"
+
+# run LABEL SYSTEM PORT [peer_bench flags...]: the server is $pid.
+run() {
+  local label=$1 system=$2 port=$3; shift 3
+  echo "== $label" >&2
+  "$BIN/peer_bench" --system="$system" --port="$port" --seconds="$SECONDS_PER" "$@" |
+    awk -v l="$label" -F'\t' '$1 == "RESULT" {print l "\t" $2 "\t" $3 "\t" $4 "\t" $5 "\t" $6}' |
+    tee -a "$results" >&2
+  if [ -n "$pid" ]; then
+    echo -e "$label\t$(peak_rss_mb "$pid")" >>"$rss"
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; pid=""
+  fi
+}
+
+for durability in sync interval; do
+  dir="$work/conduit-$durability"; mkdir -p "$dir"
+  "$BIN/conduit-standalone" --data-dir="$dir" --listen=127.0.0.1:0 --metrics-listen= \
+    --port-file="$dir/port" --log-level=warn >"$dir/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
+  run "conduit $durability" conduit "$(cat "$dir/port")" --durability="$durability"
+done
+
+for fsync in always everysec; do
+  port=$(free_port); dir="$work/redis-$fsync"; mkdir -p "$dir"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync "$fsync" \
+    --dir "$dir" --daemonize no >"$dir/log" 2>&1 &
+  pid=$!; wait_port "$port"
+  run "redis $fsync" redis "$port"
+done
+
+port=$(free_port); dir="$work/nats"; mkdir -p "$dir"
+nats-server -a 127.0.0.1 -p "$port" -js -sd "$dir" >"$dir/log" 2>&1 &
+pid=$!; wait_port "$port"
+run "nats jetstream" nats "$port"
+
+for fsync in 0 100; do
+  port=$(free_port); dir="$work/beanstalkd-$fsync"; mkdir -p "$dir"
+  beanstalkd -l 127.0.0.1 -p "$port" -b "$dir" -f "$fsync" >"$dir/log" 2>&1 &
+  pid=$!; wait_port "$port"
+  run "beanstalkd fsync ${fsync}ms" beanstalkd "$port"
+done
+
+for durability in sync interval; do
+  run "rocksdb ceiling $durability" ceiling 0 --durability="$durability"
+done
+
+extra="$work/extra.txt"; : >"$extra"
+# Broker memory with 1,000 idle partitions (10 topics x 100), after they settle.
+dir="$work/idle"; mkdir -p "$dir"
+"$BIN/conduit-broker" --data-dir="$dir" --listen=127.0.0.1:0 --metrics-listen= \
+  --port-file="$dir/port" --log-level=warn >"$dir/log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
+for i in $(seq 10); do
+  "$BIN/conduit" --addr "127.0.0.1:$(cat "$dir/port")" topic create "idle-$i" -p 100 >/dev/null
+done
+sleep 5
+echo "conduit-broker with 1,000 idle partitions: RSS $(awk '/^VmRSS:/ {printf "%.0f", $2/1024}' \
+  "/proc/$pid/status") MB (target <= 256 MiB)" | tee -a "$extra" >&2
+kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+# End-to-end latency at 10k records/s, interval durability (client and server in one process).
+echo "build/bin/e2e_bench --loads=1000,10000,50000 --producers= --seconds=$SECONDS_PER:" >>"$extra"
+"$BIN/e2e_bench" --loads=1000,10000,50000 --producers= --seconds="$SECONDS_PER" |
+  grep -v '^producer throughput' | tee -a "$extra" >&2
+
+python3 scripts/bench_peers_report.py "$results" "$rss" "$SECONDS_PER" "$extra" >"$OUT"
+cat "$OUT"
+echo "wrote $OUT" >&2
