@@ -55,6 +55,9 @@ RPC_TIMEOUT_S = 2.0  # short: a member must notice trouble well within a session
 
 stop_requested = False
 rejoin_requested = False
+# Set by SIGCONT: the next RPC must be a commit with the identity the member had when it was
+# stopped (what a paused zombie does on waking), not a heartbeat that would tell it first.
+resumed = False
 
 
 def emit(event, **fields):
@@ -86,7 +89,7 @@ def die_with_parent():
 
 
 def main():
-    global rejoin_requested
+    global rejoin_requested, resumed
     die_with_parent()
     parser = argparse.ArgumentParser()
     parser.add_argument("--group", required=True)
@@ -104,9 +107,14 @@ def main():
         global rejoin_requested
         rejoin_requested = True
 
+    def on_cont(signum, frame):
+        global resumed
+        resumed = True
+
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(signal.SIGCONT, on_cont)
 
     channel = grpc.insecure_channel(args.address)
     pc.wait_ready(channel, args.address)
@@ -138,8 +146,9 @@ def main():
                 next_heartbeat = time.monotonic()
 
         now = time.monotonic()
-        # 1. Commit first (see the module docstring).
-        if joined and owned and now >= next_commit:
+        # 1. Commit first (see the module docstring); right after SIGCONT, unconditionally.
+        if joined and owned and (now >= next_commit or resumed):
+            resumed = False
             seq += 1
             req = cpb.CommitOffsetsRequest(
                 group_id=args.group, member_id=member_id, member_epoch=epoch,
@@ -159,6 +168,9 @@ def main():
 
         # 2. Then the heartbeat, when due.
         now = time.monotonic()
+        if resumed and joined and owned:
+            continue  # woke between the commit check and here: commit first
+        resumed = False  # (nothing to commit: the flag has no use)
         if (joined or want_join) and now >= next_heartbeat:
             if want_join:
                 req = cpb.HeartbeatRequest(
