@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER=${1:-3}
 BIN=build/bin
 OUT=docs/BENCHMARKS.md
+mkdir -p docs
 
 need=()
 for p in redis-server nats-server beanstalkd; do command -v "$p" >/dev/null || need+=("$p"); done

@@ -129,10 +129,21 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
     if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
     return;
   }
-  Commit(std::move(write), [done, jobs = std::move(jobs)](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(jobs);
-  });
+  if (jobs.empty()) {
+    Commit(std::move(write), [done](absl::Status s) {
+      if (!s.ok()) return done(s);
+      done(std::vector<Job>{});
+    });
+    return;
+  }
+  // A lease is answered without waiting for its fsync: losing it in a crash is the same as the
+  // lease expiring (the job is ready again, the stale token's Ack is refused), which redelivery
+  // already covers. An Ack waits for its own write, which the log makes durable after this one.
+  // One fsync per lease+ack cycle instead of two.
+  Commit(std::move(write), [](absl::Status) {});
+  // Answered from the timer thread: never reply under mu_.
+  timers_.Schedule(absl::InfinitePast(),
+                   [done, jobs = std::move(jobs)]() mutable { done(std::move(jobs)); });
 }
 
 void WorkQueue::WakeWaiters(Queue& q) {
