@@ -33,8 +33,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 peak_rss_mb() { awk '/^VmHWM:/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
 
-results="$work/results.tsv"   # label, workload, ops/s, p50, p99, errors
-rss="$work/rss.tsv"           # label, MB
+# Kept under build/ so that a failed report can be rendered again from the measurements.
+mkdir -p build/peer-bench
+results=build/peer-bench/results.tsv   # label, workload, ops/s, p50, p99, errors
+rss=build/peer-bench/rss.tsv           # label, MB
 : >"$results"; : >"$rss"
 
 # run LABEL SYSTEM PORT [peer_bench flags...]: the server is $pid.
@@ -83,7 +85,7 @@ for durability in sync interval; do
   run "rocksdb ceiling $durability" ceiling 0 --durability="$durability"
 done
 
-extra="$work/extra.txt"; : >"$extra"
+extra=build/peer-bench/extra.txt; : >"$extra"
 # Broker memory with 1,000 idle partitions (10 topics x 100), after they settle.
 dir="$work/idle"; mkdir -p "$dir"
 "$BIN/conduit-broker" --data-dir="$dir" --listen=127.0.0.1:0 --metrics-listen= \

@@ -34,6 +34,9 @@ struct QueueWrite {
   std::vector<KeyEntry> key_puts;
   std::vector<std::string> key_deletes;
   std::vector<AuditEntry> audit;
+  // False for changes a crash may lose (a lease: losing it equals its expiry). A batch is
+  // fsynced when any write in it asks, and later synced writes cover the earlier ones.
+  bool sync = true;
 };
 
 // Persistence for queues and jobs. The domain (WorkQueueService) owns every rule; a QueueStore
@@ -46,7 +49,8 @@ class QueueStore {
   virtual absl::StatusOr<uint64_t> LoadNextJobId() = 0;
   virtual absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) = 0;
   virtual absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) = 0;
-  // Applies all writes as one atomic, fsynced write (group commit), in order.
+  // Applies all writes as one atomic write (group commit), in order; fsynced unless no write
+  // asks for it.
   virtual absl::Status Write(const std::vector<const QueueWrite*>& writes) = 0;
 };
 

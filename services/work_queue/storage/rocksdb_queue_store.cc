@@ -1,5 +1,7 @@
 #include "services/work_queue/storage/rocksdb_queue_store.h"
 
+#include <algorithm>
+
 #include <rocksdb/write_batch.h>
 
 #include "absl/strings/str_cat.h"
@@ -133,7 +135,8 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
   if (!s.ok()) return ToStatus(s, "build queue write batch");
   if (batch.Count() == 0) return absl::OkStatus();
   rocksdb::WriteOptions options;
-  options.sync = true;
+  options.sync =
+      std::any_of(writes.begin(), writes.end(), [](const QueueWrite* w) { return w->sync; });
   return ToStatus(db_.db()->Write(options, &batch), "write queue changes");
 }
 
