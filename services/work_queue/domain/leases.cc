@@ -98,7 +98,7 @@ void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
 
 void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
                            Callback<std::vector<Job>> done) {
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   auto found = FindForChange(args.queue);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
@@ -143,9 +143,8 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
   // cycle instead of two.
   write.sync = false;
   Commit(std::move(write), [](absl::Status) {});
-  // Answered from the timer thread: never reply under mu_.
-  timers_.Schedule(absl::InfinitePast(),
-                   [done, jobs = std::move(jobs)]() mutable { done(std::move(jobs)); });
+  lock.Release();  // never reply under mu_
+  done(std::move(jobs));
 }
 
 void WorkQueue::WakeWaiters(Queue& q) {
