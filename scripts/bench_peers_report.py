@@ -188,4 +188,7 @@ if extra_path and os.path.exists(extra_path):
     for line in open(extra_path):
         p(line.rstrip("\n"))
     p("```")
+p("")
+p("Profiles, the reasons behind the misses and what is left: `docs/PERFORMANCE-NOTES.md` "
+  "(written by hand).")
 print("\n".join(out))
