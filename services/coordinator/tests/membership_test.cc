@@ -304,7 +304,9 @@ void MembershipTest::RunRandomProtocol(const std::string& group, uint32_t seed) 
       if (!it->second.silent) {
         absl::Status left = coordinator_->Leave(group, it->first);
         // A member that did not heartbeat for its whole session is already gone.
-        if (clock_.Now() - it->second.last_beat < absl::Seconds(10)) ASSERT_TRUE(left.ok()) << left;
+        if (clock_.Now() - it->second.last_beat < absl::Seconds(10)) {
+          ASSERT_TRUE(left.ok()) << left;
+        }
       }
       live.erase(it);
     } else if (action == 2 && live.size() > 1) {
