@@ -196,12 +196,6 @@ void Producer::Loop() {
     std::vector<std::pair<int32_t, Batch*>> send;
     {
       absl::MutexLock lock(&mu_);
-      // Idle: sleep until a Send (or the destructor) changes that, rather than polling.
-      mu_.Await(absl::Condition(
-          +[](Producer* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || p->outstanding_ > 0;
-          },
-          this));
       if (stopping_ && outstanding_ == 0) return;
       ReadyLocked(absl::Now(), &send);
     }
