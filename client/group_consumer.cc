@@ -76,6 +76,7 @@ void GroupConsumer::Close() {
   StopThread();
   {
     absl::MutexLock lock(&mu_);
+    closed_ = true;  // no CommitAsync may start after this wait
     mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &async_commits_));
   }
   if (!was_running) return;
@@ -171,36 +172,34 @@ absl::Status GroupConsumer::HeartbeatOnce() {
   {
     absl::MutexLock lock(&mu_);
     member_id_ = resp.member_id();
-    epoch_ = resp.member_epoch();
     interval_ = grpc_util::FromDuration(resp.heartbeat_interval());
   }
   if (!revoked.empty()) {
-    // The application finishes (and may commit); then the positions are committed and the
-    // partitions released by the next heartbeat.
+    // The application may commit what it has processed in on_revoked; nothing is committed for
+    // it here, because Poll's positions run ahead of what a handler has finished (committing
+    // them could skip records). The next heartbeat releases the partitions.
     if (on_revoked_) on_revoked_(revoked);
-    std::map<TopicPartition, int64_t> final_positions;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const TopicPartition& tp : revoked) {
-        auto it = positions_.find(tp);
-        if (it == positions_.end()) continue;
-        final_positions.insert(*it);
-        positions_.erase(it);
-      }
-    }
-    (void)CommitPositions(final_positions, resp.member_id(), resp.member_epoch());
+    absl::MutexLock lock(&mu_);
+    for (const TopicPartition& tp : revoked) positions_.erase(tp);
   }
   PartitionSet fetch = added;
   fetch.insert(reset.begin(), reset.end());
+  std::map<TopicPartition, int64_t> start;
   if (!fetch.empty()) {
-    auto start = StartPositions(fetch);
-    if (!start.ok()) return start.status();  // retried on the next beat: still unowned here
-    {
-      absl::MutexLock lock(&mu_);
-      for (const auto& [tp, offset] : *start) positions_[tp] = offset;
-    }
-    if (on_assigned_ && !added.empty()) on_assigned_(added);
+    auto fetched = StartPositions(fetch);
+    // Retried on the next beat, which still carries the old epoch: the coordinator keeps the
+    // reset notice and the grant until this member has taken them in.
+    if (!fetched.ok()) return fetched.status();
+    start = *std::move(fetched);
   }
+  {
+    // The new epoch and the positions it goes with change together: a Commit never pairs the
+    // new epoch with positions from before a reset.
+    absl::MutexLock lock(&mu_);
+    epoch_ = resp.member_epoch();
+    for (const auto& [tp, offset] : start) positions_[tp] = offset;
+  }
+  if (on_assigned_ && !added.empty()) on_assigned_(added);
   return absl::OkStatus();
 }
 
@@ -358,8 +357,9 @@ void GroupConsumer::CommitAsync(std::function<void(absl::Status)> done) {
   };
   auto call = std::make_shared<Call>();
   {
-    absl::MutexLock lock(&mu_);
-    if (member_id_.empty()) {
+    absl::ReleasableMutexLock lock(&mu_);
+    if (member_id_.empty() || closed_) {
+      lock.Release();
       done(absl::FailedPreconditionError("not a member of the group now"));
       return;
     }

@@ -49,8 +49,7 @@ struct ConsumedRecord {
 
 // A member of a consumer group. A background thread heartbeats at the interval the coordinator
 // asks for and applies assignment changes: revoked partitions are handed to `on_revoked` (where
-// the application may finish and commit; their positions are then committed) and released on
-// the next heartbeat; new partitions start from their committed offsets and are handed to
+// the application may commit what it has processed) and released on the next heartbeat; new partitions start from their committed offsets and are handed to
 // `on_assigned`. Offset resets (ResetOffsets on the group) move the positions. Poll and Commit
 // are called from the application's thread. Thread-safe.
 class GroupConsumer {
@@ -109,6 +108,7 @@ class GroupConsumer {
   size_t next_partition_ ABSL_GUARDED_BY(mu_) = 0;                    // Poll's round robin
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int async_commits_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex heartbeat_mu_;  // one heartbeat at a time (the loop, or Create's first)
   std::thread heartbeat_;
 };

@@ -13,6 +13,11 @@ namespace lpb = ::conduit::log::v1;
 
 namespace {
 
+// Errors the broker returns before appending anything (validation, unknown topic).
+bool RejectedBeforeWriting(grpc::StatusCode code) {
+  return code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::NOT_FOUND;
+}
+
 bool Retryable(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
          code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::ABORTED;
@@ -105,7 +110,13 @@ void Producer::Send(ProducerRecord record, Callback done) {
     partition = sticky_partition_;
   }
   record.partition = partition;
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
+  if (!fatal_.ok()) {
+    const absl::Status fatal = fatal_;
+    lock.Release();
+    done(fatal);
+    return;
+  }
   PartitionQueue& q = queues_[partition];
   if (q.queued.empty()) q.first_queued = absl::Now();
   q.bytes += SizeOf(record);
@@ -230,8 +241,17 @@ void Producer::OnResponse(int32_t partition, Batch* batch, const grpc::Status& s
     done = std::move(q.in_flight);
     if (!status.ok()) {
       failure = grpc_util::FromGrpcStatus(status);
-      // The batch was not appended: the next one takes its sequences.
-      if (options_.idempotent) q.next_sequence = batch->request.sequences(0).base_sequence();
+      if (RejectedBeforeWriting(status.error_code())) {
+        // Provably not appended: the next batch takes its sequences.
+        if (options_.idempotent) q.next_sequence = batch->request.sequences(0).base_sequence();
+      } else if (options_.idempotent && fatal_.ok()) {
+        // Maybe appended (a timeout after the broker wrote it), or the sequence is out of step:
+        // reusing or skipping sequences could drop or reject later records, so this producer
+        // stops; a new one gets a new epoch.
+        fatal_ = absl::FailedPreconditionError(absl::StrCat(
+            "idempotent producer stopped after an unclear failure (", failure.message(),
+            "); create a new Producer"));
+      }
       if (first_error_.ok()) first_error_ = failure;
     } else if (response.positions_size() != static_cast<int>(done->records.size())) {
       failure = absl::InternalError(absl::StrCat("broker returned ", response.positions_size(),

@@ -55,7 +55,9 @@ struct RecordPosition {
 // Batching, partitioning and retrying producer for one topic. Records of one partition are
 // appended in Send order: one batch per partition is in flight at a time. Keyed records go
 // where the broker would put them (Kafka's murmur2); keyless records stick to one partition per
-// batch and rotate. Results arrive on the producer's threads. Thread-safe.
+// batch and rotate. Results arrive on the producer's threads. After an unclear failure of an
+// idempotent batch (retries exhausted on a timeout: it may or may not be appended) the producer
+// stops: later sends fail, and a new Producer (a new epoch) carries on. Thread-safe.
 class Producer {
  public:
   using Callback = std::function<void(absl::StatusOr<RecordPosition>)>;
@@ -114,6 +116,8 @@ class Producer {
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+  // Set after an unclear failure of an idempotent batch: later records fail with it.
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   std::thread sender_;
 };
 

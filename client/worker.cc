@@ -19,9 +19,9 @@ Worker::~Worker() { Stop(); }
 
 void Worker::Start() {
   for (int i = 0; i < std::max(1, options_.concurrency); ++i) {
-    threads_.emplace_back([this] { WorkLoop(); });
+    workers_.emplace_back([this] { WorkLoop(); });
   }
-  threads_.emplace_back([this] { KeeperLoop(); });
+  keeper_ = std::thread([this] { KeeperLoop(); });
 }
 
 void Worker::Stop() {
@@ -29,8 +29,15 @@ void Worker::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  // Workers first: a Lease already waiting may still return a job, whose handler needs the
+  // keeper until it finishes.
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  {
+    absl::MutexLock lock(&mu_);
+    keeper_stopping_ = true;
+  }
+  if (keeper_.joinable()) keeper_.join();
 }
 
 Worker::Stats Worker::stats() {
@@ -77,58 +84,56 @@ void Worker::WorkLoop() {
       continue;
     }
     for (const qpb::LeasedJob& leased : resp.jobs()) {
-      const absl::Duration lease = grpc_util::FromTimestamp(leased.deadline()) - absl::Now();
+      // The granted length (the queue's default when none was asked), at least a second.
+      const absl::Duration lease =
+          std::max(absl::Seconds(1), grpc_util::FromTimestamp(leased.deadline()) - absl::Now());
       {
         absl::MutexLock lock(&mu_);
         ++stats_.leased;
-        running_[leased.job_id()] = Running{leased.lease_token(), absl::Now() + lease / 3};
+        running_[leased.lease_token()] = Running{leased.job_id(), lease, absl::Now() + lease / 3};
       }
       Job job{leased.job_id(), leased.payload(), {}, leased.attempt(), leased.tenant()};
       for (const auto& h : leased.headers()) job.headers.emplace_back(h.key(), h.value());
       const Outcome outcome = handler_(job);
-      std::string token;
       {
         absl::MutexLock lock(&mu_);
-        token = running_[leased.job_id()].token;
-        running_.erase(leased.job_id());
+        running_.erase(leased.lease_token());
       }
-      qpb::LeasedJob current = leased;
-      current.set_lease_token(token);
-      Finish(current, outcome);
+      Finish(leased, outcome);  // with this delivery's own token
     }
   }
 }
 
 void Worker::KeeperLoop() {
   absl::MutexLock lock(&mu_);
-  // Runs until stopped with no handler left running (Stop lets running handlers finish).
+  // Runs until Stop has joined the workers (so no handler is left running).
   auto done = +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-    return w->stopping_ && w->running_.empty();
+    return w->keeper_stopping_;
   };
   while (!mu_.AwaitWithTimeout(absl::Condition(done, this), absl::Milliseconds(50))) {
     const absl::Time now = absl::Now();
-    std::vector<std::pair<uint64_t, std::string>> due;
-    for (const auto& [id, r] : running_) {
-      if (r.next_extension <= now) due.emplace_back(id, r.token);
+    std::vector<std::pair<std::string, Running>> due;
+    for (const auto& [token, r] : running_) {
+      if (r.next_extension <= now) due.emplace_back(token, r);
     }
     if (due.empty()) continue;
     mu_.Unlock();
-    for (const auto& [id, token] : due) {
+    for (const auto& [token, r] : due) {
       grpc::ClientContext ctx;
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
       qpb::ExtendLeaseRequest req;
       req.set_queue(options_.queue);
-      req.set_job_id(id);
+      req.set_job_id(r.job_id);
       req.set_lease_token(token);
-      grpc_util::SetDuration(options_.visibility_timeout, req.mutable_extension());
+      grpc_util::SetDuration(r.lease, req.mutable_extension());
       qpb::ExtendLeaseResponse resp;
       grpc::Status s = stub_->ExtendLease(&ctx, req, &resp);
       absl::MutexLock relock(&mu_);
-      auto it = running_.find(id);
-      if (it == running_.end()) continue;
+      auto it = running_.find(token);
+      if (it == running_.end()) continue;  // finished meanwhile
       if (s.ok()) {
         ++stats_.extensions;
-        it->second.next_extension = absl::Now() + options_.visibility_timeout / 3;
+        it->second.next_extension = absl::Now() + r.lease / 3;
       } else if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
                  s.error_code() == grpc::StatusCode::NOT_FOUND) {
         // The lease is gone (expired, or the job moved on): the outcome will be refused.

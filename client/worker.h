@@ -73,8 +73,9 @@ class Worker {
   absl::Status error();
 
  private:
-  struct Running {
-    std::string token;
+  struct Running {  // one delivery, keyed by its lease token (unique per delivery)
+    uint64_t job_id = 0;
+    absl::Duration lease;  // the length the server granted: each extension asks for it again
     absl::Time next_extension;
   };
   void WorkLoop();
@@ -85,11 +86,13 @@ class Worker {
   const Handler handler_;
   std::unique_ptr<conduit::queue::v1::WorkQueue::Stub> stub_;
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // no new leases
+  bool keeper_stopping_ ABSL_GUARDED_BY(mu_) = false;  // set once every handler has finished
+  std::map<std::string, Running> running_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> workers_;
+  std::thread keeper_;
 };
 
 }  // namespace conduit::client

@@ -240,6 +240,34 @@ TEST_F(ClientTest, WorkerExtendsTheLeaseOfASlowHandlerAndTheJobIsNotRedelivered)
   EXPECT_TRUE(slow.error().ok()) << slow.error();
 }
 
+TEST_F(ClientTest, WorkerWithTheQueuesDefaultLeaseExtendsByTheGrantedLength) {
+  CreateQueue("defaults", absl::Seconds(1), 5);
+  Enqueue("defaults", {"report"});
+  std::atomic<int> calls{0};
+  Worker slow({.address = address(), .queue = "defaults", .worker_id = "slow",
+               .visibility_timeout = absl::ZeroDuration()},  // the queue's 1 s
+              [&](const Job&) {
+                calls.fetch_add(1);
+                absl::SleepFor(absl::Milliseconds(2200));
+                return Outcome::Ack();
+              });
+  Worker other({.address = address(), .queue = "defaults", .worker_id = "other"},
+               [&](const Job&) {
+                 calls.fetch_add(1);
+                 return Outcome::Ack();
+               });
+  slow.Start();
+  absl::SleepFor(absl::Milliseconds(200));
+  other.Start();
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (slow.stats().acked == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  slow.Stop();
+  other.Stop();
+  EXPECT_EQ(calls.load(), 1) << "the job was redelivered";
+  EXPECT_EQ(slow.stats().acked, 1);
+  EXPECT_EQ(slow.stats().lost_leases, 0);
+}
+
 TEST_F(ClientTest, WorkerReportsAnUnknownQueue) {
   Worker w({.address = address(), .queue = "nope", .worker_id = "w"}, [](const Job&) {
     return Outcome::Ack();

@@ -164,7 +164,10 @@ int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
     std::fflush(stdout);
     // Commit what was printed, and only that: with --max the rest of the batch stays unread.
     if (absl::Status s = (*consumer)->Commit(done); !s.ok()) {
-      std::fprintf(stderr, "warning: commit failed: %s\n", s.ToString().c_str());
+      (*consumer)->Close();
+      return Fail(grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                               absl::StrCat("commit of what was printed failed (it will be "
+                                            "delivered again): ", s.message())));
     }
   }
   (*consumer)->Close();
