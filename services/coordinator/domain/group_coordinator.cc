@@ -230,7 +230,7 @@ absl::StatusOr<std::vector<PartitionMarks>> GroupCoordinator::Marks(const std::s
   } else if (absl::IsNotFound(marks.status())) {
     topic_cache_[topic] = TopicInfo{std::nullopt, now};
   } else if (!fresh && cached && cached->partitions) {
-    return *cached->partitions;  // the broker is away: what it said last still bounds offsets
+    return *cached->partitions;  // the broker is away: its last answer stands
   }
   return marks;
 }
@@ -261,24 +261,35 @@ absl::btree_map<std::string, int32_t> GroupCoordinator::CountsForLocked(Group& g
 }
 
 absl::Status GroupCoordinator::CheckWithinLog(const TopicPartition& tp, int64_t offset) {
-  for (bool fresh : {false, true}) {
-    auto marks = Marks(tp.topic, fresh);
-    if (!marks.ok()) return marks.status();
-    if (tp.partition >= static_cast<int32_t>(marks->size())) {
-      if (!fresh) continue;
-      return absl::InvalidArgumentError(absl::StrCat("topic '", tp.topic, "' has ", marks->size(),
-                                                     " partitions; there is no partition ",
-                                                     tp.partition));
-    }
-    const int64_t hwm = (*marks)[tp.partition].high_watermark;
-    if (offset <= hwm) return absl::OkStatus();
-    if (fresh) {
-      return absl::OutOfRangeError(absl::StrCat("offset ", offset, " of ", tp.topic, "/",
-                                                tp.partition, " is beyond the high watermark ",
-                                                hwm));
+  {
+    // A high watermark only grows, so any cached one, however old, bounds commits from below:
+    // the common case needs neither the broker nor a copy of the topic's marks.
+    absl::MutexLock lock(&topics_mu_);
+    auto it = topic_cache_.find(tp.topic);
+    if (it != topic_cache_.end() && it->second.partitions &&
+        tp.partition < static_cast<int32_t>(it->second.partitions->size()) &&
+        offset <= (*it->second.partitions)[tp.partition].high_watermark) {
+      return absl::OkStatus();
     }
   }
+  auto marks = Marks(tp.topic, /*fresh=*/true);
+  if (!marks.ok()) return marks.status();
+  if (tp.partition >= static_cast<int32_t>(marks->size())) {
+    return absl::InvalidArgumentError(absl::StrCat("topic '", tp.topic, "' has ", marks->size(),
+                                                   " partitions; there is no partition ",
+                                                   tp.partition));
+  }
+  const int64_t hwm = (*marks)[tp.partition].high_watermark;
+  if (offset > hwm) {
+    return absl::OutOfRangeError(absl::StrCat("offset ", offset, " of ", tp.topic, "/",
+                                              tp.partition, " is beyond the high watermark ",
+                                              hwm));
+  }
   return absl::OkStatus();
+}
+
+absl::Status GroupCoordinator::DeletedMeanwhile() {
+  return absl::UnavailableError("the group was deleted meanwhile; retry");
 }
 
 std::vector<GroupCoordinator::GroupPtr> GroupCoordinator::AllGroups() {

@@ -250,7 +250,11 @@ class GroupCoordinator {
   // current target used.
   absl::btree_map<std::string, int32_t> CountsForLocked(Group& g)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  // OK when `offset` is at most the partition's high watermark: the cached one when it
+  // suffices, else the broker's.
   absl::Status CheckWithinLog(const TopicPartition& tp, int64_t offset);
+  // The status of a call that found its group deleted after looking it up.
+  static absl::Status DeletedMeanwhile();
 
   // Lag (lag.cc).
   absl::Status ComputeLag(Group& g, GroupDescription* out);

@@ -85,7 +85,7 @@ absl::StatusOr<HeartbeatOutput> GroupCoordinator::Heartbeat(const HeartbeatInput
   absl::StatusOr<HeartbeatOutput> out;
   {
     absl::MutexLock lock(&g->mu);
-    if (g->deleted) return absl::UnavailableError("the group was deleted meanwhile; retry");
+    if (g->deleted) return DeletedMeanwhile();
     Change change;
     ExpireLocked(*g, clock_->Now(), &change);
     out = HeartbeatLocked(*g, in, &change);

@@ -66,7 +66,7 @@ absl::Status GroupCoordinator::Commit(const CommitInput& in) {
   std::shared_ptr<Waiter> waiter;
   {
     absl::MutexLock lock(&g->mu);
-    if (g->deleted) return absl::UnavailableError("the group was deleted meanwhile; retry");
+    if (g->deleted) return DeletedMeanwhile();
     const absl::Time now = clock_->Now();
     Change change;
     ExpireLocked(*g, now, &change);
@@ -226,7 +226,7 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
   std::shared_ptr<Waiter> waiter;
   {
     absl::MutexLock lock(&g->mu);
-    if (g->deleted) return absl::UnavailableError("the group was deleted meanwhile; retry");
+    if (g->deleted) return DeletedMeanwhile();
     const absl::Time now = clock_->Now();
     Change change;
     ExpireLocked(*g, now, &change);
