@@ -88,7 +88,7 @@ void GroupConsumer::Close() {
   }
   if (member_id.empty()) return;
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
+  SetDeadline(&ctx);
   cpb::LeaveGroupRequest req;
   req.set_group_id(options_.group);
   req.set_member_id(member_id);
@@ -143,7 +143,7 @@ absl::Status GroupConsumer::HeartbeatOnce() {
   }
   ToProto(owned, req.mutable_owned_partitions());
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
+  SetDeadline(&ctx);
   cpb::HeartbeatResponse resp;
   grpc::Status status = coordinator_->Heartbeat(&ctx, req, &resp);
   if (status.error_code() == grpc::StatusCode::NOT_FOUND && req.member_epoch() != 0) {
@@ -208,7 +208,7 @@ absl::StatusOr<std::map<TopicPartition, int64_t>> GroupConsumer::StartPositions(
   std::map<TopicPartition, int64_t> out;
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
+    SetDeadline(&ctx);
     cpb::FetchOffsetsRequest req;
     req.set_group_id(options_.group);
     cpb::FetchOffsetsResponse resp;
@@ -221,196 +221,32 @@ absl::StatusOr<std::map<TopicPartition, int64_t>> GroupConsumer::StartPositions(
   }
   for (const TopicPartition& tp : partitions) {
     if (out.contains(tp)) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
-    lpb::ListOffsetsRequest req;
-    req.set_topic(tp.first);
-    req.add_partitions(tp.second);
-    req.set_spec(options_.start == ConsumerOptions::Start::kEarliest ? lpb::OFFSET_SPEC_EARLIEST
-                                                                      : lpb::OFFSET_SPEC_LATEST);
-    lpb::ListOffsetsResponse resp;
-    grpc::Status s = log_->ListOffsets(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
-    if (resp.offsets_size() != 1) return absl::InternalError("ListOffsets: one offset expected");
-    out[tp] = resp.offsets(0).offset();
+    auto offset = ListOffset(tp, options_.start == ConsumerOptions::Start::kEarliest
+                                     ? lpb::OFFSET_SPEC_EARLIEST
+                                     : lpb::OFFSET_SPEC_LATEST);
+    if (!offset.ok()) return offset.status();
+    out[tp] = *offset;
   }
   return out;
 }
 
-absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  std::vector<ConsumedRecord> out;
-  while (true) {
-    std::vector<std::pair<TopicPartition, int64_t>> owned;
-    size_t first = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      owned.assign(positions_.begin(), positions_.end());
-      if (!owned.empty()) first = next_partition_++ % owned.size();
-    }
-    const absl::Duration left = deadline - absl::Now();
-    for (size_t i = 0; i < owned.size() && out.empty(); ++i) {
-      const auto& [tp, position] = owned[(first + i) % owned.size()];
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
-      lpb::FetchRequest req;
-      req.set_topic(tp.first);
-      req.set_partition(tp.second);
-      req.set_offset(position);
-      req.set_max_records(options_.max_poll_records);
-      // Long-poll on the last partition tried, so an idle group does not spin.
-      if (i + 1 == owned.size() && left > absl::ZeroDuration()) {
-        grpc_util::SetDuration(std::min(left, absl::Milliseconds(200)), req.mutable_max_wait());
-      }
-      lpb::FetchResponse resp;
-      grpc::Status s = log_->Fetch(&ctx, req, &resp);
-      int64_t next = position;
-      if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
-        // Retention passed this position: skip to the log start (the records are gone).
-        next = std::max(position, resp.log_start_offset());
-        lpb::ListOffsetsRequest lreq;
-        lreq.set_topic(tp.first);
-        lreq.add_partitions(tp.second);
-        lreq.set_spec(lpb::OFFSET_SPEC_EARLIEST);
-        lpb::ListOffsetsResponse lresp;
-        grpc::ClientContext lctx;
-        lctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
-        if (log_->ListOffsets(&lctx, lreq, &lresp).ok() && lresp.offsets_size() == 1) {
-          next = std::max(position, lresp.offsets(0).offset());
-        }
-      } else if (!s.ok()) {
-        return FromGrpcStatus(s);
-      } else {
-        next = resp.next_offset();
-      }
-      absl::MutexLock lock(&mu_);
-      auto it = positions_.find(tp);
-      if (it == positions_.end() || it->second != position) continue;  // revoked or reset
-      it->second = next;
-      for (const lpb::Record& r : resp.records()) {
-        ConsumedRecord c;
-        c.topic = tp.first;
-        c.partition = tp.second;
-        c.offset = r.offset();
-        if (r.has_key()) c.key = r.key();
-        if (r.has_value()) c.value = r.value();
-        for (const lpb::Header& h : r.headers()) c.headers.emplace_back(h.key(), h.value());
-        c.append_time = grpc_util::FromTimestamp(r.append_time());
-        if (r.has_event_time()) c.event_time = grpc_util::FromTimestamp(r.event_time());
-        out.push_back(std::move(c));
-      }
-    }
-    if (!out.empty() || absl::Now() >= deadline) return out;
-    if (owned.empty()) absl::SleepFor(std::min(deadline - absl::Now(), absl::Milliseconds(20)));
-  }
-}
-
-absl::Status GroupConsumer::CommitPositions(const std::map<TopicPartition, int64_t>& positions,
-                                            const std::string& member_id, int32_t epoch) {
-  if (positions.empty()) return absl::OkStatus();
-  cpb::CommitOffsetsRequest req;
-  req.set_group_id(options_.group);
-  req.set_member_id(member_id);
-  req.set_member_epoch(epoch);
-  cpb::TopicCommits* current = nullptr;
-  for (const auto& [tp, offset] : positions) {
-    if (!current || current->topic() != tp.first) {
-      current = req.add_topics();
-      current->set_topic(tp.first);
-    }
-    cpb::PartitionCommit* p = current->add_partitions();
-    p->set_partition(tp.second);
-    p->set_offset(offset);
-  }
+absl::StatusOr<int64_t> GroupConsumer::ListOffset(const TopicPartition& tp,
+                                                  lpb::OffsetSpec spec) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
-  cpb::CommitOffsetsResponse resp;
-  return FromGrpcStatus(coordinator_->CommitOffsets(&ctx, req, &resp));
+  SetDeadline(&ctx);
+  lpb::ListOffsetsRequest req;
+  req.set_topic(tp.first);
+  req.add_partitions(tp.second);
+  req.set_spec(spec);
+  lpb::ListOffsetsResponse resp;
+  grpc::Status s = log_->ListOffsets(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpcStatus(s);
+  if (resp.offsets_size() != 1) return absl::InternalError("ListOffsets: one offset expected");
+  return resp.offsets(0).offset();
 }
 
-absl::Status GroupConsumer::Commit() {
-  std::map<TopicPartition, int64_t> positions;
-  {
-    absl::MutexLock lock(&mu_);
-    positions = positions_;
-  }
-  return Commit(positions);
-}
-
-absl::Status GroupConsumer::Commit(const std::map<TopicPartition, int64_t>& offsets) {
-  std::string member_id;
-  int32_t epoch;
-  {
-    absl::MutexLock lock(&mu_);
-    member_id = member_id_;
-    epoch = epoch_;
-  }
-  if (member_id.empty()) return absl::FailedPreconditionError("not a member of the group now");
-  return CommitPositions(offsets, member_id, epoch);
-}
-
-void GroupConsumer::CommitAsync(std::function<void(absl::Status)> done) {
-  struct Call {
-    grpc::ClientContext ctx;
-    cpb::CommitOffsetsRequest req;
-    cpb::CommitOffsetsResponse resp;
-  };
-  auto call = std::make_shared<Call>();
-  {
-    absl::ReleasableMutexLock lock(&mu_);
-    if (member_id_.empty() || closed_) {
-      lock.Release();
-      done(absl::FailedPreconditionError("not a member of the group now"));
-      return;
-    }
-    call->req.set_group_id(options_.group);
-    call->req.set_member_id(member_id_);
-    call->req.set_member_epoch(epoch_);
-    cpb::TopicCommits* current = nullptr;
-    for (const auto& [tp, offset] : positions_) {
-      if (!current || current->topic() != tp.first) {
-        current = call->req.add_topics();
-        current->set_topic(tp.first);
-      }
-      cpb::PartitionCommit* p = current->add_partitions();
-      p->set_partition(tp.second);
-      p->set_offset(offset);
-    }
-    ++async_commits_;
-  }
-  call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
-  coordinator_->async()->CommitOffsets(
-      &call->ctx, &call->req, &call->resp, [this, call, done = std::move(done)](grpc::Status s) {
-        done(FromGrpcStatus(s));
-        absl::MutexLock lock(&mu_);
-        --async_commits_;
-      });
-}
-
-absl::StatusOr<int> GroupConsumer::ProcessAndCommit(
-    absl::Duration timeout, const std::function<absl::Status(const ConsumedRecord&)>& handle) {
-  auto records = Poll(timeout);
-  if (!records.ok()) return records.status();
-  for (size_t i = 0; i < records->size(); ++i) {
-    if (auto s = handle((*records)[i]); !s.ok()) {
-      // Nothing from the failed record on counts as consumed: the next Poll returns it again.
-      std::map<TopicPartition, int64_t> rewind;
-      for (size_t j = i; j < records->size(); ++j) {
-        const ConsumedRecord& r = (*records)[j];
-        auto [it, fresh] = rewind.emplace(TopicPartition{r.topic, r.partition}, r.offset);
-        if (!fresh) it->second = std::min(it->second, r.offset);
-      }
-      absl::MutexLock lock(&mu_);
-      for (const auto& [tp, offset] : rewind) {
-        auto it = positions_.find(tp);
-        if (it != positions_.end()) it->second = std::min(it->second, offset);
-      }
-      return s;
-    }
-  }
-  if (records->empty()) return 0;
-  if (auto s = Commit(); !s.ok()) return s;
-  return static_cast<int>(records->size());
+void GroupConsumer::SetDeadline(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
 }
 
 }  // namespace conduit::client

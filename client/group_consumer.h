@@ -93,6 +93,8 @@ class GroupConsumer {
   absl::StatusOr<std::map<TopicPartition, int64_t>> StartPositions(const PartitionSet& partitions);
   absl::Status CommitPositions(const std::map<TopicPartition, int64_t>& positions,
                                const std::string& member_id, int32_t epoch);
+  absl::StatusOr<int64_t> ListOffset(const TopicPartition& tp, conduit::log::v1::OffsetSpec spec);
+  void SetDeadline(grpc::ClientContext* ctx) const;
   void StopThread();
 
   const ConsumerOptions options_;

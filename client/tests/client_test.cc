@@ -210,20 +210,23 @@ TEST_F(ClientTest, ConsumerGroupSurvivesAKilledMemberWithoutLosingRecords) {
   consumers.clear();
 }
 
-TEST_F(ClientTest, WorkerExtendsTheLeaseOfASlowHandlerAndTheJobIsNotRedelivered) {
-  CreateQueue("slow", absl::Seconds(1), 5);
-  Enqueue("slow", {"big report"});
-  std::atomic<int> calls{0};
-  Worker slow({.address = address(), .queue = "slow", .worker_id = "slow",
-               .visibility_timeout = absl::Seconds(1)},
+// A slow handler (`handling`) holds a job on `queue` (1 s leases) while a second worker polls
+// the same queue all along: it would get the job if the lease lapsed. `visibility` is what the
+// slow worker asks for (zero: the queue's). Returns the slow worker's stats; `calls` counts
+// deliveries to either worker.
+Worker::Stats RunSlowHandler(const std::string& address, const std::string& queue,
+                             absl::Duration visibility, absl::Duration handling, int* calls,
+                             absl::Status* error) {
+  std::atomic<int> delivered{0};
+  Worker slow({.address = address, .queue = queue, .worker_id = "slow",
+               .visibility_timeout = visibility},
               [&](const Job&) {
-                calls.fetch_add(1);
-                absl::SleepFor(absl::Milliseconds(3200));  // over three lease lengths
+                delivered.fetch_add(1);
+                absl::SleepFor(handling);
                 return Outcome::Ack();
               });
-  // A second worker polls the same queue all along: it would get the job if the lease lapsed.
-  Worker other({.address = address(), .queue = "slow", .worker_id = "other"}, [&](const Job&) {
-    calls.fetch_add(1);
+  Worker other({.address = address, .queue = queue, .worker_id = "other"}, [&](const Job&) {
+    delivered.fetch_add(1);
     return Outcome::Ack();
   });
   slow.Start();
@@ -233,39 +236,36 @@ TEST_F(ClientTest, WorkerExtendsTheLeaseOfASlowHandlerAndTheJobIsNotRedelivered)
   while (slow.stats().acked == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
   slow.Stop();
   other.Stop();
-  EXPECT_EQ(calls.load(), 1) << "the job was redelivered";
-  EXPECT_EQ(slow.stats().acked, 1);
-  EXPECT_GE(slow.stats().extensions, 2);
-  EXPECT_EQ(slow.stats().lost_leases, 0);
-  EXPECT_TRUE(slow.error().ok()) << slow.error();
+  *calls = delivered.load();
+  *error = slow.error();
+  return slow.stats();
+}
+
+TEST_F(ClientTest, WorkerExtendsTheLeaseOfASlowHandlerAndTheJobIsNotRedelivered) {
+  CreateQueue("slow", absl::Seconds(1), 5);
+  Enqueue("slow", {"big report"});
+  int calls = 0;
+  absl::Status error;
+  Worker::Stats stats = RunSlowHandler(address(), "slow", absl::Seconds(1),
+                                       absl::Milliseconds(3200),  // over three lease lengths
+                                       &calls, &error);
+  EXPECT_EQ(calls, 1) << "the job was redelivered";
+  EXPECT_EQ(stats.acked, 1);
+  EXPECT_GE(stats.extensions, 2);
+  EXPECT_EQ(stats.lost_leases, 0);
+  EXPECT_TRUE(error.ok()) << error;
 }
 
 TEST_F(ClientTest, WorkerWithTheQueuesDefaultLeaseExtendsByTheGrantedLength) {
   CreateQueue("defaults", absl::Seconds(1), 5);
   Enqueue("defaults", {"report"});
-  std::atomic<int> calls{0};
-  Worker slow({.address = address(), .queue = "defaults", .worker_id = "slow",
-               .visibility_timeout = absl::ZeroDuration()},  // the queue's 1 s
-              [&](const Job&) {
-                calls.fetch_add(1);
-                absl::SleepFor(absl::Milliseconds(2200));
-                return Outcome::Ack();
-              });
-  Worker other({.address = address(), .queue = "defaults", .worker_id = "other"},
-               [&](const Job&) {
-                 calls.fetch_add(1);
-                 return Outcome::Ack();
-               });
-  slow.Start();
-  absl::SleepFor(absl::Milliseconds(200));
-  other.Start();
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (slow.stats().acked == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
-  slow.Stop();
-  other.Stop();
-  EXPECT_EQ(calls.load(), 1) << "the job was redelivered";
-  EXPECT_EQ(slow.stats().acked, 1);
-  EXPECT_EQ(slow.stats().lost_leases, 0);
+  int calls = 0;
+  absl::Status error;
+  Worker::Stats stats = RunSlowHandler(address(), "defaults", absl::ZeroDuration(),  // 1 s
+                                       absl::Milliseconds(2200), &calls, &error);
+  EXPECT_EQ(calls, 1) << "the job was redelivered";
+  EXPECT_EQ(stats.acked, 1);
+  EXPECT_EQ(stats.lost_leases, 0);
 }
 
 TEST_F(ClientTest, WorkerReportsAnUnknownQueue) {
