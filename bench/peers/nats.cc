@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/peers/peer.h"
+#include "bench/peers/socket.h"
 
 namespace conduit::bench::peers {
 namespace {
@@ -222,16 +223,6 @@ void Fail(Figures* f, const std::string& what) {
   if (f->errors++ == 0) f->error = what;
 }
 
-// Fresh per call so runs never see each other's messages, consumers or leftover state.
-std::string UniqueName(const char* kind) {
-  static std::atomic<int> counter{0};
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  return std::string("CB_") + kind + "_" + std::to_string(getpid()) + "_" +
-         std::to_string(ms % 100000000) + "_" + std::to_string(counter++);
-}
-
 // Publishes to `subject` keeping up to `window` PubAcks outstanding; with window 1 this is the
 // synchronous publish. Latency is per message, publish to PubAck. The reply subject
 // "<inbox>.<n>" names the message; PubAcks for one stream come back in publish order, so slot
@@ -349,7 +340,8 @@ Figures WithStream(int port, const char* kind, const char* retention, Body body)
   Figures out;
   Conn admin;
   std::string err, reply;
-  const std::string name = UniqueName(kind);
+  // Fresh per call so runs never see each other's messages, consumers or leftover state.
+  const std::string name = UniqueName(std::string("CB_") + kind);
   const bool workqueue = std::string_view(retention) == "workqueue";
   if (!admin.Open(port, "_INBOX." + name + ".admin", &err) ||
       !admin.Request("$JS.API.STREAM.CREATE." + name,
