@@ -3,6 +3,7 @@
 // A GroupCoordinator on the real RocksDB store in a temp dir, with a fake clock and a fake
 // broker (FakeTopics: partitions with append times). Reopen() is a restart.
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,17 +86,38 @@ class FakeTopics final : public TopicSource {
   std::map<std::string, std::vector<Part>> topics_ ABSL_GUARDED_BY(mu_);
 };
 
+// Passes everything to the real store, except that writes fail UNAVAILABLE while `fail` is set.
+class FlakyStore final : public CoordinatorStore {
+ public:
+  explicit FlakyStore(CoordinatorStore* real) : real_(real) {}
+  absl::StatusOr<StoredState> Load() override { return real_->Load(); }
+  absl::Status Write(const std::vector<const CoordinatorWrite*>& writes) override {
+    if (fail.load()) return absl::UnavailableError("injected write failure");
+    return real_->Write(writes);
+  }
+  absl::StatusOr<std::vector<AuditRecord>> ListAudit(const std::string& group_id,
+                                                     uint64_t before_id, int limit) override {
+    return real_->ListAudit(group_id, before_id, limit);
+  }
+  std::atomic<bool> fail{false};
+
+ private:
+  CoordinatorStore* const real_;
+};
+
 class CoordinatorTest : public ::testing::Test {
  protected:
   void SetUp() override { Reopen(); }
 
   void Reopen() {
     coordinator_.reset();
+    flaky_.reset();
     store_.reset();
     auto store = RocksDbCoordinatorStore::Open(dir_.Sub("coordinator"));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    coordinator_ = std::make_unique<GroupCoordinator>(store_.get(), &topics_, &clock_, options_);
+    flaky_ = std::make_unique<FlakyStore>(store_.get());
+    coordinator_ = std::make_unique<GroupCoordinator>(flaky_.get(), &topics_, &clock_, options_);
     ASSERT_TRUE(coordinator_->Recover().ok());
   }
 
@@ -157,6 +179,7 @@ class CoordinatorTest : public ::testing::Test {
   FakeTopics topics_;
   CoordinatorOptions options_;
   std::unique_ptr<RocksDbCoordinatorStore> store_;
+  std::unique_ptr<FlakyStore> flaky_;  // what the coordinator writes through
   std::unique_ptr<GroupCoordinator> coordinator_;
 };
 

@@ -267,6 +267,21 @@ TEST_F(OffsetsTest, OffsetsAndAuditSurviveARestart) {
       << "audit ids continue after a restart";
 }
 
+TEST_F(OffsetsTest, AfterAStorageFailureEverythingIsRefusedUntilRestart) {
+  HeartbeatOutput a = Join("g", {"orders"});
+  ASSERT_TRUE(CommitAs("g", a, "orders", 0, 4).ok());
+  flaky_->fail = true;
+  EXPECT_TRUE(absl::IsUnavailable(CommitAs("g", a, "orders", 0, 6)));
+  flaky_->fail = false;
+  // Memory may now hold what the disk does not: nothing is changed or shown until a restart.
+  EXPECT_TRUE(absl::IsUnavailable(CommitAs("g", a, "orders", 0, 7)));
+  EXPECT_TRUE(absl::IsUnavailable(coordinator_->FetchOffsets("g", {}).status()));
+  EXPECT_TRUE(absl::IsUnavailable(coordinator_->Describe("g").status()));
+  EXPECT_TRUE(absl::IsUnavailable(Beat("g", a, a.assignment).status()));
+  Reopen();
+  EXPECT_EQ(Committed("g", "orders", 0), 4) << "the failed commit is not there after a restart";
+}
+
 TEST_F(OffsetsTest, DeleteGroupNeedsNoMembersAndRemovesEverything) {
   HeartbeatOutput a = Join("g", {"orders"});
   ASSERT_TRUE(CommitAs("g", a, "orders", 0, 7).ok());
