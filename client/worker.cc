@@ -51,6 +51,8 @@ absl::Status Worker::error() {
 }
 
 void Worker::WorkLoop() {
+  std::vector<PendingAck> acks;
+  absl::Time oldest_ack;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -62,7 +64,7 @@ void Worker::WorkLoop() {
     qpb::LeaseRequest req;
     req.set_queue(options_.queue);
     req.set_worker_id(options_.worker_id);
-    req.set_max_jobs(1);
+    req.set_max_jobs(std::max(1, options_.max_jobs_per_lease));
     if (options_.visibility_timeout > absl::ZeroDuration()) {
       grpc_util::SetDuration(options_.visibility_timeout, req.mutable_visibility_timeout());
     }
@@ -83,24 +85,35 @@ void Worker::WorkLoop() {
       absl::SleepFor(absl::Milliseconds(100));  // the server is away: do not spin
       continue;
     }
-    for (const qpb::LeasedJob& leased : resp.jobs()) {
-      // The granted length (the queue's default when none was asked), at least a second.
-      const absl::Duration lease =
-          std::max(absl::Seconds(1), grpc_util::FromTimestamp(leased.deadline()) - absl::Now());
-      {
-        absl::MutexLock lock(&mu_);
+    {
+      // Every job of the batch is kept alive from now on, also those still waiting their turn.
+      absl::MutexLock lock(&mu_);
+      const absl::Time now = absl::Now();
+      for (const qpb::LeasedJob& leased : resp.jobs()) {
+        // The granted length (the queue's default when none was asked), at least a second.
+        const absl::Duration lease =
+            std::max(absl::Seconds(1), grpc_util::FromTimestamp(leased.deadline()) - now);
         ++stats_.leased;
-        running_[leased.lease_token()] = Running{leased.job_id(), lease, absl::Now() + lease / 3};
+        running_[leased.lease_token()] = Running{leased.job_id(), lease, now + lease / 3};
       }
+    }
+    for (const qpb::LeasedJob& leased : resp.jobs()) {
       Job job{leased.job_id(), leased.payload(), {}, leased.attempt(), leased.tenant()};
       for (const auto& h : leased.headers()) job.headers.emplace_back(h.key(), h.value());
       const Outcome outcome = handler_(job);
-      {
-        absl::MutexLock lock(&mu_);
-        running_.erase(leased.lease_token());
+      if (outcome.kind == Outcome::Kind::kAck) {  // with this delivery's own token
+        if (acks.empty()) oldest_ack = absl::Now();
+        acks.push_back({leased.job_id(), leased.lease_token()});
+        if (absl::Now() - oldest_ack >= options_.ack_linger) FlushAcks(acks);
+      } else {
+        {
+          absl::MutexLock lock(&mu_);
+          running_.erase(leased.lease_token());
+        }
+        Nack(leased, outcome);
       }
-      Finish(leased, outcome);  // with this delivery's own token
     }
+    FlushAcks(acks);
   }
 }
 
@@ -147,21 +160,41 @@ void Worker::KeeperLoop() {
   }
 }
 
-void Worker::Finish(const qpb::LeasedJob& job, const Outcome& outcome) {
+void Worker::FlushAcks(std::vector<PendingAck>& acks) {
+  if (acks.empty()) return;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
-  grpc::Status s;
-  if (outcome.kind == Outcome::Kind::kAck) {
+  int64_t acked = 0;
+  if (acks.size() == 1) {
     qpb::AckRequest req;
     req.set_queue(options_.queue);
-    req.set_job_id(job.job_id());
-    req.set_lease_token(job.lease_token());
+    req.set_job_id(acks[0].job_id);
+    req.set_lease_token(acks[0].token);
     qpb::AckResponse resp;
-    s = stub_->Ack(&ctx, req, &resp);
-    absl::MutexLock lock(&mu_);
-    if (s.ok()) ++stats_.acked;
-    return;
+    acked = stub_->Ack(&ctx, req, &resp).ok() ? 1 : 0;
+  } else {
+    qpb::AckBatchRequest req;
+    req.set_queue(options_.queue);
+    for (const PendingAck& a : acks) {
+      auto* e = req.add_jobs();
+      e->set_job_id(a.job_id);
+      e->set_lease_token(a.token);
+    }
+    qpb::AckBatchResponse resp;
+    if (stub_->AckBatch(&ctx, req, &resp).ok()) {
+      for (const auto& r : resp.results()) acked += r.code() == 0 ? 1 : 0;
+    }
   }
+  // A failed ack leaves the job to be redelivered once its lease expires: at least once.
+  absl::MutexLock lock(&mu_);
+  stats_.acked += acked;
+  for (const PendingAck& a : acks) running_.erase(a.token);
+  acks.clear();
+}
+
+void Worker::Nack(const qpb::LeasedJob& job, const Outcome& outcome) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
   qpb::NackRequest req;
   req.set_queue(options_.queue);
   req.set_job_id(job.job_id());
@@ -172,7 +205,7 @@ void Worker::Finish(const qpb::LeasedJob& job, const Outcome& outcome) {
                             : qpb::FAILURE_CLASS_TRANSIENT);
   if (outcome.retry_after) grpc_util::SetDuration(*outcome.retry_after, req.mutable_retry_after());
   qpb::NackResponse resp;
-  s = stub_->Nack(&ctx, req, &resp);
+  grpc::Status s = stub_->Nack(&ctx, req, &resp);
   absl::MutexLock lock(&mu_);
   if (!s.ok()) return;
   if (resp.dead()) {

@@ -22,6 +22,12 @@ struct WorkerOptions {
   std::string queue;
   std::string worker_id;
   int concurrency = 1;  // jobs handled at once, one thread each
+  // Jobs each thread leases per request (1..1000) and handles one after another. Above 1 its
+  // acks are sent together (AckBatch) when the batch is done or `ack_linger` after the oldest:
+  // fewer round trips per job, at the price of holding the batch's later jobs while earlier
+  // ones run (their leases are extended meanwhile) and of acks that wait up to `ack_linger`.
+  int max_jobs_per_lease = 1;
+  absl::Duration ack_linger = absl::Milliseconds(100);
   // Lease length asked per job (0: the queue's; at least 1 s). The lease is extended by this
   // much every third of it while the handler runs.
   absl::Duration visibility_timeout = absl::Seconds(30);
@@ -50,10 +56,11 @@ struct Outcome {
   static Outcome DeadLetter(std::string reason) { return {Kind::kDeadLetter, std::move(reason)}; }
 };
 
-// A work-queue worker: `concurrency` threads each lease one job at a time and run the handler;
-// while it runs, a keeper thread extends the lease; then the job is acked or nacked (transient:
-// the queue's backoff or retry_after; permanent: the dead-letter lane). Stop() is graceful: no
-// new leases, running handlers finish and their outcomes are reported. Thread-safe.
+// A work-queue worker: `concurrency` threads each lease up to `max_jobs_per_lease` jobs at a time
+// and run the handler on each; until a job is settled, a keeper thread extends its lease; then
+// the job is acked or nacked (transient: the queue's backoff or retry_after; permanent: the
+// dead-letter lane). Stop() is graceful: no new leases, the jobs already leased are handled and
+// their outcomes reported. Thread-safe.
 class Worker {
  public:
   using Handler = std::function<Outcome(const Job&)>;
@@ -78,9 +85,15 @@ class Worker {
     absl::Duration lease;  // the length the server granted: each extension asks for it again
     absl::Time next_extension;
   };
+  struct PendingAck {
+    uint64_t job_id = 0;
+    std::string token;
+  };
   void WorkLoop();
   void KeeperLoop();
-  void Finish(const conduit::queue::v1::LeasedJob& job, const Outcome& outcome);
+  // Sends `acks` (one Ack, or one AckBatch) and stops extending their leases; clears `acks`.
+  void FlushAcks(std::vector<PendingAck>& acks);
+  void Nack(const conduit::queue::v1::LeasedJob& job, const Outcome& outcome);
 
   const WorkerOptions options_;
   const Handler handler_;

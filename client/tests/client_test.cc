@@ -210,16 +210,16 @@ TEST_F(ClientTest, ConsumerGroupSurvivesAKilledMemberWithoutLosingRecords) {
   consumers.clear();
 }
 
-// A slow handler (`handling`) holds a job on `queue` (1 s leases) while a second worker polls
-// the same queue all along: it would get the job if the lease lapsed. `visibility` is what the
-// slow worker asks for (zero: the queue's). Returns the slow worker's stats; `calls` counts
-// deliveries to either worker.
+// A slow handler (`handling` per job) holds `jobs` jobs of `queue` (1 s leases), leasing up to
+// `batch` at a time, while a second worker polls the same queue all along: it would get a job
+// whose lease lapsed. `visibility` is what the slow worker asks for (zero: the queue's).
+// Returns the slow worker's stats; `calls` counts deliveries to either worker.
 Worker::Stats RunSlowHandler(const std::string& address, const std::string& queue,
                              absl::Duration visibility, absl::Duration handling, int* calls,
-                             absl::Status* error) {
+                             absl::Status* error, int jobs = 1, int batch = 1) {
   std::atomic<int> delivered{0};
   Worker slow({.address = address, .queue = queue, .worker_id = "slow",
-               .visibility_timeout = visibility},
+               .max_jobs_per_lease = batch, .visibility_timeout = visibility},
               [&](const Job&) {
                 delivered.fetch_add(1);
                 absl::SleepFor(handling);
@@ -233,7 +233,9 @@ Worker::Stats RunSlowHandler(const std::string& address, const std::string& queu
   absl::SleepFor(absl::Milliseconds(300));
   other.Start();
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (slow.stats().acked == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  while (slow.stats().acked < jobs && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
   slow.Stop();
   other.Stop();
   *calls = delivered.load();
@@ -266,6 +268,21 @@ TEST_F(ClientTest, WorkerWithTheQueuesDefaultLeaseExtendsByTheGrantedLength) {
   EXPECT_EQ(calls, 1) << "the job was redelivered";
   EXPECT_EQ(stats.acked, 1);
   EXPECT_EQ(stats.lost_leases, 0);
+}
+
+TEST_F(ClientTest, WorkerLeasingInBatchesKeepsTheWaitingJobsLeasedAndAcksThemAll) {
+  CreateQueue("batch", absl::Seconds(1), 5);
+  Enqueue("batch", {"a", "b", "c"});
+  int calls = 0;
+  absl::Status error;
+  // The third job waits 1.4 s for its turn, past its 1 s lease unless the keeper extends it.
+  Worker::Stats stats = RunSlowHandler(address(), "batch", absl::Seconds(1),
+                                       absl::Milliseconds(700), &calls, &error, 3, 3);
+  EXPECT_EQ(calls, 3) << "a job waiting in the batch was redelivered";
+  EXPECT_EQ(stats.leased, 3);
+  EXPECT_EQ(stats.acked, 3);
+  EXPECT_EQ(stats.lost_leases, 0);
+  EXPECT_TRUE(error.ok()) << error;
 }
 
 TEST_F(ClientTest, WorkerReportsAnUnknownQueue) {

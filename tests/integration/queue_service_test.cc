@@ -158,6 +158,50 @@ TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
   EXPECT_THAT(text, ::testing::HasSubstr("conduit_queue_oldest_dead_age_seconds{queue=\"emails\"}"));
 }
 
+TEST_F(QueueServerTest, AckBatchSettlesEachJobOnItsOwn) {
+  qpb::CreateQueueRequest create;
+  create.set_name("emails");
+  qpb::CreateQueueResponse created;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
+  qpb::EnqueueRequest enqueue;
+  enqueue.set_queue("emails");
+  for (int i = 0; i < 3; ++i) enqueue.add_jobs()->set_payload("mail " + std::to_string(i));
+  qpb::EnqueueResponse enqueued;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
+  const qpb::LeaseResponse leased = Lease(3);
+  ASSERT_EQ(leased.jobs_size(), 3);
+
+  qpb::AckBatchRequest batch;
+  batch.set_queue("emails");
+  for (const auto& job : leased.jobs()) {
+    auto* e = batch.add_jobs();
+    e->set_job_id(job.job_id());
+    e->set_lease_token(job.lease_token());
+  }
+  batch.mutable_jobs(1)->set_lease_token("stale");
+  qpb::AckBatchResponse acked;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::AckBatch, batch, &acked).ok());
+  ASSERT_EQ(acked.results_size(), 3);
+  EXPECT_EQ(acked.results(0).job_id(), leased.jobs(0).job_id());
+  EXPECT_EQ(acked.results(0).code(), 0);
+  EXPECT_EQ(acked.results(1).code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_THAT(acked.results(1).message(), ::testing::HasSubstr("stale"));
+  EXPECT_EQ(acked.results(2).code(), 0);
+
+  // A job listed twice is bad input: the whole call fails and acks nothing.
+  batch.mutable_jobs(1)->set_lease_token(leased.jobs(1).lease_token());
+  *batch.add_jobs() = batch.jobs(1);
+  grpc::Status twice = Call(&qpb::WorkQueue::Stub::AckBatch, batch, &acked);
+  EXPECT_EQ(twice.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(twice.error_message(), ::testing::HasSubstr("twice"));
+  qpb::GetQueueStatsRequest stats_request;
+  stats_request.set_queue("emails");
+  qpb::GetQueueStatsResponse stats;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::GetQueueStats, stats_request, &stats).ok());
+  EXPECT_EQ(stats.leased(), 1) << "only the stale-token job is still leased";
+  EXPECT_EQ(stats.ready(), 0);
+}
+
 TEST_F(QueueServerTest, BadInputGetsAClearStatus) {
   qpb::EnqueueRequest enqueue;
   enqueue.set_queue("missing");
@@ -176,6 +220,11 @@ TEST_F(QueueServerTest, BadInputGetsAClearStatus) {
   EXPECT_EQ(Call(&qpb::WorkQueue::Stub::DiscardDeadLetters, discard, &discarded).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT)
       << "a reason is required";
+  qpb::AckBatchRequest empty_batch;
+  empty_batch.set_queue("missing");
+  qpb::AckBatchResponse acked;
+  EXPECT_EQ(Call(&qpb::WorkQueue::Stub::AckBatch, empty_batch, &acked).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -273,6 +273,27 @@ grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+grpc::ServerUnaryReactor* QueueService::AckBatch(grpc::CallbackServerContext* ctx,
+                                                 const pb::AckBatchRequest* request,
+                                                 pb::AckBatchResponse* response) {
+  std::vector<AckEntry> entries;
+  entries.reserve(request->jobs_size());
+  for (const auto& e : request->jobs()) entries.push_back({e.job_id(), e.lease_token()});
+  auto* reactor = ctx->DefaultReactor();
+  queue_->AckBatch(
+      request->queue(), entries,
+      Finisher<std::vector<absl::Status>>(
+          reactor, [request, response](const std::vector<absl::Status>& results) {
+            for (size_t i = 0; i < results.size(); ++i) {
+              auto* r = response->add_results();
+              r->set_job_id(request->jobs(static_cast<int>(i)).job_id());
+              r->set_code(static_cast<int32_t>(results[i].code()));
+              r->set_message(std::string(results[i].message()));
+            }
+          }));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
                                              const pb::NackRequest* request,
                                              pb::NackResponse* response) {

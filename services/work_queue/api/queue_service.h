@@ -30,6 +30,8 @@ class QueueService final : public pb::WorkQueue::CallbackService {
                                         pb::ExtendLeaseResponse*) override;
   grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext*, const pb::AckRequest*,
                                 pb::AckResponse*) override;
+  grpc::ServerUnaryReactor* AckBatch(grpc::CallbackServerContext*, const pb::AckBatchRequest*,
+                                     pb::AckBatchResponse*) override;
   grpc::ServerUnaryReactor* Nack(grpc::CallbackServerContext*, const pb::NackRequest*,
                                  pb::NackResponse*) override;
   grpc::ServerUnaryReactor* ListDeadLetters(grpc::CallbackServerContext*,

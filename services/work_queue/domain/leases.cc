@@ -1,6 +1,7 @@
 // WorkQueue: leases — taking ready jobs (weighted round-robin by tenant), long-poll, extend,
 // ack and nack.
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -194,24 +195,71 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std
   });
 }
 
+absl::Status WorkQueue::AckLocked(Queue& q, uint64_t job_id, const std::string& token,
+                                  absl::Time now, QueueWrite* write) {
+  auto job = LeasedJob(q, job_id, token, now);
+  if (!job.ok()) return job.status();
+  Unindex(q, **job);
+  q.jobs.erase(job_id);
+  write->deletes.push_back(job_id);
+  return absl::OkStatus();
+}
+
 void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string& token,
                     Callback<bool> done) {
   absl::MutexLock lock(&mu_);
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
-  auto job = LeasedJob(**q, job_id, token, Now());
-  if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
-  Unindex(**q, **job);
-  (*q)->jobs.erase(job_id);
-  Count(**q, QueueEvent::kAcked, 1);
-  (*q)->acks.Add(Now(), 1);
-  Observe(**q, Now());
+  const absl::Time now = Now();
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
-  write.deletes.push_back(job_id);
+  if (absl::Status s = AckLocked(**q, job_id, token, now, &write); !s.ok()) {
+    return ReplyAfterLog(std::move(done), s);
+  }
+  Count(**q, QueueEvent::kAcked, 1);
+  (*q)->acks.Add(now, 1);
+  Observe(**q, now);
   Commit(std::move(write), [done](absl::Status s) {
     if (!s.ok()) return done(s);
     done(true);
+  });
+}
+
+void WorkQueue::AckBatch(const std::string& queue, const std::vector<AckEntry>& entries,
+                         Callback<std::vector<absl::Status>> done) {
+  if (entries.empty() || entries.size() > kMaxAckBatch) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("an ack batch holds 1..", kMaxAckBatch, " jobs, not ", entries.size())));
+  }
+  absl::flat_hash_set<uint64_t> seen;
+  for (const AckEntry& e : entries) {
+    if (!seen.insert(e.job_id).second) {
+      return done(absl::InvalidArgumentError(
+          absl::StrCat("job ", e.job_id, " appears twice in the ack batch")));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto q = FindForChange(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  const absl::Time now = Now();
+  QueueWrite write;
+  write.queue_id = (*q)->meta.id;
+  std::vector<absl::Status> results;
+  results.reserve(entries.size());
+  for (const AckEntry& e : entries) {
+    results.push_back(AckLocked(**q, e.job_id, e.lease_token, now, &write));
+  }
+  const int64_t acked = static_cast<int64_t>(write.deletes.size());
+  if (acked > 0) {
+    Count(**q, QueueEvent::kAcked, acked);
+    (*q)->acks.Add(now, acked);
+    Observe(**q, now);
+  }
+  // Replied after the log even when nothing was acked: a result that depends on state must not
+  // outrun that state.
+  Commit(std::move(write), [done, results = std::move(results)](absl::Status s) mutable {
+    if (!s.ok()) return done(s);
+    done(std::move(results));
   });
 }
 

@@ -53,6 +53,13 @@ struct LeaseArgs {
   absl::Duration max_wait = absl::ZeroDuration();
 };
 
+// One job of an AckBatch.
+struct AckEntry {
+  uint64_t job_id = 0;
+  std::string lease_token;
+};
+inline constexpr size_t kMaxAckBatch = 1000;
+
 struct NackArgs {
   std::string reason;
   FailureClass failure_class = FailureClass::kTransient;
@@ -160,6 +167,11 @@ class WorkQueue {
                    absl::Duration extension, Callback<absl::Time> done);
   void Ack(const std::string& queue, uint64_t job_id, const std::string& token,
            Callback<bool> done);
+  // Acks 1..kMaxAckBatch jobs (each at most once) with one durable write. Each job succeeds
+  // or fails on its own, as Ack would (NOT_FOUND, FAILED_PRECONDITION), in request order; the
+  // call fails as a whole for an unknown queue, bad input or a storage failure.
+  void AckBatch(const std::string& queue, const std::vector<AckEntry>& entries,
+                Callback<std::vector<absl::Status>> done);
   void Nack(const std::string& queue, uint64_t job_id, const std::string& token,
             const NackArgs& args, Callback<NackResult> done);
 
@@ -211,6 +223,9 @@ class WorkQueue {
   void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
                                  absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the leased job and adds its delete to `write`; Ack's per-job errors otherwise.
+  absl::Status AckLocked(Queue& q, uint64_t job_id, const std::string& token, absl::Time now,
+                         QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Index(Queue& q, const Job& job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unindex(Queue& q, const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Kill(Queue& q, Job& job, std::string reason, absl::Time now)
