@@ -1,5 +1,7 @@
 #include "client/producer.h"
 
+#include <algorithm>
+
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -141,9 +143,9 @@ absl::Status Producer::Flush() {
   return std::exchange(first_error_, absl::OkStatus());
 }
 
-void Producer::StartBatchLocked(int32_t partition) {
+Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
   PartitionQueue& q = queues_[partition];
-  auto batch = std::make_unique<Batch>();
+  auto batch = std::make_shared<Batch>();
   lpb::ProduceRequest& req = batch->request;
   req.set_topic(options_.topic);
   size_t bytes = 0;
@@ -153,17 +155,19 @@ void Producer::StartBatchLocked(int32_t partition) {
     const size_t size = SizeOf(p.record);
     bytes += size;
     q.bytes -= size;
+    // The request owns the record's contents from here (a retry resends the request); the
+    // batch keeps only what the callback needs.
     lpb::ProduceRecord* r = req.add_records();
     r->set_partition(partition);
-    if (p.record.key) r->set_key(*p.record.key);
-    if (p.record.value) r->set_value(*p.record.value);
-    for (const auto& [k, v] : p.record.headers) {
+    if (p.record.key) r->set_key(std::move(*p.record.key));
+    if (p.record.value) r->set_value(std::move(*p.record.value));
+    for (auto& [k, v] : p.record.headers) {
       lpb::Header* h = r->add_headers();
-      h->set_key(k);
-      h->set_value(v);
+      h->set_key(std::move(k));
+      h->set_value(std::move(v));
     }
     if (p.record.event_time) grpc_util::SetTimestamp(*p.record.event_time, r->mutable_event_time());
-    r->set_event_id(p.record.event_id);
+    r->set_event_id(std::move(p.record.event_id));
     batch->records.push_back(std::move(p));
     q.queued.pop_front();
   }
@@ -177,99 +181,167 @@ void Producer::StartBatchLocked(int32_t partition) {
     q.next_sequence += static_cast<int32_t>(batch->records.size());
   }
   if (partition == sticky_partition_) sticky_partition_ = (sticky_partition_ + 1) % partitions_;
-  q.in_flight = std::move(batch);
+  q.in_flight.push_back(batch);
+  return batch;
 }
 
-bool Producer::ReadyLocked(absl::Time now, std::vector<std::pair<int32_t, Batch*>>* send) {
+bool Producer::ReadyLocked(absl::Time now, SendList* send) {
+  const size_t limit = options_.idempotent ? static_cast<size_t>(std::max(1, options_.max_in_flight)) : 1;
+  const size_t before = send->size();
   for (auto& [partition, q] : queues_) {
-    if (q.in_flight) {
-      Batch& b = *q.in_flight;
-      if (b.retry_at != absl::InfinitePast() && b.retry_at <= now) {
-        b.retry_at = absl::InfinitePast();
-        send->emplace_back(partition, &b);
+    const bool resending = std::any_of(q.in_flight.begin(), q.in_flight.end(), [](const BatchPtr& b) {
+      return b->retry_at != absl::InfinitePast();
+    });
+    if (resending) {
+      // Only the first unanswered batch goes again (the first in the deque: answered ones
+      // leave from the front), and nothing new meanwhile: either would overtake it.
+      Batch& lead = *q.in_flight.front();
+      if (lead.retry_at != absl::InfinitePast() && lead.retry_at <= now) {
+        lead.retry_at = absl::InfinitePast();
+        send->emplace_back(partition, q.in_flight.front());
       }
       continue;
     }
-    if (q.queued.empty()) continue;
-    const bool full = static_cast<int>(q.queued.size()) >= options_.max_batch_records ||
-                      q.bytes >= options_.max_batch_bytes;
-    if (full || flushing_ || stopping_ || now - q.first_queued >= options_.linger) {
-      StartBatchLocked(partition);
-      send->emplace_back(partition, q.in_flight.get());
+    while (q.in_flight.size() < limit && !q.queued.empty()) {
+      const bool full = static_cast<int>(q.queued.size()) >= options_.max_batch_records ||
+                        q.bytes >= options_.max_batch_bytes;
+      if (!full && !flushing_ && !stopping_ && now - q.first_queued < options_.linger) break;
+      send->emplace_back(partition, StartBatchLocked(partition));
     }
   }
-  return !send->empty();
+  for (size_t i = before; i < send->size(); ++i) ++(*send)[i].second->attempts;
+  return send->size() > before;
 }
 
 void Producer::Loop() {
   const absl::Duration tick = std::max(absl::Microseconds(200), options_.linger / 4);
   while (true) {
-    std::vector<std::pair<int32_t, Batch*>> send;
+    SendList send;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_ && outstanding_ == 0) return;
       ReadyLocked(absl::Now(), &send);
     }
-    for (auto& [partition, batch] : send) SendAsync(partition, batch);
+    for (auto& [partition, batch] : send) SendAsync(partition, std::move(batch));
     if (send.empty()) absl::SleepFor(tick);
   }
 }
 
-void Producer::SendAsync(int32_t partition, Batch* batch) {
-  ++batch->attempts;
+void Producer::SendAsync(int32_t partition, BatchPtr batch) {
   auto call = std::make_shared<Call>();
   call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
-  stub_->async()->Produce(&call->ctx, &batch->request, &call->response,
-                          [this, partition, batch, call](grpc::Status status) {
+  Batch* raw = batch.get();
+  stub_->async()->Produce(&call->ctx, &raw->request, &call->response,
+                          [this, partition, batch = std::move(batch), call](grpc::Status status) {
                             OnResponse(partition, batch, status, call->response);
                           });
 }
 
-void Producer::OnResponse(int32_t partition, Batch* batch, const grpc::Status& status,
+void Producer::SettleLocked(PartitionQueue& q, Batch& batch, const grpc::Status& status,
+                            const lpb::ProduceResponse& response) {
+  batch.answered = true;
+  if (status.ok()) {
+    if (response.positions_size() != static_cast<int>(batch.records.size())) {
+      batch.result = absl::InternalError(absl::StrCat("broker returned ", response.positions_size(),
+                                                      " positions for ", batch.records.size(),
+                                                      " records"));
+      if (first_error_.ok()) first_error_ = batch.result;
+      return;
+    }
+    batch.positions.reserve(batch.records.size());
+    for (const lpb::RecordPosition& p : response.positions()) {
+      batch.positions.push_back(RecordPosition{p.partition(), p.offset(), p.duplicate()});
+    }
+    return;
+  }
+  batch.result = grpc_util::FromGrpcStatus(status);
+  if (first_error_.ok()) first_error_ = batch.result;
+  if (!options_.idempotent) return;
+  if (RejectedBeforeWriting(status.error_code())) {
+    // Provably not appended, and neither will be the later batches of the partition already
+    // started (their sequences now leave a gap): they fail with it, and the next batch takes
+    // this one's sequences.
+    q.next_sequence = batch.request.sequences(0).base_sequence();
+    bool later = false;
+    for (const BatchPtr& b : q.in_flight) {
+      if (b.get() == &batch) {
+        later = true;
+      } else if (later && !b->answered) {
+        b->answered = true;
+        b->retry_at = absl::InfinitePast();
+        b->result = absl::AbortedError(absl::StrCat(
+            "not appended: an earlier batch of partition ",
+            batch.request.sequences(0).partition(), " was refused (", batch.result.message(), ")"));
+      }
+    }
+  } else if (fatal_.ok()) {
+    // Maybe appended (a timeout after the broker wrote it), or the sequence is out of step:
+    // reusing or skipping sequences could drop or reject later records, so this producer
+    // stops; a new one gets a new epoch.
+    fatal_ = absl::FailedPreconditionError(absl::StrCat(
+        "idempotent producer stopped after an unclear failure (", batch.result.message(),
+        "); create a new Producer"));
+  }
+}
+
+void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::Status& status,
                           const lpb::ProduceResponse& response) {
-  std::unique_ptr<Batch> done;
-  absl::Status failure;
+  SendList next;
   {
     absl::MutexLock lock(&mu_);
+    if (batch->answered) return;  // failed already, with an earlier batch that was refused
     PartitionQueue& q = queues_[partition];
     if (!status.ok() && Retryable(status.error_code()) &&
         batch->attempts <= options_.max_retries) {
-      // Same request, same sequences: the broker appends it once.
-      batch->retry_at = absl::Now() + options_.retry_backoff * (1 << std::min(batch->attempts, 8));
-      return;
-    }
-    done = std::move(q.in_flight);
-    if (!status.ok()) {
-      failure = grpc_util::FromGrpcStatus(status);
-      if (RejectedBeforeWriting(status.error_code())) {
-        // Provably not appended: the next batch takes its sequences.
-        if (options_.idempotent) q.next_sequence = batch->request.sequences(0).base_sequence();
-      } else if (options_.idempotent && fatal_.ok()) {
-        // Maybe appended (a timeout after the broker wrote it), or the sequence is out of step:
-        // reusing or skipping sequences could drop or reject later records, so this producer
-        // stops; a new one gets a new epoch.
-        fatal_ = absl::FailedPreconditionError(absl::StrCat(
-            "idempotent producer stopped after an unclear failure (", failure.message(),
-            "); create a new Producer"));
-      }
-      if (first_error_.ok()) first_error_ = failure;
-    } else if (response.positions_size() != static_cast<int>(done->records.size())) {
-      failure = absl::InternalError(absl::StrCat("broker returned ", response.positions_size(),
-                                                 " positions for ", done->records.size(),
-                                                 " records"));
-      if (first_error_.ok()) first_error_ = failure;
-    }
-  }
-  for (size_t i = 0; i < done->records.size(); ++i) {
-    if (!failure.ok()) {
-      done->records[i].done(failure);
+      // Same request, same sequences: the broker appends it once. Behind an unanswered batch
+      // (it overtook that one: ABORTED, a sequence gap) it goes again right after it.
+      const bool behind = q.in_flight.front() != batch;
+      batch->retry_at =
+          behind ? absl::Now()
+                 : absl::Now() + options_.retry_backoff * (1 << std::min(batch->attempts, 8));
     } else {
-      const lpb::RecordPosition& p = response.positions(static_cast<int>(i));
-      done->records[i].done(RecordPosition{p.partition(), p.offset(), p.duplicate()});
+      SettleLocked(q, *batch, status, response);
+      while (!q.in_flight.empty() && q.in_flight.front()->answered) {
+        completions_.push_back(std::move(q.in_flight.front()));
+        q.in_flight.pop_front();
+      }
     }
+    // The partition's next batch goes out now, not at the sender's next tick, and the server
+    // works on it while this batch's callbacks run.
+    ReadyLocked(absl::Now(), &next);
   }
-  absl::MutexLock lock(&mu_);
-  outstanding_ -= static_cast<int64_t>(done->records.size());
+  for (auto& [p, b] : next) SendAsync(p, std::move(b));
+  RunCompletions();
+}
+
+void Producer::RunCompletions() {
+  // One thread at a time, so that callbacks keep the order of the records.
+  mu_.Lock();
+  if (completing_) {
+    mu_.Unlock();
+    return;
+  }
+  completing_ = true;
+  while (!completions_.empty()) {
+    std::deque<BatchPtr> ready;
+    ready.swap(completions_);
+    mu_.Unlock();
+    int64_t records = 0;
+    for (const BatchPtr& b : ready) {
+      for (size_t i = 0; i < b->records.size(); ++i) {
+        if (b->result.ok()) {
+          b->records[i].done(b->positions[i]);
+        } else {
+          b->records[i].done(b->result);
+        }
+      }
+      records += static_cast<int64_t>(b->records.size());
+    }
+    mu_.Lock();
+    outstanding_ -= records;
+  }
+  completing_ = false;
+  mu_.Unlock();
 }
 
 }  // namespace conduit::client

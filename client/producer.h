@@ -33,6 +33,11 @@ struct ProducerOptions {
   std::string producer_name;  // optional stable name: the same name fences older instances
   // Retries of UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED / ABORTED, with backoff.
   int max_retries = 8;
+  // Batches of one partition in flight at once (idempotent producers; a plain producer sends
+  // one at a time, as nothing else would keep its order). Order holds across retries: the
+  // broker refuses a batch that overtakes an earlier one (ABORTED, a sequence gap), and it is
+  // resent after that one, as Kafka's producer does with max.in.flight.requests.per.connection.
+  int max_in_flight = 5;
   absl::Duration retry_backoff = absl::Milliseconds(50);
   absl::Duration request_timeout = absl::Seconds(10);
 };
@@ -53,7 +58,9 @@ struct RecordPosition {
 };
 
 // Batching, partitioning and retrying producer for one topic. Records of one partition are
-// appended in Send order: one batch per partition is in flight at a time. Keyed records go
+// appended, and their callbacks run, in Send order, with up to `max_in_flight` batches per
+// partition in flight (pipelined). If the broker refuses a batch outright (INVALID_ARGUMENT,
+// NOT_FOUND), the later batches of its partition already in flight fail with it. Keyed records go
 // where the broker would put them (Kafka's murmur2); keyless records stick to one partition per
 // batch and rotate. Results arrive on the producer's threads. After an unclear failure of an
 // idempotent batch (retries exhausted on a timeout: it may or may not be appended) the producer
@@ -83,25 +90,37 @@ class Producer {
     std::vector<Pending> records;
     conduit::log::v1::ProduceRequest request;
     int attempts = 0;
-    absl::Time retry_at = absl::InfinitePast();
+    absl::Time retry_at = absl::InfinitePast();  // else waiting to be resent then
+    bool answered = false;  // `result` is final; completed once every earlier batch is
+    absl::Status result;
+    std::vector<RecordPosition> positions;
   };
+  using BatchPtr = std::shared_ptr<Batch>;  // shared with the call that carries it
   struct PartitionQueue {
     std::deque<Pending> queued;
     size_t bytes = 0;
     absl::Time first_queued;
     int32_t next_sequence = 0;
-    std::unique_ptr<Batch> in_flight;  // sent and not yet answered, or waiting to be retried
+    // Started batches in sequence order: in flight, answered out of turn, or waiting to be
+    // resent. Only the first may be resent while an earlier one is unanswered.
+    std::deque<BatchPtr> in_flight;
   };
 
   Producer(ProducerOptions options, int32_t partitions, int64_t producer_id, int32_t epoch);
   void Loop();
-  // Moves ready batches out of the queues; true when anything is due now.
-  bool ReadyLocked(absl::Time now, std::vector<std::pair<int32_t, Batch*>>* send)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartBatchLocked(int32_t partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendAsync(int32_t partition, Batch* batch);
-  void OnResponse(int32_t partition, Batch* batch, const grpc::Status& status,
+  using SendList = std::vector<std::pair<int32_t, BatchPtr>>;
+  // Moves ready batches out of the queues, and batches due to be resent; true when any.
+  bool ReadyLocked(absl::Time now, SendList* send) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  BatchPtr StartBatchLocked(int32_t partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendAsync(int32_t partition, BatchPtr batch);
+  void OnResponse(int32_t partition, const BatchPtr& batch, const grpc::Status& status,
                   const conduit::log::v1::ProduceResponse& response);
+  // Runs the callbacks of settled batches, unless another thread is at it.
+  void RunCompletions();
+  // Records `status` as the batch's result, and what follows from it for the partition.
+  void SettleLocked(PartitionQueue& q, Batch& batch, const grpc::Status& status,
+                    const conduit::log::v1::ProduceResponse& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ProducerOptions options_;
   const int32_t partitions_;
@@ -116,6 +135,9 @@ class Producer {
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+  // Settled batches whose callbacks are due, in order; one thread at a time runs them.
+  std::deque<BatchPtr> completions_ ABSL_GUARDED_BY(mu_);
+  bool completing_ ABSL_GUARDED_BY(mu_) = false;
   // Set after an unclear failure of an idempotent batch: later records fail with it.
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   std::thread sender_;

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "client/group_consumer.h"
@@ -21,6 +22,7 @@
 namespace conduit::client {
 namespace {
 
+namespace logpb = ::conduit::log::v1;
 namespace qpb = ::conduit::queue::v1;
 
 class ClientTest : public ::testing::Test {
@@ -129,6 +131,50 @@ TEST_F(ClientTest, ProducerBatchesPlacesKeysLikeTheBrokerAndKeepsOrder) {
   EXPECT_EQ(used.size(), 4u);
   auto bad = (*producer)->Send(ProducerRecord{.value = "x", .partition = 9}).get();
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+}
+
+// Pipelined batches (one record each, five in flight): one is refused outright. The batches
+// behind it that were already in flight fail with it rather than leave a gap; every record that
+// succeeded is in the log once, in send order; and the producer carries on afterwards.
+TEST_F(ClientTest, PipelinedProducerKeepsOrderWhenABatchIsRefused) {
+  ASSERT_TRUE(log_->CreateTopic("pipe", 1).ok());
+  auto producer = Producer::Create({.address = address(), .topic = "pipe",
+                                    .max_batch_records = 1, .linger = absl::ZeroDuration(),
+                                    .max_in_flight = 5});
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  constexpr int kRecords = 41, kTooBig = 20;
+  std::vector<std::future<absl::StatusOr<RecordPosition>>> results;
+  for (int i = 0; i < kRecords; ++i) {
+    const std::string value = i == kTooBig ? std::string(2 << 20, 'x') : std::to_string(i);
+    results.push_back((*producer)->Send(ProducerRecord{.value = value}));
+  }
+  EXPECT_FALSE((*producer)->Flush().ok());
+  std::vector<std::string> appended;  // in send order
+  int64_t expected_offset = 0;
+  for (int i = 0; i < kRecords; ++i) {
+    absl::StatusOr<RecordPosition> p = results[i].get();
+    if (i == kTooBig) {
+      EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+    } else if (!p.ok()) {
+      EXPECT_GT(i, kTooBig) << "only batches behind the refused one fail with it";
+      EXPECT_TRUE(absl::IsAborted(p.status())) << p.status();
+      EXPECT_THAT(std::string(p.status().message()), ::testing::HasSubstr("was refused"));
+    } else {
+      EXPECT_EQ(p->offset, expected_offset++) << "record " << i << ": no gap, no reordering";
+      appended.push_back(std::to_string(i));
+    }
+  }
+  std::printf("records failed with the refused batch: %d\n",
+              kRecords - 1 - static_cast<int>(appended.size()));
+  auto after = (*producer)->Send(ProducerRecord{.value = "after"}).get();
+  ASSERT_TRUE(after.ok()) << after.status() << ": the next batch takes the refused sequences";
+  EXPECT_EQ(after->offset, expected_offset);
+  appended.push_back("after");
+  logpb::FetchResponse fetched;
+  ASSERT_TRUE(log_->Fetch("pipe", 0, 0, &fetched).ok());
+  std::vector<std::string> in_log;
+  for (const auto& r : fetched.records()) in_log.push_back(r.value());
+  EXPECT_EQ(in_log, appended);
 }
 
 // Three consumers share six partitions; one is killed (stops heartbeating without leaving).

@@ -317,7 +317,7 @@ TEST_F(LogServerTest, IdempotentRetryOverTheWireReturnsTheOriginalOffsets) {
 
   seq->set_base_sequence(5);
   grpc::Status gap = client().Produce(produce, &retry);
-  EXPECT_EQ(gap.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(gap.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_THAT(gap.error_message(), HasSubstr("sequence gap"));
 }
 

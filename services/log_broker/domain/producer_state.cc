@@ -42,7 +42,9 @@ absl::StatusOr<SequenceCheck> CheckSequence(const ProducerPartitionState& state,
         "(last sequence %d)",
         producer_id, base_sequence, kProducerBatchesRemembered, last));
   }
-  return absl::FailedPreconditionError(absl::StrFormat(
+  // ABORTED, gRPC's code for a failed sequencer check: a pipelining producer sends this batch
+  // again once the batch it overtook is in.
+  return absl::AbortedError(absl::StrFormat(
       "producer %d sequence gap: expected sequence %d, got %d", producer_id, last + 1,
       base_sequence));
 }
