@@ -7,6 +7,7 @@
 //
 // RESULT <tab> workload <tab> ops/s <tab> p50 ms <tab> p99 ms <tab> errors
 // Workloads (same names for every system that has them):
+//   ping-1           Conduit only: ListTopics, answered on gRPC's thread: one gRPC round trip
 //   append-1x1       1 client, one record per request, wait for each ack
 //   append-8x1       8 clients, the same
 //   append-1x100     1 client, 100 requests in flight (pipelined / async publish)
@@ -14,6 +15,12 @@
 //   fetch-1          Conduit only: reads back the appended records, 1000 per Fetch
 //   cycle-1, cycle-8 consume cycle with 1 / 8 workers: Conduit Lease+Ack, Redis XREADGROUP+XACK,
 //                    NATS pull+ack on a work-queue stream, beanstalkd reserve+delete
+//   batch-cycle-1, batch-cycle-8  consume cycle taking up to 100 jobs per round: Conduit
+//                    Lease(max_jobs=100)+AckBatch, Redis XREADGROUP COUNT 100 + one XACK, NATS
+//                    pull batch 100 + pipelined AckSyncs, beanstalkd 100 pipelined reserves +
+//                    deletes
+//   worker-1         Conduit only: client::Worker, 1 thread leasing up to 100 jobs, acks sent
+//                    together (AckBatch): what an application using the client library gets
 //   ceiling-b1, ceiling-b100  RocksDB alone: WriteBatches of 1 / 100 records, as the broker
 //                    writes them (keys, values, options), one thread
 
@@ -63,30 +70,40 @@ int Run() {
       std::fprintf(stderr, "cannot create topic %s on port %d\n", topic.c_str(), port);
       return 1;
     }
+    maybe("ping-1", [&] { return peers::ConduitPing(port, 1, run); });
     maybe("append-1x1", [&] { return peers::ConduitAppend(port, topic, 1, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::ConduitAppend(port, topic, 8, 1, bytes, run); });
     maybe("append-1x100", [&] { return peers::ConduitAppend(port, topic, 1, 100, bytes, run); });
     maybe("producer-1", [&] { return peers::ConduitProducer(port, topic, 1, bytes, run); });
     maybe("fetch-1", [&] { return peers::ConduitFetch(port, topic, run); });
-    maybe("cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, run); });
-    maybe("cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, run); });
+    maybe("cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 1, run); });
+    maybe("cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, 1, run); });
+    maybe("batch-cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 100, run); });
+    maybe("batch-cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, 100, run); });
+    maybe("worker-1", [&] { return peers::ConduitWorker(port, 1, 100, run); });
   } else if (system == "redis") {
     maybe("append-1x1", [&] { return peers::RedisXadd(port, 1, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::RedisXadd(port, 8, 1, bytes, run); });
     maybe("append-1x100", [&] { return peers::RedisXadd(port, 1, 100, bytes, run); });
     maybe("cycle-1", [&] { return peers::RedisReadAck(port, 1, bytes, run); });
     maybe("cycle-8", [&] { return peers::RedisReadAck(port, 8, bytes, run); });
+    maybe("batch-cycle-1", [&] { return peers::RedisReadAckBatch(port, 1, 100, bytes, run); });
+    maybe("batch-cycle-8", [&] { return peers::RedisReadAckBatch(port, 8, 100, bytes, run); });
   } else if (system == "nats") {
     maybe("append-1x1", [&] { return peers::NatsPublish(port, 1, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::NatsPublish(port, 8, 1, bytes, run); });
     maybe("append-1x100", [&] { return peers::NatsPublish(port, 1, 100, bytes, run); });
     maybe("cycle-1", [&] { return peers::NatsWorkQueueCycle(port, 1, run); });
     maybe("cycle-8", [&] { return peers::NatsWorkQueueCycle(port, 8, run); });
+    maybe("batch-cycle-1", [&] { return peers::NatsWorkQueueCycleBatch(port, 1, 100, run); });
+    maybe("batch-cycle-8", [&] { return peers::NatsWorkQueueCycleBatch(port, 8, 100, run); });
   } else if (system == "beanstalkd") {
     maybe("append-1x1", [&] { return peers::BeanstalkPut(port, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::BeanstalkPut(port, 8, bytes, run); });
     maybe("cycle-1", [&] { return peers::BeanstalkReserveDelete(port, 1, run); });
     maybe("cycle-8", [&] { return peers::BeanstalkReserveDelete(port, 8, run); });
+    maybe("batch-cycle-1", [&] { return peers::BeanstalkReserveDeleteBatch(port, 1, 100, run); });
+    maybe("batch-cycle-8", [&] { return peers::BeanstalkReserveDeleteBatch(port, 8, 100, run); });
   } else if (system == "ceiling") {
     for (int batch : {1, 100}) {
       const std::string workload = "ceiling-b" + std::to_string(batch);

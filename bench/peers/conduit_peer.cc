@@ -6,11 +6,13 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "client/producer.h"
+#include "client/worker.h"
 #include "common/grpc/proto_time.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
@@ -94,6 +96,17 @@ bool ConduitSetUp(int port, const std::string& topic, const std::string& durabil
   return stub->CreateTopic(&ctx, req, &resp).ok();
 }
 
+Figures ConduitPing(int port, int clients, absl::Duration run) {
+  std::vector<std::unique_ptr<lpb::LogService::Stub>> stubs;
+  for (int i = 0; i < clients; ++i) stubs.push_back(lpb::LogService::NewStub(Channel(port)));
+  return RunThreads(clients, run, [&](int i) -> int64_t {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    lpb::ListTopicsResponse resp;
+    return stubs[i]->ListTopics(&ctx, lpb::ListTopicsRequest(), &resp).ok() ? 1 : -1;
+  });
+}
+
 Figures ConduitAppend(int port, const std::string& topic, int clients, int pipeline,
                       int value_bytes, absl::Duration run) {
   const std::string value(value_bytes, 'v');
@@ -156,18 +169,24 @@ Figures ConduitProducer(int port, const std::string& topic, int clients, int val
     return f;
   }
   const std::string value(value_bytes, 'v');
-  // One op = a window of 1000 sends, all acknowledged.
+  // One op = a window of 1000 sends, all acknowledged (the callback API: no future per record).
   return RunThreads(clients, run, [&](int) -> int64_t {
-    std::vector<std::future<absl::StatusOr<client::RecordPosition>>> acks;
-    acks.reserve(1000);
+    struct Window {
+      absl::Mutex mu;
+      int64_t acked = 0, failed = 0;
+      bool Done() const { return acked + failed == 1000; }
+    } w;
     for (int k = 0; k < 1000; ++k) {
       client::ProducerRecord r;
       r.value = value;
-      acks.push_back((*producer)->Send(std::move(r)));
+      (*producer)->Send(std::move(r), [&w](absl::StatusOr<client::RecordPosition> result) {
+        absl::MutexLock lock(&w.mu);
+        ++(result.ok() ? w.acked : w.failed);
+      });
     }
-    int64_t ok = 0;
-    for (auto& a : acks) ok += a.get().ok() ? 1 : 0;
-    return ok == 1000 ? ok : -1;
+    absl::MutexLock lock(&w.mu);
+    w.mu.Await(absl::Condition(&w, &Window::Done));
+    return w.failed == 0 ? w.acked : -1;
   });
 }
 
@@ -189,7 +208,10 @@ Figures ConduitFetch(int port, const std::string& topic, absl::Duration run) {
   });
 }
 
-Figures ConduitQueueCycle(int port, int clients, absl::Duration run) {
+namespace {
+
+// A fresh queue with 60 s leases holding enough jobs for the run at up to ~100k cycles/s.
+absl::StatusOr<std::string> PrefilledQueue(int port, absl::Duration run) {
   const std::string queue = "peer-q" + std::to_string(queue_runs++);
   auto stub = qpb::WorkQueue::NewStub(Channel(port));
   {
@@ -199,10 +221,9 @@ Figures ConduitQueueCycle(int port, int clients, absl::Duration run) {
     req.set_name(queue);
     req.mutable_config()->mutable_visibility_timeout()->set_seconds(60);
     qpb::CreateQueueResponse resp;
-    if (!stub->CreateQueue(&ctx, req, &resp).ok()) return Figures{.errors = 1};
+    if (!stub->CreateQueue(&ctx, req, &resp).ok()) return absl::UnavailableError("CreateQueue");
   }
-  // Enough jobs for the run at up to ~20k cycles/s.
-  const int jobs = static_cast<int>(20'000 * absl::ToDoubleSeconds(run + kWarmup)) + 10'000;
+  const int jobs = static_cast<int>(100'000 * absl::ToDoubleSeconds(run + kWarmup)) + 10'000;
   for (int done = 0; done < jobs; done += 1000) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
@@ -210,28 +231,103 @@ Figures ConduitQueueCycle(int port, int clients, absl::Duration run) {
     req.set_queue(queue);
     for (int k = 0; k < 1000; ++k) req.add_jobs()->set_payload(std::string(100, 'j'));
     qpb::EnqueueResponse resp;
-    if (!stub->Enqueue(&ctx, req, &resp).ok()) return Figures{.errors = 1};
+    if (!stub->Enqueue(&ctx, req, &resp).ok()) return absl::UnavailableError("Enqueue");
   }
+  return queue;
+}
+
+// Drops the queue (and the jobs it still holds in the server's memory) after a workload.
+void DropQueue(int port, const std::string& queue) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  qpb::DeleteQueueRequest req;
+  req.set_name(queue);
+  qpb::DeleteQueueResponse resp;
+  (void)qpb::WorkQueue::NewStub(Channel(port))->DeleteQueue(&ctx, req, &resp);
+}
+
+template <typename Request>
+grpc::Status CallAck(qpb::WorkQueue::Stub* stub, const Request& req) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  if constexpr (std::is_same_v<Request, qpb::AckRequest>) {
+    qpb::AckResponse resp;
+    return stub->Ack(&ctx, req, &resp);
+  } else {
+    qpb::AckBatchResponse resp;
+    grpc::Status s = stub->AckBatch(&ctx, req, &resp);
+    for (const auto& r : resp.results()) {
+      if (r.code() != 0) return grpc::Status(grpc::StatusCode::INTERNAL, r.message());
+    }
+    return s;
+  }
+}
+
+}  // namespace
+
+Figures ConduitQueueCycle(int port, int clients, int batch, absl::Duration run) {
+  auto queue = PrefilledQueue(port, run);
+  if (!queue.ok()) return Figures{.errors = 1, .error = queue.status().ToString()};
   std::vector<std::unique_ptr<qpb::WorkQueue::Stub>> stubs;
   for (int i = 0; i < clients; ++i) stubs.push_back(qpb::WorkQueue::NewStub(Channel(port)));
-  return RunThreads(clients, run, [&](int i) -> int64_t {
+  Figures f = RunThreads(clients, run, [&](int i) -> int64_t {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     qpb::LeaseRequest lease;
-    lease.set_queue(queue);
+    lease.set_queue(*queue);
     lease.set_worker_id("w" + std::to_string(i));
-    lease.set_max_jobs(1);
+    lease.set_max_jobs(batch);
     qpb::LeaseResponse leased;
-    if (!stubs[i]->Lease(&ctx, lease, &leased).ok() || leased.jobs_size() != 1) return -1;
-    grpc::ClientContext actx;
-    SetDeadline(&actx);
-    qpb::AckRequest ack;
-    ack.set_queue(queue);
-    ack.set_job_id(leased.jobs(0).job_id());
-    ack.set_lease_token(leased.jobs(0).lease_token());
-    qpb::AckResponse acked;
-    return stubs[i]->Ack(&actx, ack, &acked).ok() ? 1 : -1;
+    if (!stubs[i]->Lease(&ctx, lease, &leased).ok() || leased.jobs_size() == 0) return -1;
+    if (batch == 1) {
+      qpb::AckRequest ack;
+      ack.set_queue(*queue);
+      ack.set_job_id(leased.jobs(0).job_id());
+      ack.set_lease_token(leased.jobs(0).lease_token());
+      return CallAck(stubs[i].get(), ack).ok() ? 1 : -1;
+    }
+    qpb::AckBatchRequest acks;
+    acks.set_queue(*queue);
+    for (const auto& job : leased.jobs()) {
+      auto* e = acks.add_jobs();
+      e->set_job_id(job.job_id());
+      e->set_lease_token(job.lease_token());
+    }
+    return CallAck(stubs[i].get(), acks).ok() ? leased.jobs_size() : -1;
   });
+  DropQueue(port, *queue);
+  return f;
+}
+
+Figures ConduitWorker(int port, int clients, int batch, absl::Duration run) {
+  auto queue = PrefilledQueue(port, run);
+  if (!queue.ok()) return Figures{.errors = 1, .error = queue.status().ToString()};
+  std::atomic<bool> measuring{false};
+  std::atomic<int64_t> handled{0};
+  client::Worker worker({.address = Address(port), .queue = *queue, .worker_id = "bench",
+                         .concurrency = clients, .max_jobs_per_lease = batch},
+                        [&](const client::Job&) {
+                          if (measuring.load(std::memory_order_relaxed)) handled.fetch_add(1);
+                          return client::Outcome::Ack();
+                        });
+  worker.Start();
+  absl::SleepFor(kWarmup);
+  const int64_t acked_before = worker.stats().acked;
+  measuring.store(true);
+  const auto start = Clock::now();
+  absl::SleepFor(run);
+  const int64_t acked = worker.stats().acked - acked_before;
+  const double secs = Ns(Clock::now() - start) / 1e9;
+  measuring.store(false);
+  worker.Stop();
+  DropQueue(port, *queue);
+  Figures f;
+  f.ops_per_s = acked / secs;  // acknowledged by the queue, not just handled
+  if (!worker.error().ok()) {
+    f.errors = 1;
+    f.error = worker.error().ToString();
+  }
+  return f;
 }
 
 }  // namespace conduit::bench::peers

@@ -11,6 +11,9 @@ namespace conduit::bench::peers {
 
 // Creates `topic` (1 partition, `durability` "sync" or "interval") and queue `queue`.
 bool ConduitSetUp(int port, const std::string& topic, const std::string& durability);
+// ListTopics on a server with one topic, answered on gRPC's own thread: the round-trip floor
+// of one gRPC call on this machine, for comparison with the request/response workloads.
+Figures ConduitPing(int port, int clients, absl::Duration run);
 // Produce of one `value_bytes` record per request; `pipeline` requests in flight per client
 // (1 = request/response). Latency per request.
 Figures ConduitAppend(int port, const std::string& topic, int clients, int pipeline,
@@ -21,7 +24,11 @@ Figures ConduitProducer(int port, const std::string& topic, int clients, int val
                         absl::Duration run);
 // Reads the topic from offset 0 with Fetch (1000 records per call): records/s.
 Figures ConduitFetch(int port, const std::string& topic, absl::Duration run);
-// Work queue: pre-filled, then Lease (1 job) + Ack per cycle, `clients` workers.
-Figures ConduitQueueCycle(int port, int clients, absl::Duration run);
+// Work queue: pre-filled, then per round Lease (up to `batch` jobs) + Ack of each (batch 1) or
+// one AckBatch of all, `clients` workers. ops = acked jobs; latency per round.
+Figures ConduitQueueCycle(int port, int clients, int batch, absl::Duration run);
+// Through client::Worker (`clients` threads, `batch` jobs per lease, acks sent together): what
+// an application using the client library gets. ops = acked jobs.
+Figures ConduitWorker(int port, int clients, int batch, absl::Duration run);
 
 }  // namespace conduit::bench::peers
