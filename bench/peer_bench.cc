@@ -13,6 +13,8 @@
 //   append-1x100     1 client, 100 requests in flight (pipelined / async publish)
 //   producer-1       Conduit only: one-record sends through client::Producer (batching)
 //   fetch-1          Conduit only: reads back the appended records, 1000 per Fetch
+//   tail-1           Conduit only: the same through one Tail stream (5000 per message), until
+//                    caught up
 //   cycle-1, cycle-8 consume cycle with 1 / 8 workers: Conduit Lease+Ack, Redis XREADGROUP+XACK,
 //                    NATS pull+ack on a work-queue stream, beanstalkd reserve+delete
 //   batch-cycle-1, batch-cycle-8  consume cycle taking up to 100 jobs per round: Conduit
@@ -38,6 +40,9 @@ ABSL_FLAG(int, port, 0, "the system's port on 127.0.0.1");
 ABSL_FLAG(std::string, durability, "sync", "Conduit topics and the ceiling: sync | interval");
 ABSL_FLAG(double, seconds, 3, "measured seconds per workload");
 ABSL_FLAG(int, value_bytes, 100, "record / message / job payload bytes");
+ABSL_FLAG(double, prefill_rate, 0,
+          "beanstalkd: jobs per second of run to pre-fill for the consume cycles (0: enough for "
+          "the best rate seen; at -f 0 every put is fsynced, so a lower figure saves minutes)");
 ABSL_FLAG(std::string, only, "", "run only the workloads whose name starts with this");
 
 namespace conduit::bench {
@@ -76,6 +81,7 @@ int Run() {
     maybe("append-1x100", [&] { return peers::ConduitAppend(port, topic, 1, 100, bytes, run); });
     maybe("producer-1", [&] { return peers::ConduitProducer(port, topic, 1, bytes, run); });
     maybe("fetch-1", [&] { return peers::ConduitFetch(port, topic, run); });
+    maybe("tail-1", [&] { return peers::ConduitTail(port, topic, run); });
     maybe("cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 1, run); });
     maybe("cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, 1, run); });
     maybe("batch-cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 100, run); });
@@ -100,10 +106,13 @@ int Run() {
   } else if (system == "beanstalkd") {
     maybe("append-1x1", [&] { return peers::BeanstalkPut(port, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::BeanstalkPut(port, 8, bytes, run); });
-    maybe("cycle-1", [&] { return peers::BeanstalkReserveDelete(port, 1, run); });
-    maybe("cycle-8", [&] { return peers::BeanstalkReserveDelete(port, 8, run); });
-    maybe("batch-cycle-1", [&] { return peers::BeanstalkReserveDeleteBatch(port, 1, 100, run); });
-    maybe("batch-cycle-8", [&] { return peers::BeanstalkReserveDeleteBatch(port, 8, 100, run); });
+    const double prefill = absl::GetFlag(FLAGS_prefill_rate);
+    maybe("cycle-1", [&] { return peers::BeanstalkReserveDelete(port, 1, run, prefill); });
+    maybe("cycle-8", [&] { return peers::BeanstalkReserveDelete(port, 8, run, prefill); });
+    maybe("batch-cycle-1",
+          [&] { return peers::BeanstalkReserveDeleteBatch(port, 1, 100, run, prefill); });
+    maybe("batch-cycle-8",
+          [&] { return peers::BeanstalkReserveDeleteBatch(port, 8, 100, run, prefill); });
   } else if (system == "ceiling") {
     for (int batch : {1, 100}) {
       const std::string workload = "ceiling-b" + std::to_string(batch);

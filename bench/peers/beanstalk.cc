@@ -164,9 +164,10 @@ Figures BeanstalkPut(int port, int clients, int value_bytes, absl::Duration run)
   return figures;
 }
 
-Figures BeanstalkReserveDelete(int port, int clients, absl::Duration run) {
+Figures BeanstalkReserveDelete(int port, int clients, absl::Duration run, double prefill_rate) {
   const std::string tube = UniqueName("bench-reserve");
-  return ConsumeRun(port, tube, kPrefillRate, clients, run, [&](int, ClientRun& r) {
+  const double rate = prefill_rate > 0 ? prefill_rate : kPrefillRate;
+  return ConsumeRun(port, tube, rate, clients, run, [&](int, ClientRun& r) {
     TcpClient conn;
     std::string open_error, line, body, del;
     if (!Open(conn, port, tube, /*consume=*/true, &open_error)) return r.Error(open_error);
@@ -194,12 +195,14 @@ Figures BeanstalkReserveDelete(int port, int clients, absl::Duration run) {
   });
 }
 
-Figures BeanstalkReserveDeleteBatch(int port, int clients, int batch, absl::Duration run) {
+Figures BeanstalkReserveDeleteBatch(int port, int clients, int batch, absl::Duration run,
+                                    double prefill_rate) {
   const std::string tube = UniqueName("bench-reserve");
   batch = std::max(batch, 1);
   std::string reserves;
   for (int k = 0; k < batch; ++k) reserves += "reserve-with-timeout 0\r\n";
-  return ConsumeRun(port, tube, kBatchPrefillRate, clients, run, [&](int, ClientRun& r) {
+  const double rate = prefill_rate > 0 ? prefill_rate : kBatchPrefillRate;
+  return ConsumeRun(port, tube, rate, clients, run, [&](int, ClientRun& r) {
     TcpClient conn;
     std::string open_error, line, body, deletes;
     if (!Open(conn, port, tube, /*consume=*/true, &open_error)) return r.Error(open_error);

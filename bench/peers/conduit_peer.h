@@ -24,6 +24,9 @@ Figures ConduitProducer(int port, const std::string& topic, int clients, int val
                         absl::Duration run);
 // Reads the topic from offset 0 with Fetch (1000 records per call): records/s.
 Figures ConduitFetch(int port, const std::string& topic, absl::Duration run);
+// Reads the topic from offset 0 with one Tail stream (5000 records per message) until it has
+// caught up with the end, or for `run`: records/s.
+Figures ConduitTail(int port, const std::string& topic, absl::Duration run);
 // Work queue: pre-filled, then per round Lease (up to `batch` jobs) + Ack of each (batch 1) or
 // one AckBatch of all, `clients` workers. ops = acked jobs; latency per round.
 Figures ConduitQueueCycle(int port, int clients, int batch, absl::Duration run);

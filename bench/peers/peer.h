@@ -32,8 +32,9 @@ Figures NatsWorkQueueCycleBatch(int port, int clients, int batch, absl::Duration
 // beanstalkd: put <pri> 0 <ttr> <bytes> per job; latency per put.
 Figures BeanstalkPut(int port, int clients, int value_bytes, absl::Duration run);
 // Reserve + delete cycle on pre-filled jobs (reserve-with-timeout 1, delete <id>); ops = cycles.
-Figures BeanstalkReserveDelete(int port, int clients, absl::Duration run);
+Figures BeanstalkReserveDelete(int port, int clients, absl::Duration run, double prefill_rate = 0);
 // beanstalkd has no batch reserve: `batch` reserve-with-timeout 0 pipelined in one write, then
 // their deletes in another; ops = deleted jobs, latency per round.
-Figures BeanstalkReserveDeleteBatch(int port, int clients, int batch, absl::Duration run);
+Figures BeanstalkReserveDeleteBatch(int port, int clients, int batch, absl::Duration run,
+                                    double prefill_rate = 0);
 }  // namespace conduit::bench::peers
