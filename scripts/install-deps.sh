@@ -10,7 +10,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librocksdb-dev libabsl-dev prometheus-cpp-dev
+  librocksdb-dev libabsl-dev prometheus-cpp-dev libjemalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev libcli11-dev
   python3 python3-grpcio python3-grpc-tools grpc-proto
   nodejs curl
