@@ -225,37 +225,7 @@ Figures RedisXadd(int port, int clients, int pipeline, int value_bytes, absl::Du
 }
 
 Figures RedisReadAck(int port, int clients, int value_bytes, absl::Duration run) {
-  const std::string stream = UniqueName("bench-readack");
-  const auto client = [&](int i, ClientRun& r) {
-    TcpClient conn;
-    if (!conn.Connect(port)) return r.Error(conn.error());
-    const std::string consumer = "c" + std::to_string(i);
-    const std::string read =
-        Command({"XREADGROUP", "GROUP", "g", consumer, "COUNT", "1", "STREAMS", stream, ">"});
-    Reply reply;
-    std::string line;
-    while (r.running()) {
-      const Clock::time_point t0 = Clock::now();
-      if (!conn.WriteAll(read)) return r.Error(conn.error());
-      if (!ReadReply(conn, &reply, &line)) return r.Error("read: " + conn.error());
-      // Without BLOCK an empty group yields a null array: the pre-fill ran out.
-      if (reply.type == '*' && reply.nil) return r.Error("pre-filled stream exhausted");
-      const Reply* entries = Entries(reply);
-      if (entries == nullptr || entries->elements.size() != 1) {
-        r.Error("XREADGROUP: " + Describe(reply));
-        continue;
-      }
-      const std::string& id = entries->elements[0].elements[0].text;
-      if (!conn.WriteAll(Command({"XACK", stream, "g", id}))) return r.Error(conn.error());
-      if (!ReadReply(conn, &reply, &line)) return r.Error("read: " + conn.error());
-      if (reply.type == ':' && reply.integer == 1) {
-        r.Done(1, t0);
-      } else {
-        r.Error("XACK: " + Describe(reply));
-      }
-    }
-  };
-  return ConsumeRun(port, stream, value_bytes, kPrefillRate, clients, run, client);
+  return RedisReadAckBatch(port, clients, 1, value_bytes, run);  // COUNT 1, XACK of one id
 }
 
 Figures RedisReadAckBatch(int port, int clients, int batch, int value_bytes, absl::Duration run) {
@@ -274,6 +244,7 @@ Figures RedisReadAckBatch(int port, int clients, int batch, int value_bytes, abs
       const Clock::time_point t0 = Clock::now();
       if (!conn.WriteAll(read)) return r.Error(conn.error());
       if (!ReadReply(conn, &reply, &line)) return r.Error("read: " + conn.error());
+      // Without BLOCK an empty group yields a null array: the pre-fill ran out.
       if (reply.type == '*' && reply.nil) return r.Error("pre-filled stream exhausted");
       const Reply* entries = Entries(reply);
       if (entries == nullptr || entries->elements.size() > static_cast<size_t>(batch)) {
@@ -295,7 +266,8 @@ Figures RedisReadAckBatch(int port, int clients, int batch, int value_bytes, abs
       }
     }
   };
-  return ConsumeRun(port, stream, value_bytes, kBatchPrefillRate, clients, run, client);
+  return ConsumeRun(port, stream, value_bytes, batch == 1 ? kPrefillRate : kBatchPrefillRate,
+                    clients, run, client);
 }
 
 }  // namespace conduit::bench::peers
