@@ -1,7 +1,7 @@
-// SIGKILL a conduit-queue process while workers lease, ack and nack (some into the dead-letter
-// lane), restart it on the same data directory, and check after every cycle that each job is in
-// exactly one place: an acked job never comes back, no enqueued job is lost, no job is twice in
-// the dead-letter lane, and no job is both dead and live.
+// SIGKILL a conduit-queue process while workers lease, ack (one by one or with AckBatch) and
+// nack (some into the dead-letter lane), restart it on the same data directory, and check after
+// every cycle that each job is in exactly one place: an acked job never comes back, no enqueued
+// job is lost, no job is twice in the dead-letter lane, and no job is both dead and live.
 //
 // Cycles: 3 by default; CONDUIT_CRASH_CYCLES=N for more.
 
@@ -166,6 +166,9 @@ TEST(QueueCrash, EveryJobIsInExactlyOnePlaceAfterSigkill) {
           lease.set_max_jobs(5);
           qpb::LeaseResponse leased;
           if (!own->Lease(&ctx, lease, &leased).ok()) break;
+          // Workers 2 and 3 ack a leased batch with one AckBatch; 0 and 1 one Ack per job.
+          qpb::AckBatchRequest batch;
+          batch.set_queue("jobs");
           for (const auto& job : leased.jobs()) {
             const int roll = std::uniform_int_distribution<int>(0, 9)(wrng);
             grpc::ClientContext c2;
@@ -174,6 +177,12 @@ TEST(QueueCrash, EveryJobIsInExactlyOnePlaceAfterSigkill) {
               {
                 std::lock_guard<std::mutex> lock(model.mu);
                 model.ack_sent.insert(job.job_id());
+              }
+              if (w >= 2) {
+                auto* e = batch.add_jobs();
+                e->set_job_id(job.job_id());
+                e->set_lease_token(job.lease_token());
+                continue;
               }
               qpb::AckRequest ack;
               ack.set_queue("jobs");
@@ -194,6 +203,15 @@ TEST(QueueCrash, EveryJobIsInExactlyOnePlaceAfterSigkill) {
               qpb::NackResponse r;
               (void)own->Nack(&c2, nack, &r);
             }
+          }
+          if (batch.jobs_size() == 0) continue;
+          grpc::ClientContext c3;
+          c3.set_deadline(Deadline());
+          qpb::AckBatchResponse acked;
+          if (!own->AckBatch(&c3, batch, &acked).ok()) continue;
+          std::lock_guard<std::mutex> lock(model.mu);
+          for (const auto& r : acked.results()) {
+            if (r.code() == 0) model.acked.insert(r.job_id());
           }
         }
       });
