@@ -89,6 +89,14 @@ Producer::~Producer() {
     stopping_ = true;
   }
   if (sender_.joinable()) sender_.join();
+  // Calls whose records already have results (failed with a refused batch) may still be
+  // running, as may the thread that ran the last callbacks: neither may outlive this object.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Producer* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+        return p->live_calls_ == 0 && !p->completing_;
+      },
+      this));
 }
 
 void Producer::Send(ProducerRecord record, Callback done) {
@@ -186,9 +194,16 @@ Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
 }
 
 bool Producer::ReadyLocked(absl::Time now, SendList* send) {
-  const size_t limit = options_.idempotent ? static_cast<size_t>(std::max(1, options_.max_in_flight)) : 1;
+  const size_t limit =
+      options_.idempotent ? static_cast<size_t>(std::clamp(options_.max_in_flight, 1, 5)) : 1;
   const size_t before = send->size();
   for (auto& [partition, q] : queues_) {
+    if (!fatal_.ok()) break;  // FailPendingLocked failed what was waiting; nothing new starts
+    // Sequences restart after a refused batch only once every call behind it has returned: a
+    // request still on its way could otherwise be appended under a reused sequence.
+    const bool doomed = std::any_of(q.in_flight.begin(), q.in_flight.end(),
+                                    [](const BatchPtr& b) { return b->doomed && !b->answered; });
+    if (doomed) continue;
     const bool resending = std::any_of(q.in_flight.begin(), q.in_flight.end(), [](const BatchPtr& b) {
       return b->retry_at != absl::InfinitePast();
     });
@@ -210,6 +225,7 @@ bool Producer::ReadyLocked(absl::Time now, SendList* send) {
     }
   }
   for (size_t i = before; i < send->size(); ++i) ++(*send)[i].second->attempts;
+  live_calls_ += static_cast<int64_t>(send->size() - before);
   return send->size() > before;
 }
 
@@ -261,17 +277,22 @@ void Producer::SettleLocked(PartitionQueue& q, Batch& batch, const grpc::Status&
     // Provably not appended, and neither will be the later batches of the partition already
     // started (their sequences now leave a gap): they fail with it, and the next batch takes
     // this one's sequences.
+    // No new batch starts before the later ones' calls have returned (ReadyLocked).
     q.next_sequence = batch.request.sequences(0).base_sequence();
     bool later = false;
     for (const BatchPtr& b : q.in_flight) {
       if (b.get() == &batch) {
         later = true;
       } else if (later && !b->answered) {
-        b->answered = true;
-        b->retry_at = absl::InfinitePast();
         b->result = absl::AbortedError(absl::StrCat(
             "not appended: an earlier batch of partition ",
             batch.request.sequences(0).partition(), " was refused (", batch.result.message(), ")"));
+        if (b->retry_at != absl::InfinitePast()) {  // returned already, waiting to be resent
+          b->retry_at = absl::InfinitePast();
+          b->answered = true;
+        } else {
+          b->doomed = true;
+        }
       }
     }
   } else if (fatal_.ok()) {
@@ -281,6 +302,37 @@ void Producer::SettleLocked(PartitionQueue& q, Batch& batch, const grpc::Status&
     fatal_ = absl::FailedPreconditionError(absl::StrCat(
         "idempotent producer stopped after an unclear failure (", batch.result.message(),
         "); create a new Producer"));
+    FailPendingLocked();
+  }
+}
+
+void Producer::FailPendingLocked() {
+  for (auto& [partition, q] : queues_) {
+    for (const BatchPtr& b : q.in_flight) {
+      if (!b->answered && b->retry_at != absl::InfinitePast()) {
+        b->retry_at = absl::InfinitePast();
+        b->answered = true;
+        b->result = fatal_;
+      }
+    }
+    if (q.queued.empty()) continue;
+    // Queued records fail after the batches before them, as one answered batch at the back.
+    auto rest = std::make_shared<Batch>();
+    rest->answered = true;
+    rest->result = fatal_;
+    for (Pending& p : q.queued) rest->records.push_back(std::move(p));
+    q.queued.clear();
+    q.bytes = 0;
+    q.in_flight.push_back(std::move(rest));
+  }
+}
+
+void Producer::CollectAnsweredLocked() {
+  for (auto& [partition, q] : queues_) {
+    while (!q.in_flight.empty() && q.in_flight.front()->answered) {
+      completions_.push_back(std::move(q.in_flight.front()));
+      q.in_flight.pop_front();
+    }
   }
 }
 
@@ -289,10 +341,20 @@ void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::
   SendList next;
   {
     absl::MutexLock lock(&mu_);
-    if (batch->answered) return;  // failed already, with an earlier batch that was refused
     PartitionQueue& q = queues_[partition];
-    if (!status.ok() && Retryable(status.error_code()) &&
-        batch->attempts <= options_.max_retries) {
+    if (batch->doomed && !status.ok()) {
+      batch->answered = true;  // with the result SettleLocked gave it
+    } else if (batch->doomed) {
+      // Appended after all (it cannot be, with a gap before it): its records are in the log,
+      // and which sequences are free is no longer known.
+      batch->result = absl::OkStatus();
+      SettleLocked(q, *batch, status, response);
+      if (fatal_.ok()) {
+        fatal_ = absl::InternalError("a batch behind a refused one was appended; create a new Producer");
+        FailPendingLocked();
+      }
+    } else if (!status.ok() && Retryable(status.error_code()) &&
+               batch->attempts <= options_.max_retries && fatal_.ok()) {
       // Same request, same sequences: the broker appends it once. Behind an unanswered batch
       // (it overtook that one: ABORTED, a sequence gap) it goes again right after it.
       const bool behind = q.in_flight.front() != batch;
@@ -301,17 +363,16 @@ void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::
                  : absl::Now() + options_.retry_backoff * (1 << std::min(batch->attempts, 8));
     } else {
       SettleLocked(q, *batch, status, response);
-      while (!q.in_flight.empty() && q.in_flight.front()->answered) {
-        completions_.push_back(std::move(q.in_flight.front()));
-        q.in_flight.pop_front();
-      }
     }
+    CollectAnsweredLocked();
     // The partition's next batch goes out now, not at the sender's next tick, and the server
     // works on it while this batch's callbacks run.
     ReadyLocked(absl::Now(), &next);
   }
   for (auto& [p, b] : next) SendAsync(p, std::move(b));
   RunCompletions();
+  absl::MutexLock lock(&mu_);
+  --live_calls_;  // the last touch of this object by the call
 }
 
 void Producer::RunCompletions() {

@@ -33,8 +33,9 @@ struct ProducerOptions {
   std::string producer_name;  // optional stable name: the same name fences older instances
   // Retries of UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED / ABORTED, with backoff.
   int max_retries = 8;
-  // Batches of one partition in flight at once (idempotent producers; a plain producer sends
-  // one at a time, as nothing else would keep its order). Order holds across retries: the
+  // Batches of one partition in flight at once, 1..5 (idempotent producers; a plain producer
+  // sends one at a time, as nothing else would keep its order; the broker remembers the last 5
+  // batches per partition, which bounds how far back a resend can be recognised). Order holds across retries: the
   // broker refuses a batch that overtakes an earlier one (ABORTED, a sequence gap), and it is
   // resent after that one, as Kafka's producer does with max.in.flight.requests.per.connection.
   int max_in_flight = 5;
@@ -92,6 +93,9 @@ class Producer {
     int attempts = 0;
     absl::Time retry_at = absl::InfinitePast();  // else waiting to be resent then
     bool answered = false;  // `result` is final; completed once every earlier batch is
+    // Behind a refused batch and still in flight: it cannot be appended (its sequences leave a
+    // gap) and fails with `result` once its call returns.
+    bool doomed = false;
     absl::Status result;
     std::vector<RecordPosition> positions;
   };
@@ -102,7 +106,7 @@ class Producer {
     absl::Time first_queued;
     int32_t next_sequence = 0;
     // Started batches in sequence order: in flight, answered out of turn, or waiting to be
-    // resent. Only the first may be resent while an earlier one is unanswered.
+    // resent. A waiting batch is resent only once every batch before it is answered.
     std::deque<BatchPtr> in_flight;
   };
 
@@ -121,6 +125,10 @@ class Producer {
   void SettleLocked(PartitionQueue& q, Batch& batch, const grpc::Status& status,
                     const conduit::log::v1::ProduceResponse& response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After fatal_: every queued record and every batch waiting to be resent fails with it.
+  void FailPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves each partition's answered batches at the front to completions_.
+  void CollectAnsweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ProducerOptions options_;
   const int32_t partitions_;
@@ -132,6 +140,7 @@ class Producer {
   std::map<int32_t, PartitionQueue> queues_ ABSL_GUARDED_BY(mu_);
   int32_t sticky_partition_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // records without a result yet
+  int64_t live_calls_ ABSL_GUARDED_BY(mu_) = 0;   // Produce calls whose callback has not ended
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);

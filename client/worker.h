@@ -23,13 +23,15 @@ struct WorkerOptions {
   std::string worker_id;
   int concurrency = 1;  // jobs handled at once, one thread each
   // Jobs each thread leases per request (1..1000) and handles one after another. Above 1 its
-  // acks are sent together (AckBatch) when the batch is done or `ack_linger` after the oldest:
-  // fewer round trips per job, at the price of holding the batch's later jobs while earlier
-  // ones run (their leases are extended meanwhile) and of acks that wait up to `ack_linger`.
+  // acks are sent together (AckBatch) when the batch is done, or when a handler returns at
+  // least `ack_linger` after the oldest unsent ack: fewer round trips per job, at the price of
+  // holding the batch's later jobs while earlier ones run and of acks that wait for the next
+  // handler to return (leases stay extended all the while). A failed AckBatch is not retried:
+  // its jobs are redelivered when their leases expire, as after a failed Ack.
   int max_jobs_per_lease = 1;
   absl::Duration ack_linger = absl::Milliseconds(100);
   // Lease length asked per job (0: the queue's; at least 1 s). The lease is extended by this
-  // much every third of it while the handler runs.
+  // much every third of it until the job is acked or nacked.
   absl::Duration visibility_timeout = absl::Seconds(30);
   absl::Duration lease_wait = absl::Seconds(2);  // long-poll per Lease call
   absl::Duration request_timeout = absl::Seconds(10);

@@ -177,6 +177,34 @@ TEST_F(ClientTest, PipelinedProducerKeepsOrderWhenABatchIsRefused) {
   EXPECT_EQ(in_log, appended);
 }
 
+// A producer fenced by a newer instance of the same name stops at its next batch: that batch
+// and every record queued behind it fail at once with the fencing error (no retries), and a
+// send after that fails too; the new instance carries on.
+TEST_F(ClientTest, FencedProducerFailsItsQueuedRecordsAtOnce) {
+  ASSERT_TRUE(log_->CreateTopic("fenced", 1).ok());
+  ProducerOptions options{.address = address(), .topic = "fenced", .max_batch_records = 10,
+                          .linger = absl::Milliseconds(50), .producer_name = "billing"};
+  auto old_producer = Producer::Create(options);
+  ASSERT_TRUE(old_producer.ok()) << old_producer.status();
+  auto new_producer = Producer::Create(options);  // the next epoch: fences the old one
+  ASSERT_TRUE(new_producer.ok()) << new_producer.status();
+  std::vector<std::future<absl::StatusOr<RecordPosition>>> results;
+  for (int i = 0; i < 500; ++i) {
+    results.push_back((*old_producer)->Send(ProducerRecord{.value = std::to_string(i)}));
+  }
+  const absl::Time started = absl::Now();
+  EXPECT_FALSE((*old_producer)->Flush().ok());
+  EXPECT_LT(absl::Now() - started, absl::Seconds(5)) << "failed records were retried";
+  for (auto& r : results) {
+    absl::StatusOr<RecordPosition> p = r.get();
+    EXPECT_TRUE(absl::IsFailedPrecondition(p.status())) << p.status();
+  }
+  EXPECT_FALSE((*old_producer)->Send(ProducerRecord{.value = "late"}).get().ok());
+  auto fresh = (*new_producer)->Send(ProducerRecord{.value = "new"}).get();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->offset, 0);
+}
+
 // Three consumers share six partitions; one is killed (stops heartbeating without leaving).
 // Its partitions move to the others, and after draining no record is missing; a record is
 // processed twice only if the killed consumer processed it without committing.
