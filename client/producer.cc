@@ -94,7 +94,7 @@ Producer::~Producer() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](Producer* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-        return p->live_calls_ == 0 && !p->completing_;
+        return p->live_calls_ == 0 && !p->completing_ && !p->sending_;
       },
       this));
 }
@@ -193,9 +193,10 @@ Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
   return batch;
 }
 
-bool Producer::ReadyLocked(absl::Time now, SendList* send) {
+bool Producer::ReadyLocked(absl::Time now) {
   const size_t limit =
       options_.idempotent ? static_cast<size_t>(std::clamp(options_.max_in_flight, 1, 5)) : 1;
+  std::deque<std::pair<int32_t, BatchPtr>>* send = &outbox_;
   const size_t before = send->size();
   for (auto& [partition, q] : queues_) {
     if (!fatal_.ok()) break;  // FailPendingLocked failed what was waiting; nothing new starts
@@ -232,15 +233,31 @@ bool Producer::ReadyLocked(absl::Time now, SendList* send) {
 void Producer::Loop() {
   const absl::Duration tick = std::max(absl::Microseconds(200), options_.linger / 4);
   while (true) {
-    SendList send;
+    bool ready;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_ && outstanding_ == 0) return;
-      ReadyLocked(absl::Now(), &send);
+      ready = ReadyLocked(absl::Now());
     }
-    for (auto& [partition, batch] : send) SendAsync(partition, std::move(batch));
-    if (send.empty()) absl::SleepFor(tick);
+    SendOutbox();
+    if (!ready) absl::SleepFor(tick);
   }
+}
+
+void Producer::SendOutbox() {
+  // One thread at a time, first in first out: the calls of a partition start in sequence order,
+  // so the broker seldom sees a batch overtake another (which costs a resend).
+  absl::MutexLock lock(&mu_);
+  if (sending_) return;
+  sending_ = true;
+  while (!outbox_.empty()) {
+    auto [partition, batch] = std::move(outbox_.front());
+    outbox_.pop_front();
+    mu_.Unlock();
+    SendAsync(partition, std::move(batch));
+    mu_.Lock();
+  }
+  sending_ = false;
 }
 
 void Producer::SendAsync(int32_t partition, BatchPtr batch) {
@@ -338,7 +355,6 @@ void Producer::CollectAnsweredLocked() {
 
 void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::Status& status,
                           const lpb::ProduceResponse& response) {
-  SendList next;
   {
     absl::MutexLock lock(&mu_);
     PartitionQueue& q = queues_[partition];
@@ -367,9 +383,9 @@ void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::
     CollectAnsweredLocked();
     // The partition's next batch goes out now, not at the sender's next tick, and the server
     // works on it while this batch's callbacks run.
-    ReadyLocked(absl::Now(), &next);
+    ReadyLocked(absl::Now());
   }
-  for (auto& [p, b] : next) SendAsync(p, std::move(b));
+  SendOutbox();
   RunCompletions();
   absl::MutexLock lock(&mu_);
   --live_calls_;  // the last touch of this object by the call

@@ -112,9 +112,11 @@ class Producer {
 
   Producer(ProducerOptions options, int32_t partitions, int64_t producer_id, int32_t epoch);
   void Loop();
-  using SendList = std::vector<std::pair<int32_t, BatchPtr>>;
-  // Moves ready batches out of the queues, and batches due to be resent; true when any.
-  bool ReadyLocked(absl::Time now, SendList* send) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves ready batches out of the queues, and batches due to be resent, to outbox_; true when
+  // any.
+  bool ReadyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the calls in outbox_, unless another thread is at it.
+  void SendOutbox();
   BatchPtr StartBatchLocked(int32_t partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAsync(int32_t partition, BatchPtr batch);
   void OnResponse(int32_t partition, const BatchPtr& batch, const grpc::Status& status,
@@ -144,6 +146,9 @@ class Producer {
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+  // Batches to send, in the order ReadyLocked chose them; one thread at a time sends them.
+  std::deque<std::pair<int32_t, BatchPtr>> outbox_ ABSL_GUARDED_BY(mu_);
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;
   // Settled batches whose callbacks are due, in order; one thread at a time runs them.
   std::deque<BatchPtr> completions_ ABSL_GUARDED_BY(mu_);
   bool completing_ ABSL_GUARDED_BY(mu_) = false;
