@@ -6,8 +6,8 @@
 //
 // Creates a queue, enqueues three jobs, then works like a real worker: long-poll Lease, ack the
 // good jobs, nack the poison one permanently, and checks that it sits in the dead-letter lane
-// with its attempt, that a stale token is refused with FAILED_PRECONDITION, and the stats. Every
-// call has a deadline. Exits 0 on success, 1 with a "FAIL:" message otherwise.
+// with its attempt, that a stale token is refused with FAILED_PRECONDITION, and the stats; then
+// leases a batch and acks it with one AckBatch (a result per job). Every call has a deadline. Exits 0 on success, 1 with a "FAIL:" message otherwise.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -102,6 +102,23 @@ async function main() {
   await assert.rejects(
     call(client, 'Nack', { queue, job_id: poisonId, lease_token: 'stale' }),
     (err) => err.code === grpc.status.FAILED_PRECONDITION);
+
+  // A batch: lease three jobs at once and ack them with one AckBatch, one token stale.
+  await call(client, 'Enqueue', {
+    queue, jobs: ['a', 'b', 'c'].map((p) => ({ payload: Buffer.from(p) })),
+  });
+  const batch = await call(client, 'Lease', { queue, worker_id: 'node-worker', max_jobs: 3 });
+  assert.equal(batch.jobs.length, 3);
+  const entries = batch.jobs.map((j) => ({ job_id: j.job_id, lease_token: j.lease_token }));
+  entries[1].lease_token = 'stale';
+  const results = await call(client, 'AckBatch', { queue, jobs: entries });
+  assert.deepEqual(results.results.map((r) => r.code), [0, grpc.status.FAILED_PRECONDITION, 0]);
+  assert.equal(results.results[1].job_id, batch.jobs[1].job_id);
+  await assert.rejects(  // a job listed twice: the whole call is refused
+    call(client, 'AckBatch', { queue, jobs: [entries[0], entries[0]] }),
+    (err) => err.code === grpc.status.INVALID_ARGUMENT);
+  const after = await call(client, 'GetQueueStats', { queue });
+  assert.equal(Number(after.leased), 1, 'only the stale-token job is still leased');
   await call(client, 'DeleteQueue', { name: queue });
   client.close();
   console.log('node_worker: PASS');
