@@ -111,6 +111,7 @@ class Producer {
   };
 
   Producer(ProducerOptions options, int32_t partitions, int64_t producer_id, int32_t epoch);
+  static size_t SizeOf(const ProducerRecord& r);  // the bytes max_batch_bytes counts
   void Loop();
   // Moves ready batches out of the queues, and batches due to be resent, to outbox_; true when
   // any.

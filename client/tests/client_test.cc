@@ -1,5 +1,5 @@
-// The client library against a real server on 127.0.0.1:0 hosting the broker, the coordinator
-// and the queue (as conduit-standalone does).
+// The Producer and the GroupConsumer against a real server on 127.0.0.1:0 hosting the broker,
+// the coordinator and the queue (as conduit-standalone does).
 #include <atomic>
 #include <map>
 #include <set>
@@ -10,93 +10,13 @@
 
 #include "client/group_consumer.h"
 #include "client/producer.h"
-#include "client/worker.h"
-#include "common/grpc/server_runner.h"
+#include "client/tests/client_fixture.h"
 #include "common/hash/murmur2.h"
-#include "common/testing/temp_dir.h"
-#include "services/coordinator/coordinator_node.h"
-#include "services/log_broker/log_broker_node.h"
-#include "services/work_queue/queue_node.h"
-#include "tests/support/log_client.h"
 
 namespace conduit::client {
 namespace {
 
 namespace logpb = ::conduit::log::v1;
-namespace qpb = ::conduit::queue::v1;
-
-class ClientTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto broker =
-        log_broker::LogBrokerNode::Open(dir_.path(), registry_, time::SystemClock::Get());
-    ASSERT_TRUE(broker.ok()) << broker.status();
-    broker_ = *std::move(broker);
-    coordinator::CoordinatorNodeOptions options;
-    options.sweep_interval = absl::Milliseconds(100);
-    options.coordinator.min_session_timeout = absl::Milliseconds(100);
-    options.coordinator.heartbeat_interval = absl::Milliseconds(100);
-    auto node = coordinator::CoordinatorNode::Open(dir_.path(), registry_,
-                                                   time::SystemClock::Get(), options);
-    ASSERT_TRUE(node.ok()) << node.status();
-    coordinator_ = *std::move(node);
-    auto queue = work_queue::QueueNode::Open(dir_.path(), registry_, time::SystemClock::Get());
-    ASSERT_TRUE(queue.ok()) << queue.status();
-    queue_ = *std::move(queue);
-    auto server = grpc_util::StartServer(
-        {}, {broker_->service(), coordinator_->service(), queue_->service()});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    coordinator_->SetBrokerAddress(server_->address());
-    log_ = std::make_unique<testing::LogClient>(server_->address());
-  }
-  void TearDown() override {
-    broker_->service()->BeginShutdown();
-    server_->Shutdown();
-  }
-  std::string address() { return server_->address(); }
-  double ProduceRequests() {
-    for (const auto& family : registry_.Collect()) {
-      if (family.name == "conduit_log_produce_latency_seconds") {
-        double n = 0;
-        for (const auto& m : family.metric) n += m.histogram.sample_count;
-        return n;
-      }
-    }
-    return -1;
-  }
-  void CreateQueue(const std::string& name, absl::Duration visibility, int max_attempts) {
-    auto stub = qpb::WorkQueue::NewStub(
-        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    qpb::CreateQueueRequest req;
-    req.set_name(name);
-    grpc_util::SetDuration(visibility, req.mutable_config()->mutable_visibility_timeout());
-    req.mutable_config()->set_max_attempts(max_attempts);
-    req.mutable_config()->mutable_backoff_initial()->set_nanos(10'000'000);
-    req.mutable_config()->mutable_backoff_max()->set_nanos(10'000'000);
-    qpb::CreateQueueResponse resp;
-    ASSERT_TRUE(stub->CreateQueue(&ctx, req, &resp).ok());
-  }
-  void Enqueue(const std::string& queue, const std::vector<std::string>& payloads) {
-    auto stub = qpb::WorkQueue::NewStub(
-        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    qpb::EnqueueRequest req;
-    req.set_queue(queue);
-    for (const std::string& p : payloads) req.add_jobs()->set_payload(p);
-    qpb::EnqueueResponse resp;
-    ASSERT_TRUE(stub->Enqueue(&ctx, req, &resp).ok());
-  }
-
-  testing::TempDir dir_;
-  prometheus::Registry registry_;
-  std::unique_ptr<log_broker::LogBrokerNode> broker_;
-  std::unique_ptr<coordinator::CoordinatorNode> coordinator_;
-  std::unique_ptr<work_queue::QueueNode> queue_;
-  std::unique_ptr<grpc_util::RunningServer> server_;
-  std::unique_ptr<testing::LogClient> log_;
-};
 
 TEST_F(ClientTest, ProducerBatchesPlacesKeysLikeTheBrokerAndKeepsOrder) {
   ASSERT_TRUE(log_->CreateTopic("orders", 4).ok());
@@ -282,122 +202,6 @@ TEST_F(ClientTest, ConsumerGroupSurvivesAKilledMemberWithoutLosingRecords) {
   std::printf("records %d, processed twice %d (the killed consumer's uncommitted batch)\n",
               kRecords, duplicates);
   consumers.clear();
-}
-
-// A slow handler (`handling` per job) holds `jobs` jobs of `queue` (1 s leases), leasing up to
-// `batch` at a time, while a second worker polls the same queue all along: it would get a job
-// whose lease lapsed. `visibility` is what the slow worker asks for (zero: the queue's).
-// Returns the slow worker's stats; `calls` counts deliveries to either worker.
-Worker::Stats RunSlowHandler(const std::string& address, const std::string& queue,
-                             absl::Duration visibility, absl::Duration handling, int* calls,
-                             absl::Status* error, int jobs = 1, int batch = 1) {
-  std::atomic<int> delivered{0};
-  Worker slow({.address = address, .queue = queue, .worker_id = "slow",
-               .max_jobs_per_lease = batch, .visibility_timeout = visibility},
-              [&](const Job&) {
-                delivered.fetch_add(1);
-                absl::SleepFor(handling);
-                return Outcome::Ack();
-              });
-  Worker other({.address = address, .queue = queue, .worker_id = "other"}, [&](const Job&) {
-    delivered.fetch_add(1);
-    return Outcome::Ack();
-  });
-  slow.Start();
-  absl::SleepFor(absl::Milliseconds(300));
-  other.Start();
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (slow.stats().acked < jobs && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  slow.Stop();
-  other.Stop();
-  *calls = delivered.load();
-  *error = slow.error();
-  return slow.stats();
-}
-
-TEST_F(ClientTest, WorkerExtendsTheLeaseOfASlowHandlerAndTheJobIsNotRedelivered) {
-  CreateQueue("slow", absl::Seconds(1), 5);
-  Enqueue("slow", {"big report"});
-  int calls = 0;
-  absl::Status error;
-  Worker::Stats stats = RunSlowHandler(address(), "slow", absl::Seconds(1),
-                                       absl::Milliseconds(3200),  // over three lease lengths
-                                       &calls, &error);
-  EXPECT_EQ(calls, 1) << "the job was redelivered";
-  EXPECT_EQ(stats.acked, 1);
-  EXPECT_GE(stats.extensions, 2);
-  EXPECT_EQ(stats.lost_leases, 0);
-  EXPECT_TRUE(error.ok()) << error;
-}
-
-TEST_F(ClientTest, WorkerWithTheQueuesDefaultLeaseExtendsByTheGrantedLength) {
-  CreateQueue("defaults", absl::Seconds(1), 5);
-  Enqueue("defaults", {"report"});
-  int calls = 0;
-  absl::Status error;
-  Worker::Stats stats = RunSlowHandler(address(), "defaults", absl::ZeroDuration(),  // 1 s
-                                       absl::Milliseconds(2200), &calls, &error);
-  EXPECT_EQ(calls, 1) << "the job was redelivered";
-  EXPECT_EQ(stats.acked, 1);
-  EXPECT_EQ(stats.lost_leases, 0);
-}
-
-TEST_F(ClientTest, WorkerLeasingInBatchesKeepsTheWaitingJobsLeasedAndAcksThemAll) {
-  CreateQueue("batch", absl::Seconds(1), 5);
-  Enqueue("batch", {"a", "b", "c"});
-  int calls = 0;
-  absl::Status error;
-  // The third job waits 1.4 s for its turn, past its 1 s lease unless the keeper extends it.
-  Worker::Stats stats = RunSlowHandler(address(), "batch", absl::Seconds(1),
-                                       absl::Milliseconds(700), &calls, &error, 3, 3);
-  EXPECT_EQ(calls, 3) << "a job waiting in the batch was redelivered";
-  EXPECT_EQ(stats.leased, 3);
-  EXPECT_EQ(stats.acked, 3);
-  EXPECT_EQ(stats.lost_leases, 0);
-  EXPECT_TRUE(error.ok()) << error;
-}
-
-TEST_F(ClientTest, WorkerReportsAnUnknownQueue) {
-  Worker w({.address = address(), .queue = "nope", .worker_id = "w"}, [](const Job&) {
-    return Outcome::Ack();
-  });
-  w.Start();
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
-  while (w.error().ok() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_TRUE(absl::IsNotFound(w.error())) << w.error();
-  w.Stop();
-}
-
-TEST_F(ClientTest, WorkerRetriesThenDeadLettersAPoisonJob) {
-  CreateQueue("mail", absl::Seconds(5), 3);
-  Enqueue("mail", {"ok", "flaky", "poison"});
-  absl::Mutex mu;
-  std::map<std::string, int> attempts;
-  Worker worker({.address = address(), .queue = "mail", .worker_id = "w", .concurrency = 2},
-                [&](const Job& job) {
-                  absl::MutexLock lock(&mu);
-                  const int n = ++attempts[job.payload];
-                  if (job.payload == "poison") return Outcome::Retry("smtp said 550");
-                  if (job.payload == "flaky" && n == 1) return Outcome::Retry("timeout");
-                  return Outcome::Ack();
-                });
-  worker.Start();
-  const absl::Time give_up = absl::Now() + absl::Seconds(15);
-  while (absl::Now() < give_up) {
-    Worker::Stats s = worker.stats();
-    if (s.acked == 2 && s.dead == 1) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  worker.Stop();
-  Worker::Stats s = worker.stats();
-  EXPECT_EQ(s.acked, 2);
-  EXPECT_EQ(s.dead, 1);
-  absl::MutexLock lock(&mu);
-  EXPECT_EQ(attempts["poison"], 3) << "max attempts";
-  EXPECT_EQ(attempts["flaky"], 2);
-  EXPECT_EQ(attempts["ok"], 1);
 }
 
 }  // namespace
