@@ -91,6 +91,9 @@ class GroupConsumer {
   void HeartbeatLoop();
   // Committed offsets (or the start position) of `partitions`.
   absl::StatusOr<std::map<TopicPartition, int64_t>> StartPositions(const PartitionSet& partitions);
+  conduit::coordinator::v1::CommitOffsetsRequest CommitRequest(
+      const std::map<TopicPartition, int64_t>& positions, const std::string& member_id,
+      int32_t epoch) const;
   absl::Status CommitPositions(const std::map<TopicPartition, int64_t>& positions,
                                const std::string& member_id, int32_t epoch);
   absl::StatusOr<int64_t> ListOffset(const TopicPartition& tp, conduit::log::v1::OffsetSpec spec);

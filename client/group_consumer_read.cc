@@ -53,14 +53,16 @@ absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration t
       auto it = positions_.find(tp);
       if (it == positions_.end() || it->second != position) continue;  // revoked or reset
       it->second = next;
-      for (const lpb::Record& r : resp.records()) {
+      for (lpb::Record& r : *resp.mutable_records()) {  // the response is ours: move out
         ConsumedRecord c;
         c.topic = tp.first;
         c.partition = tp.second;
         c.offset = r.offset();
-        if (r.has_key()) c.key = r.key();
-        if (r.has_value()) c.value = r.value();
-        for (const lpb::Header& h : r.headers()) c.headers.emplace_back(h.key(), h.value());
+        if (r.has_key()) c.key = std::move(*r.mutable_key());
+        if (r.has_value()) c.value = std::move(*r.mutable_value());
+        for (lpb::Header& h : *r.mutable_headers()) {
+          c.headers.emplace_back(std::move(*h.mutable_key()), std::move(*h.mutable_value()));
+        }
         c.append_time = grpc_util::FromTimestamp(r.append_time());
         if (r.has_event_time()) c.event_time = grpc_util::FromTimestamp(r.event_time());
         out.push_back(std::move(c));
@@ -71,9 +73,9 @@ absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration t
   }
 }
 
-absl::Status GroupConsumer::CommitPositions(const std::map<TopicPartition, int64_t>& positions,
-                                            const std::string& member_id, int32_t epoch) {
-  if (positions.empty()) return absl::OkStatus();
+cpb::CommitOffsetsRequest GroupConsumer::CommitRequest(
+    const std::map<TopicPartition, int64_t>& positions, const std::string& member_id,
+    int32_t epoch) const {
   cpb::CommitOffsetsRequest req;
   req.set_group_id(options_.group);
   req.set_member_id(member_id);
@@ -88,19 +90,32 @@ absl::Status GroupConsumer::CommitPositions(const std::map<TopicPartition, int64
     p->set_partition(tp.second);
     p->set_offset(offset);
   }
+  return req;
+}
+
+absl::Status GroupConsumer::CommitPositions(const std::map<TopicPartition, int64_t>& positions,
+                                            const std::string& member_id, int32_t epoch) {
+  if (member_id.empty()) return absl::FailedPreconditionError("not a member of the group now");
+  if (positions.empty()) return absl::OkStatus();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   cpb::CommitOffsetsResponse resp;
-  return FromGrpcStatus(coordinator_->CommitOffsets(&ctx, req, &resp));
+  return FromGrpcStatus(
+      coordinator_->CommitOffsets(&ctx, CommitRequest(positions, member_id, epoch), &resp));
 }
 
 absl::Status GroupConsumer::Commit() {
   std::map<TopicPartition, int64_t> positions;
+  std::string member_id;
+  int32_t epoch;
   {
+    // One look: positions and the epoch they belong to change together (a reset).
     absl::MutexLock lock(&mu_);
     positions = positions_;
+    member_id = member_id_;
+    epoch = epoch_;
   }
-  return Commit(positions);
+  return CommitPositions(positions, member_id, epoch);
 }
 
 absl::Status GroupConsumer::Commit(const std::map<TopicPartition, int64_t>& offsets) {
@@ -111,7 +126,6 @@ absl::Status GroupConsumer::Commit(const std::map<TopicPartition, int64_t>& offs
     member_id = member_id_;
     epoch = epoch_;
   }
-  if (member_id.empty()) return absl::FailedPreconditionError("not a member of the group now");
   return CommitPositions(offsets, member_id, epoch);
 }
 
@@ -129,19 +143,7 @@ void GroupConsumer::CommitAsync(std::function<void(absl::Status)> done) {
       done(absl::FailedPreconditionError("not a member of the group now"));
       return;
     }
-    call->req.set_group_id(options_.group);
-    call->req.set_member_id(member_id_);
-    call->req.set_member_epoch(epoch_);
-    cpb::TopicCommits* current = nullptr;
-    for (const auto& [tp, offset] : positions_) {
-      if (!current || current->topic() != tp.first) {
-        current = call->req.add_topics();
-        current->set_topic(tp.first);
-      }
-      cpb::PartitionCommit* p = current->add_partitions();
-      p->set_partition(tp.second);
-      p->set_offset(offset);
-    }
+    call->req = CommitRequest(positions_, member_id_, epoch_);
     ++async_commits_;
   }
   SetDeadline(&call->ctx);

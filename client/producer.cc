@@ -71,7 +71,7 @@ Producer::~Producer() {
 }
 
 void Producer::Send(ProducerRecord record, Callback done) {
-  int32_t partition;
+  int32_t partition = 0;
   if (record.partition) {
     partition = *record.partition;
     if (partition < 0 || partition >= partitions_) {
@@ -86,11 +86,8 @@ void Producer::Send(ProducerRecord record, Callback done) {
     }
   } else if (record.key) {
     partition = hash::PartitionForKey(*record.key, partitions_);
-  } else {
-    absl::MutexLock lock(&mu_);
-    partition = sticky_partition_;
   }
-  record.partition = partition;
+  const size_t size = SizeOf(record);
   absl::ReleasableMutexLock lock(&mu_);
   if (!fatal_.ok()) {
     const absl::Status fatal = fatal_;
@@ -98,10 +95,12 @@ void Producer::Send(ProducerRecord record, Callback done) {
     done(fatal);
     return;
   }
+  if (!record.partition && !record.key) partition = sticky_partition_;
+  record.partition = partition;
   PartitionQueue& q = queues_[partition];
   if (q.queued.empty()) q.first_queued = absl::Now();
-  q.bytes += SizeOf(record);
-  q.queued.push_back(Pending{std::move(record), std::move(done)});
+  q.bytes += size;
+  q.queued.push_back(Pending{std::move(record), std::move(done), size});
   ++outstanding_;
 }
 
@@ -123,7 +122,7 @@ absl::Status Producer::Flush() {
 }
 
 size_t Producer::SizeOf(const ProducerRecord& r) {
-  size_t n = r.key.value_or("").size() + r.value.value_or("").size() + r.event_id.size();
+  size_t n = (r.key ? r.key->size() : 0) + (r.value ? r.value->size() : 0) + r.event_id.size();
   for (const auto& [k, v] : r.headers) n += k.size() + v.size();
   return n;
 }

@@ -86,6 +86,7 @@ class Producer {
   struct Pending {
     ProducerRecord record;
     Callback done;
+    size_t size = 0;  // SizeOf(record), taken before the record is moved into a request
   };
   struct Batch {
     std::vector<Pending> records;

@@ -44,7 +44,7 @@ Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
   while (!q.queued.empty() && static_cast<int>(batch->records.size()) < options_.max_batch_records &&
          (batch->records.empty() || bytes < options_.max_batch_bytes)) {
     Pending& p = q.queued.front();
-    const size_t size = SizeOf(p.record);
+    const size_t size = p.size;
     bytes += size;
     q.bytes -= size;
     // The request owns the record's contents from here (a retry resends the request); the

@@ -97,9 +97,12 @@ void Worker::WorkLoop() {
         running_[leased.lease_token()] = Running{leased.job_id(), lease, now + lease / 3};
       }
     }
-    for (const qpb::LeasedJob& leased : resp.jobs()) {
-      Job job{leased.job_id(), leased.payload(), {}, leased.attempt(), leased.tenant()};
-      for (const auto& h : leased.headers()) job.headers.emplace_back(h.key(), h.value());
+    for (qpb::LeasedJob& leased : *resp.mutable_jobs()) {  // the response is ours: move out
+      Job job{leased.job_id(), std::move(*leased.mutable_payload()), {}, leased.attempt(),
+              leased.tenant()};
+      for (auto& h : *leased.mutable_headers()) {
+        job.headers.emplace_back(std::move(*h.mutable_key()), std::move(*h.mutable_value()));
+      }
       const Outcome outcome = handler_(job);
       if (outcome.kind == Outcome::Kind::kAck) {  // with this delivery's own token
         if (acks.empty()) oldest_ack = absl::Now();
