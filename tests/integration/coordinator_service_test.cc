@@ -73,6 +73,17 @@ class CoordinatorServiceTest : public ::testing::Test {
     return -1;
   }
 
+  // How many series of any family carry the label group="`group`".
+  int SeriesOf(const std::string& group) {
+    int n = 0;
+    for (const auto& family : registry_.Collect()) {
+      for (const auto& metric : family.metric) {
+        for (const auto& label : metric.label) n += label.name == "group" && label.value == group;
+      }
+    }
+    return n;
+  }
+
   TempDir dir_;
   prometheus::Registry registry_;
   std::unique_ptr<log_broker::LogBrokerNode> broker_;
@@ -187,6 +198,31 @@ TEST_F(CoordinatorServiceTest, ResetDryRunThenApplyOnALiveGroup) {
   EXPECT_FALSE(audit.entries(0).peer().empty());
   EXPECT_EQ(audit.entries(0).partitions(0).before(), 5);
   EXPECT_EQ(audit.entries(0).partitions(0).after(), 0);
+}
+
+TEST_F(CoordinatorServiceTest, DeletingAGroupRemovesItsMetricSeries) {
+  ASSERT_TRUE(log_->CreateTopic("orders", 1).ok());
+  ProduceAndRead("orders", 2);
+  cpb::HeartbeatResponse member;
+  ASSERT_TRUE(groups_->Join("billing", {"orders"}, &member).ok());
+  ASSERT_TRUE(groups_->Commit("billing", member.member_id(), member.member_epoch(), "orders", 0, 1)
+                  .ok());
+  EXPECT_FALSE(groups_->Commit("billing", member.member_id(), member.member_epoch() + 5, "orders",
+                               0, 2)
+                   .ok())
+      << "a commit from a future epoch is rejected (and counted)";
+  node_->coordinator()->SampleLag();
+  EXPECT_GT(SeriesOf("billing"), 0);
+  cpb::LeaveGroupRequest leave;
+  leave.set_group_id("billing");
+  leave.set_member_id(member.member_id());
+  cpb::LeaveGroupResponse left;
+  ASSERT_TRUE(groups_->Call(&cpb::GroupCoordinator::Stub::LeaveGroup, leave, &left).ok());
+  cpb::DeleteGroupRequest del;
+  del.set_group_id("billing");
+  cpb::DeleteGroupResponse deleted;
+  ASSERT_TRUE(groups_->Call(&cpb::GroupCoordinator::Stub::DeleteGroup, del, &deleted).ok());
+  EXPECT_EQ(SeriesOf("billing"), 0) << "a deleted group leaves no series behind";
 }
 
 TEST_F(CoordinatorServiceTest, BadInputGetsClearStatuses) {

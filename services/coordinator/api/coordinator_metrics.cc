@@ -37,7 +37,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
       rejections_(prometheus::BuildCounter()
                       .Name("conduit_coordinator_commit_rejections_total")
                       .Help("Rejected offset commits by reason (stale_epoch, not_owner, "
-                            "unknown_member, not_member, unknown_group)")
+                            "unknown_member, not_member)")
                       .Register(registry)),
       heartbeats_(prometheus::BuildCounter()
                       .Name("conduit_coordinator_heartbeats_total")
@@ -109,6 +109,9 @@ void CoordinatorMetrics::OnGroupDeleted(const std::string& group) {
   members_.Remove(&members_.Add({{"group", group}}));
   rebalances_.Remove(&rebalances_.Add({{"group", group}}));
   commits_.Remove(&commits_.Add({{"group", group}}));
+  for (const char* reason : {"stale_epoch", "not_owner", "unknown_member", "not_member"}) {
+    rejections_.Remove(&rejections_.Add({{"group", group}, {"reason", reason}}));
+  }
 }
 
 }  // namespace conduit::coordinator::api

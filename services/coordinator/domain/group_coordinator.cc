@@ -113,21 +113,21 @@ std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitLocked(Group& 
     if (it != g.members.end()) change.write.put_members.push_back(it->second.record);
   }
   if (change.write.empty()) return BarrierLocked(g);
-  auto waiter = std::make_shared<Waiter>();
-  g.inflight.fetch_add(1);
-  // The group outlives the write: the callback holds it.
-  log_.Submit(std::move(change.write), [waiter, keep = g.shared_from_this()](absl::Status s) {
-    keep->inflight.fetch_sub(1);
-    waiter->status = std::move(s);
-    waiter->done.Notify();
-  });
-  return waiter;
+  return SubmitWrite(std::move(change.write), g.shared_from_this());
 }
 
 std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::BarrierLocked(Group& g) {
   if (g.inflight.load() == 0) return nullptr;
+  return SubmitWrite(CoordinatorWrite{}, nullptr);
+}
+
+std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitWrite(CoordinatorWrite write,
+                                                                        GroupPtr inflight) {
   auto waiter = std::make_shared<Waiter>();
-  log_.Submit(CoordinatorWrite{}, [waiter](absl::Status s) {
+  if (inflight) inflight->inflight.fetch_add(1);
+  // The group outlives the write: the callback holds it.
+  log_.Submit(std::move(write), [waiter, g = std::move(inflight)](absl::Status s) {
+    if (g) g->inflight.fetch_sub(1);
     waiter->status = std::move(s);
     waiter->done.Notify();
   });
@@ -178,16 +178,10 @@ absl::Status GroupCoordinator::DeleteGroup(const std::string& group_id) {
           "group '", group_id, "' has ", g->members.size(),
           " active members; stop them (or wait for their sessions to expire) before deleting it"));
     }
-    change.write.put_groups.clear();
-    change.group_dirty = false;
     change.write.delete_groups.push_back(group_id);
     g->deleted = true;
     groups_.erase(group_id);
-    waiter = std::make_shared<Waiter>();
-    log_.Submit(std::move(change.write), [waiter](absl::Status s) {
-      waiter->status = std::move(s);
-      waiter->done.Notify();
-    });
+    waiter = SubmitWrite(std::move(change.write), nullptr);
   }
   observer_->OnGroupDeleted(group_id);
   return Wait(waiter);

@@ -227,6 +227,9 @@ class GroupCoordinator {
   std::shared_ptr<Waiter> SubmitLocked(Group& g, Change change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   // A barrier when the group has writes in flight, so that a read never shows what is not durable.
   std::shared_ptr<Waiter> BarrierLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  // Hands `write` to the commit log; the waiter is notified once it is durable. `inflight`, if
+  // set, counts the write among its group's unfinished ones until then.
+  std::shared_ptr<Waiter> SubmitWrite(CoordinatorWrite write, GroupPtr inflight);
   static absl::Status Wait(const std::shared_ptr<Waiter>& waiter);
 
   // Membership (membership.cc).
