@@ -8,33 +8,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/grpc/status.h"
 
 namespace conduit::cli {
 
-namespace {
-const char* CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
-  }
-}
-}  // namespace
 
 std::shared_ptr<grpc::Channel> Globals::Channel() const {
   return grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
@@ -47,13 +24,16 @@ std::unique_ptr<grpc::ClientContext> Globals::Context() const {
 }
 
 int Fail(const grpc::Status& status) {
-  std::fprintf(stderr, "error: %s: %s\n", CodeName(status.error_code()),
+  std::fprintf(stderr, "error: %s: %s\n",
+               absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())).c_str(),
                status.error_message().c_str());
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     std::fprintf(stderr, "(is a Conduit server running at the --addr address?)\n");
   }
   return kExitError;
 }
+
+int Fail(const absl::Status& status) { return Fail(grpc_util::ToGrpcStatus(status)); }
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());

@@ -12,6 +12,8 @@
 #include <google/protobuf/message.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/status.h"
+
 #include "absl/time/time.h"
 
 namespace conduit::cli {
@@ -43,6 +45,7 @@ void AddQueueCommands(CLI::App& app, const Globals& g, Action* run);
 
 // Prints "error: CODE: message" on stderr and returns kExitError.
 int Fail(const grpc::Status& status);
+int Fail(const absl::Status& status);  // a client-library result, the same way
 int UsageError(const std::string& message);
 // The message as JSON (as grpcurl prints it) on stdout.
 void PrintJson(const google::protobuf::Message& message);

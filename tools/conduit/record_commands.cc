@@ -42,8 +42,7 @@ int Produce(const Globals& g, const ProduceFlags& f) {
                                             .topic = f.topic,
                                             .request_timeout = absl::Seconds(g.timeout_seconds)});
   if (!producer.ok()) {
-    return Fail(grpc::Status(static_cast<grpc::StatusCode>(producer.status().code()),
-                             std::string(producer.status().message())));
+    return Fail(producer.status());
   }
   std::atomic<int64_t> failed{0};
   int64_t sent = 0;
@@ -87,9 +86,9 @@ int Produce(const Globals& g, const ProduceFlags& f) {
                 (sent - failed.load()) / secs);
   }
   if (!flushed.ok() || failed.load() > 0) {
-    return Fail(grpc::Status(
-        static_cast<grpc::StatusCode>(flushed.ok() ? absl::StatusCode::kUnknown : flushed.code()),
-        absl::StrCat(failed.load(), " records failed; first error: ", flushed.message())));
+    return Fail(absl::Status(flushed.ok() ? absl::StatusCode::kUnknown : flushed.code(),
+                             absl::StrCat(failed.load(), " records failed; first error: ",
+                                          flushed.message())));
   }
   return kExitOk;
 }
@@ -138,15 +137,13 @@ int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
       {.address = g.addr, .group = f.group, .topics = {f.topic}, .client_id = "conduit-cli",
        .request_timeout = absl::Seconds(g.timeout_seconds)});
   if (!consumer.ok()) {
-    return Fail(grpc::Status(static_cast<grpc::StatusCode>(consumer.status().code()),
-                             std::string(consumer.status().message())));
+    return Fail(consumer.status());
   }
   int64_t printed = 0;
   while (f.max < 0 || printed < f.max) {
     auto records = (*consumer)->Poll(absl::Seconds(1));
     if (!records.ok()) {
-      return Fail(grpc::Status(static_cast<grpc::StatusCode>(records.status().code()),
-                               std::string(records.status().message())));
+      return Fail(records.status());
     }
     if (records->empty() && !f.follow) break;  // caught up
     std::map<client::TopicPartition, int64_t> done;  // next offset after what was printed
@@ -165,9 +162,9 @@ int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
     // Commit what was printed, and only that: with --max the rest of the batch stays unread.
     if (absl::Status s = (*consumer)->Commit(done); !s.ok()) {
       (*consumer)->Close();
-      return Fail(grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                               absl::StrCat("commit of what was printed failed (it will be "
-                                            "delivered again): ", s.message())));
+      return Fail(absl::Status(s.code(), absl::StrCat("commit of what was printed failed (it "
+                                                      "will be delivered again): ",
+                                                      s.message())));
     }
   }
   (*consumer)->Close();
