@@ -35,6 +35,13 @@ int Fail(const grpc::Status& status) {
 
 int Fail(const absl::Status& status) { return Fail(grpc_util::ToGrpcStatus(status)); }
 
+CLI::App* Command(CLI::App* parent, const char* name, const char* help, Action* run,
+                  std::function<Action()> make) {
+  CLI::App* cmd = parent->add_subcommand(name, help);
+  cmd->callback([run, make = std::move(make)] { *run = make(); });
+  return cmd;
+}
+
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   return kExitUsage;

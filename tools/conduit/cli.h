@@ -50,6 +50,26 @@ int UsageError(const std::string& message);
 // The message as JSON (as grpcurl prints it) on stdout.
 void PrintJson(const google::protobuf::Message& message);
 
+// Calls `method` on a fresh stub with the --timeout deadline; on success prints the response as
+// JSON (--output json) or through `table`. Call<Req, Resp>(g, &Service::Stub::Method, req, ...).
+template <typename Req, typename Resp, typename Stub>
+int Call(const Globals& g, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+         const Req& req, const std::function<void(const Resp&)>& table) {
+  Stub stub(g.Channel());
+  Resp resp;
+  if (auto s = (stub.*method)(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+  if (g.json()) {
+    PrintJson(resp);
+  } else {
+    table(resp);
+  }
+  return kExitOk;
+}
+
+// Registers `name` under `parent`; once parsed, `make` builds the action stored in `run`.
+CLI::App* Command(CLI::App* parent, const char* name, const char* help, Action* run,
+                  std::function<Action()> make);
+
 // A text table: columns sized to their widest cell.
 class Table {
  public:

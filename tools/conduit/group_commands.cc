@@ -67,27 +67,23 @@ int Reset(const Globals& g, const ResetFlags& f) {
   }
   req.set_actor(actor);
   req.set_reason(f.reason);
-  cpb::ResetOffsetsResponse resp;
-  auto stub = cpb::GroupCoordinator::NewStub(g.Channel());
-  if (auto s = stub->ResetOffsets(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
-  if (g.json()) {
-    PrintJson(resp);
-    return kExitOk;
-  }
-  Table t({"TOPIC", "PARTITION", "BEFORE", "AFTER", "OWNER"});
-  for (const auto& p : resp.partitions()) {
-    t.Add({f.topic, std::to_string(p.partition()),
-           p.had_offset() ? std::to_string(p.before()) : "-", std::to_string(p.after()),
-           p.owner_member_id().empty() ? "-" : p.owner_member_id()});
-  }
-  t.Print();
-  if (resp.executed()) {
-    std::printf("applied (audit entry %llu); owners resume from the new offsets\n",
-                static_cast<unsigned long long>(resp.audit_id()));
-  } else {
-    std::printf("dry run: nothing changed; add --execute to apply\n");
-  }
-  return kExitOk;
+  return Call<cpb::ResetOffsetsRequest, cpb::ResetOffsetsResponse>(
+      g, &cpb::GroupCoordinator::Stub::ResetOffsets, req,
+      [&f](const cpb::ResetOffsetsResponse& resp) {
+        Table t({"TOPIC", "PARTITION", "BEFORE", "AFTER", "OWNER"});
+        for (const auto& p : resp.partitions()) {
+          t.Add({f.topic, std::to_string(p.partition()),
+                 p.had_offset() ? std::to_string(p.before()) : "-", std::to_string(p.after()),
+                 p.owner_member_id().empty() ? "-" : p.owner_member_id()});
+        }
+        t.Print();
+        if (resp.executed()) {
+          std::printf("applied (audit entry %llu); owners resume from the new offsets\n",
+                      static_cast<unsigned long long>(resp.audit_id()));
+        } else {
+          std::printf("dry run: nothing changed; add --execute to apply\n");
+        }
+      });
 }
 
 }  // namespace
@@ -95,74 +91,62 @@ int Reset(const Globals& g, const ResetFlags& f) {
 void AddGroupCommands(CLI::App& app, const Globals& g, Action* run) {
   CLI::App* group = app.add_subcommand("group", "consumer groups: list, describe, reset offsets");
   group->require_subcommand(1);
+  using Stub = cpb::GroupCoordinator::Stub;
+  Command(group, "list", "list groups", run, [&g] {
+    return [&g] {
+      return Call<cpb::ListGroupsRequest, cpb::ListGroupsResponse>(
+          g, &Stub::ListGroups, {}, [](const cpb::ListGroupsResponse& resp) {
+            Table t({"GROUP", "STATE", "MEMBERS", "EPOCH"});
+            for (const auto& l : resp.groups()) {
+              t.Add({l.group_id(), StateName(l.state()), std::to_string(l.members()),
+                     std::to_string(l.group_epoch())});
+            }
+            t.Print();
+          });
+    };
+  });
   {
-    auto* cmd = group->add_subcommand("list", "list groups");
-    cmd->callback([&g, run] {
-      *run = [&g] {
-        cpb::ListGroupsResponse resp;
-        auto stub = cpb::GroupCoordinator::NewStub(g.Channel());
-        if (auto s = stub->ListGroups(g.Context().get(), {}, &resp); !s.ok()) return Fail(s);
-        if (g.json()) {
-          PrintJson(resp);
-          return kExitOk;
-        }
-        Table t({"GROUP", "STATE", "MEMBERS", "EPOCH"});
-        for (const auto& l : resp.groups()) {
-          t.Add({l.group_id(), StateName(l.state()), std::to_string(l.members()),
-                 std::to_string(l.group_epoch())});
-        }
-        t.Print();
-        return kExitOk;
-      };
-    });
-  }
-  {
-    auto* cmd = group->add_subcommand("describe", "members, assignment, lag in records and time");
     auto name = std::make_shared<std::string>();
-    cmd->add_option("group", *name, "group id")->required();
-    cmd->callback([&g, run, name] {
-      *run = [&g, name] {
+    auto* cmd = Command(group, "describe", "members, assignment, lag in records and time", run,
+                        [&g, name] {
+      return [&g, name] {
         cpb::DescribeGroupRequest req;
         req.set_group_id(*name);
-        cpb::DescribeGroupResponse d;
-        auto stub = cpb::GroupCoordinator::NewStub(g.Channel());
-        if (auto s = stub->DescribeGroup(g.Context().get(), req, &d); !s.ok()) return Fail(s);
-        if (g.json()) {
-          PrintJson(d);
-          return kExitOk;
-        }
-        std::printf("group %s: %s, epoch %d, %d members, %lld rebalances; max lag %lld records, "
-                    "%s\n",
-                    d.group_id().c_str(), StateName(d.state()).c_str(), d.group_epoch(),
-                    d.members_size(), static_cast<long long>(d.rebalances()),
-                    static_cast<long long>(d.max_lag_records()),
-                    Seconds(d.max_lag_seconds()).c_str());
-        if (!d.broker_error().empty()) {
-          std::printf("(lag incomplete: %s)\n", d.broker_error().c_str());
-        }
-        Table members({"MEMBER", "INSTANCE", "CLIENT", "HOST", "EPOCH", "ASSIGNMENT"});
-        for (const auto& m : d.members()) {
-          members.Add({m.member_id(), m.instance_id().empty() ? "-" : m.instance_id(),
-                       m.client_id().empty() ? "-" : m.client_id(), m.client_host(),
-                       std::to_string(m.member_epoch()), PartitionsText(m.assignment())});
-        }
-        members.Print();
-        std::puts("");
-        Table lag({"TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "LAG-TIME",
-                   "CATCH-UP", "OWNER"});
-        for (const auto& p : d.partitions()) {
-          lag.Add({p.topic(), std::to_string(p.partition()),
-                   p.has_committed_offset() ? std::to_string(p.committed_offset()) : "-",
-                   std::to_string(p.high_watermark()), std::to_string(p.lag_records()),
-                   Seconds(p.lag_seconds()),
-                   p.has_catch_up_seconds() ? Seconds(p.catch_up_seconds())
-                                            : (p.lag_records() ? "never" : "-"),
-                   p.owner_member_id().empty() ? "-" : p.owner_member_id()});
-        }
-        lag.Print();
-        return kExitOk;
+        return Call<cpb::DescribeGroupRequest, cpb::DescribeGroupResponse>(
+            g, &Stub::DescribeGroup, req, [](const cpb::DescribeGroupResponse& d) {
+              std::printf("group %s: %s, epoch %d, %d members, %lld rebalances; max lag %lld "
+                          "records, %s\n",
+                          d.group_id().c_str(), StateName(d.state()).c_str(), d.group_epoch(),
+                          d.members_size(), static_cast<long long>(d.rebalances()),
+                          static_cast<long long>(d.max_lag_records()),
+                          Seconds(d.max_lag_seconds()).c_str());
+              if (!d.broker_error().empty()) {
+                std::printf("(lag incomplete: %s)\n", d.broker_error().c_str());
+              }
+              Table members({"MEMBER", "INSTANCE", "CLIENT", "HOST", "EPOCH", "ASSIGNMENT"});
+              for (const auto& m : d.members()) {
+                members.Add({m.member_id(), m.instance_id().empty() ? "-" : m.instance_id(),
+                             m.client_id().empty() ? "-" : m.client_id(), m.client_host(),
+                             std::to_string(m.member_epoch()), PartitionsText(m.assignment())});
+              }
+              members.Print();
+              std::puts("");
+              Table lag({"TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "LAG-TIME",
+                         "CATCH-UP", "OWNER"});
+              for (const auto& p : d.partitions()) {
+                lag.Add({p.topic(), std::to_string(p.partition()),
+                         p.has_committed_offset() ? std::to_string(p.committed_offset()) : "-",
+                         std::to_string(p.high_watermark()), std::to_string(p.lag_records()),
+                         Seconds(p.lag_seconds()),
+                         p.has_catch_up_seconds() ? Seconds(p.catch_up_seconds())
+                                                  : (p.lag_records() ? "never" : "-"),
+                         p.owner_member_id().empty() ? "-" : p.owner_member_id()});
+              }
+              lag.Print();
+            });
       };
     });
+    cmd->add_option("group", *name, "group id")->required();
   }
   {
     auto f = std::make_shared<ResetFlags>();
@@ -182,24 +166,18 @@ void AddGroupCommands(CLI::App& app, const Globals& g, Action* run) {
     cmd->callback([&g, run, f] { *run = [&g, f] { return Reset(g, *f); }; });
   }
   {
-    auto* cmd = group->add_subcommand("delete", "delete a group without members, and its offsets");
     auto name = std::make_shared<std::string>();
-    cmd->add_option("group", *name, "group id")->required();
-    cmd->callback([&g, run, name] {
-      *run = [&g, name] {
+    auto* cmd = Command(group, "delete", "delete a group without members, and its offsets", run,
+                        [&g, name] {
+      return [&g, name] {
         cpb::DeleteGroupRequest req;
         req.set_group_id(*name);
-        cpb::DeleteGroupResponse resp;
-        auto stub = cpb::GroupCoordinator::NewStub(g.Channel());
-        if (auto s = stub->DeleteGroup(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
-        if (g.json()) {
-          PrintJson(resp);
-        } else {
-          std::printf("deleted group %s\n", name->c_str());
-        }
-        return kExitOk;
+        return Call<cpb::DeleteGroupRequest, cpb::DeleteGroupResponse>(
+            g, &Stub::DeleteGroup, req,
+            [&](const auto&) { std::printf("deleted group %s\n", name->c_str()); });
       };
     });
+    cmd->add_option("group", *name, "group id")->required();
   }
 }
 

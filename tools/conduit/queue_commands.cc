@@ -13,29 +13,6 @@ namespace {
 namespace qpb = ::conduit::queue::v1;
 using Stub = qpb::WorkQueue::Stub;
 
-// Calls `method`, then prints the response as JSON or through `table`.
-template <typename Req, typename Resp>
-int Call(const Globals& g, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
-         const Req& req, const std::function<void(const Resp&)>& table) {
-  auto stub = qpb::WorkQueue::NewStub(g.Channel());
-  Resp resp;
-  if (auto s = ((*stub).*method)(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
-  if (g.json()) {
-    PrintJson(resp);
-  } else {
-    table(resp);
-  }
-  return kExitOk;
-}
-
-// Registers `name` under `parent` whose action is built by `make` after parsing.
-CLI::App* Command(CLI::App* parent, const char* name, const char* help, Action* run,
-                  std::function<Action()> make) {
-  CLI::App* cmd = parent->add_subcommand(name, help);
-  cmd->callback([run, make] { *run = make(); });
-  return cmd;
-}
-
 struct Filter {
   std::string reason_contains, tenant;
   void Add(CLI::App* cmd) {

@@ -65,129 +65,102 @@ std::string ConfigText(const lpb::TopicConfig& c) {
 void AddTopicCommands(CLI::App& app, const Globals& g, Action* run) {
   CLI::App* topic = app.add_subcommand("topic", "create, list, describe, alter, delete topics");
   topic->require_subcommand(1);
-
+  using Stub = lpb::LogService::Stub;
   {
-    auto* cmd = topic->add_subcommand("create", "create a topic");
     auto name = std::make_shared<std::string>();
     auto partitions = std::make_shared<int>(1);
     auto flags = std::make_shared<ConfigFlags>();
-    cmd->add_option("name", *name, "topic name")->required();
-    cmd->add_option("--partitions,-p", *partitions, "partition count")->capture_default_str();
-    flags->Add(cmd);
-    cmd->callback([&g, run, name, partitions, flags] {
-      *run = [&g, name, partitions, flags] {
+    auto* cmd = Command(topic, "create", "create a topic", run, [&g, name, partitions, flags] {
+      return [&g, name, partitions, flags] {
         lpb::CreateTopicRequest req;
         req.set_name(*name);
         req.set_partitions(*partitions);
         if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
           return UsageError(err);
         }
-        lpb::CreateTopicResponse resp;
-        auto stub = lpb::LogService::NewStub(g.Channel());
-        if (auto s = stub->CreateTopic(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
-        if (g.json()) {
-          PrintJson(resp);
-        } else {
-          std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
-        }
-        return kExitOk;
+        return Call<lpb::CreateTopicRequest, lpb::CreateTopicResponse>(
+            g, &Stub::CreateTopic, req, [&](const auto&) {
+              std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
+            });
       };
     });
-  }
-  {
-    auto* cmd = topic->add_subcommand("list", "list topics");
-    cmd->callback([&g, run] {
-      *run = [&g] {
-        lpb::ListTopicsResponse resp;
-        auto stub = lpb::LogService::NewStub(g.Channel());
-        if (auto s = stub->ListTopics(g.Context().get(), {}, &resp); !s.ok()) return Fail(s);
-        if (g.json()) {
-          PrintJson(resp);
-          return kExitOk;
-        }
-        Table t({"TOPIC", "PARTITIONS", "CONFIG"});
-        for (const auto& topic : resp.topics()) {
-          t.Add({topic.name(), std::to_string(topic.partitions()), ConfigText(topic.config())});
-        }
-        t.Print();
-        return kExitOk;
-      };
-    });
-  }
-  {
-    auto* cmd = topic->add_subcommand("describe", "partitions: log start, high watermark, size");
-    auto name = std::make_shared<std::string>();
     cmd->add_option("name", *name, "topic name")->required();
-    cmd->callback([&g, run, name] {
-      *run = [&g, name] {
+    cmd->add_option("--partitions,-p", *partitions, "partition count")->capture_default_str();
+    flags->Add(cmd);
+  }
+  Command(topic, "list", "list topics", run, [&g] {
+    return [&g] {
+      return Call<lpb::ListTopicsRequest, lpb::ListTopicsResponse>(
+          g, &Stub::ListTopics, {}, [](const lpb::ListTopicsResponse& resp) {
+            Table t({"TOPIC", "PARTITIONS", "CONFIG"});
+            for (const auto& topic : resp.topics()) {
+              t.Add({topic.name(), std::to_string(topic.partitions()),
+                     ConfigText(topic.config())});
+            }
+            t.Print();
+          });
+    };
+  });
+  {
+    auto name = std::make_shared<std::string>();
+    auto* cmd = Command(topic, "describe", "partitions: log start, high watermark, size", run,
+                        [&g, name] {
+      return [&g, name] {
         lpb::DescribeTopicRequest req;
         req.set_name(*name);
-        lpb::DescribeTopicResponse resp;
-        auto stub = lpb::LogService::NewStub(g.Channel());
-        if (auto s = stub->DescribeTopic(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
-        if (g.json()) {
-          PrintJson(resp);
-          return kExitOk;
-        }
-        std::printf("topic %s: %d partitions, %s\n", resp.topic().name().c_str(),
-                    resp.topic().partitions(), ConfigText(resp.topic().config()).c_str());
-        Table t({"PARTITION", "LOG-START", "HIGH-WATERMARK", "RECORDS", "BYTES", "NEWEST-APPEND"});
-        for (const auto& p : resp.partitions()) {
-          t.Add({std::to_string(p.partition()), std::to_string(p.log_start_offset()),
-                 std::to_string(p.high_watermark()), std::to_string(p.record_count()),
-                 std::to_string(p.bytes()),
-                 p.has_newest_append_time()
-                     ? TimeText(grpc_util::FromTimestamp(p.newest_append_time()))
-                     : "-"});
-        }
-        t.Print();
-        return kExitOk;
+        return Call<lpb::DescribeTopicRequest, lpb::DescribeTopicResponse>(
+            g, &Stub::DescribeTopic, req, [](const lpb::DescribeTopicResponse& resp) {
+              std::printf("topic %s: %d partitions, %s\n", resp.topic().name().c_str(),
+                          resp.topic().partitions(), ConfigText(resp.topic().config()).c_str());
+              Table t({"PARTITION", "LOG-START", "HIGH-WATERMARK", "RECORDS", "BYTES",
+                       "NEWEST-APPEND"});
+              for (const auto& p : resp.partitions()) {
+                t.Add({std::to_string(p.partition()), std::to_string(p.log_start_offset()),
+                       std::to_string(p.high_watermark()), std::to_string(p.record_count()),
+                       std::to_string(p.bytes()),
+                       p.has_newest_append_time()
+                           ? TimeText(grpc_util::FromTimestamp(p.newest_append_time()))
+                           : "-"});
+              }
+              t.Print();
+            });
       };
     });
+    cmd->add_option("name", *name, "topic name")->required();
   }
   {
-    auto* cmd = topic->add_subcommand("alter", "change settings (only those given)");
     auto name = std::make_shared<std::string>();
     auto flags = std::make_shared<ConfigFlags>();
-    cmd->add_option("name", *name, "topic name")->required();
-    flags->Add(cmd);
-    cmd->callback([&g, run, name, flags] {
-      *run = [&g, name, flags] {
+    auto* cmd = Command(topic, "alter", "change settings (only those given)", run,
+                        [&g, name, flags] {
+      return [&g, name, flags] {
         lpb::UpdateTopicConfigRequest req;
         req.set_name(*name);
         if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
           return UsageError(err);
         }
-        lpb::UpdateTopicConfigResponse resp;
-        auto stub = lpb::LogService::NewStub(g.Channel());
-        if (auto s = stub->UpdateTopicConfig(g.Context().get(), req, &resp); !s.ok()) {
-          return Fail(s);
-        }
-        if (g.json()) {
-          PrintJson(resp);
-        } else {
-          std::printf("topic %s: %s\n", name->c_str(), ConfigText(resp.topic().config()).c_str());
-        }
-        return kExitOk;
+        return Call<lpb::UpdateTopicConfigRequest, lpb::UpdateTopicConfigResponse>(
+            g, &Stub::UpdateTopicConfig, req, [&](const lpb::UpdateTopicConfigResponse& resp) {
+              std::printf("topic %s: %s\n", name->c_str(),
+                          ConfigText(resp.topic().config()).c_str());
+            });
       };
     });
+    cmd->add_option("name", *name, "topic name")->required();
+    flags->Add(cmd);
   }
   {
-    auto* cmd = topic->add_subcommand("delete", "delete a topic and its records");
     auto name = std::make_shared<std::string>();
-    cmd->add_option("name", *name, "topic name")->required();
-    cmd->callback([&g, run, name] {
-      *run = [&g, name] {
+    auto* cmd = Command(topic, "delete", "delete a topic and its records", run, [&g, name] {
+      return [&g, name] {
         lpb::DeleteTopicRequest req;
         req.set_name(*name);
-        lpb::DeleteTopicResponse resp;
-        auto stub = lpb::LogService::NewStub(g.Channel());
-        if (auto s = stub->DeleteTopic(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
-        if (!g.json()) std::printf("deleted topic %s\n", name->c_str());
-        if (g.json()) PrintJson(resp);
-        return kExitOk;
+        return Call<lpb::DeleteTopicRequest, lpb::DeleteTopicResponse>(
+            g, &Stub::DeleteTopic, req,
+            [&](const auto&) { std::printf("deleted topic %s\n", name->c_str()); });
       };
     });
+    cmd->add_option("name", *name, "topic name")->required();
   }
 }
 
