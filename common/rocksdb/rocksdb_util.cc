@@ -31,6 +31,18 @@ absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context) 
   }
 }
 
+absl::Status Scan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view prefix,
+                  const std::function<absl::Status(std::string_view, std::string_view)>& fn,
+                  absl::string_view context) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf));
+  for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size()));
+       it->Valid() && it->key().starts_with(rocksdb::Slice(prefix.data(), prefix.size()));
+       it->Next()) {
+    if (auto s = fn(it->key().ToStringView(), it->value().ToStringView()); !s.ok()) return s;
+  }
+  return ToStatus(it->status(), context);
+}
+
 absl::Status CreateDataDir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,12 @@ namespace conduit::rocksdb_util {
 // Corruption maps to DATA_LOSS, IO errors and busy/timeouts to UNAVAILABLE, the rest to INTERNAL
 // except NotFound / InvalidArgument.
 absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context);
+
+// Calls fn(key, value) for each entry of `cf` whose key starts with `prefix` ("" for all), in
+// key order, and stops at fn's first error; an iterator error maps through ToStatus(context).
+absl::Status Scan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view prefix,
+                  const std::function<absl::Status(std::string_view, std::string_view)>& fn,
+                  absl::string_view context);
 
 // Creates `dir` (and its parents) if missing: FAILED_PRECONDITION naming it when that fails.
 absl::Status CreateDataDir(const std::string& dir);

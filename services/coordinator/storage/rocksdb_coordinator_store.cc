@@ -141,78 +141,79 @@ RocksDbCoordinatorStore::RocksDbCoordinatorStore(rocksdb_util::OpenDb db) : db_(
 
 absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
   StoredState out;
-  rocksdb::ReadOptions ro;
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(ro, groups_.get()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      spb::Group pb;
-      if (!pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-        return Corrupt("group", it->key().ToStringView());
-      }
-      GroupRecord g;
-      g.group_id = it->key().ToString();
-      g.epoch = pb.epoch();
-      g.rebalances = pb.rebalances();
-      g.next_audit_id = pb.next_audit_id();
-      g.created = FromMicros(pb.created_micros());
-      for (const spb::AssignmentEntry& e : pb.target()) {
-        PartitionSet& set = g.target[e.member_id()];
-        for (const auto& p : e.partitions()) set.insert(GetPartition(p));
-      }
-      g.partition_counts.insert(pb.partition_counts().begin(), pb.partition_counts().end());
-      out.groups.push_back(std::move(g));
-    }
-    if (!it->status().ok()) return ToStatus(it->status(), "load groups");
-  }
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(ro, members_.get()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      spb::Member pb;
-      MemberRecord m;
-      std::string_view rest;
-      if (!SplitGroup(it->key().ToStringView(), &m.group_id, &rest) ||
-          !pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-        return Corrupt("member", it->key().ToStringView());
-      }
-      m.member_id = std::string(rest);
-      m.instance_id = pb.instance_id();
-      m.client_id = pb.client_id();
-      m.client_host = pb.client_host();
-      m.epoch = pb.epoch();
-      m.subscription.assign(pb.subscription().begin(), pb.subscription().end());
-      m.session_timeout = absl::Microseconds(pb.session_timeout_micros());
-      for (const auto& p : pb.owned()) m.owned[GetPartition(p)] = p.epoch();
-      for (const auto& p : pb.revoking()) m.revoking.insert(GetPartition(p));
-      for (const auto& p : pb.resets()) m.resets.insert(GetPartition(p));
-      m.resets_epoch = pb.resets_epoch();
-      out.members.push_back(std::move(m));
-    }
-    if (!it->status().ok()) return ToStatus(it->status(), "load members");
-  }
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(ro, offsets_.get()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      spb::Offset pb;
-      OffsetRecord o;
-      std::string_view rest;
-      const std::string_view key = it->key().ToStringView();
-      size_t nul = std::string_view::npos;
-      if (!SplitGroup(key, &o.group_id, &rest) ||
-          (nul = rest.find('\0')) == std::string_view::npos || rest.size() != nul + 5 ||
-          !pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-        return Corrupt("offset", key);
-      }
-      o.tp.topic = std::string(rest.substr(0, nul));
-      o.tp.partition = static_cast<int32_t>(coding::ReadBigEndian32(rest.data() + nul + 1));
-      o.offset = pb.offset();
-      o.metadata = pb.metadata();
-      o.commit_time = FromMicros(pb.commit_time_micros());
-      o.committed_by = pb.committed_by();
-      o.member_epoch = pb.member_epoch();
-      out.offsets.push_back(std::move(o));
-    }
-    if (!it->status().ok()) return ToStatus(it->status(), "load offsets");
-  }
+  auto parse = [](auto* pb, std::string_view value) {
+    return pb->ParseFromArray(value.data(), static_cast<int>(value.size()));
+  };
+  absl::Status s = rocksdb_util::Scan(
+      db_.db(), groups_.get(), "",
+      [&](std::string_view key, std::string_view value) {
+        spb::Group pb;
+        if (!parse(&pb, value)) return Corrupt("group", key);
+        GroupRecord g;
+        g.group_id = std::string(key);
+        g.epoch = pb.epoch();
+        g.rebalances = pb.rebalances();
+        g.next_audit_id = pb.next_audit_id();
+        g.created = FromMicros(pb.created_micros());
+        for (const spb::AssignmentEntry& e : pb.target()) {
+          PartitionSet& set = g.target[e.member_id()];
+          for (const auto& p : e.partitions()) set.insert(GetPartition(p));
+        }
+        g.partition_counts.insert(pb.partition_counts().begin(), pb.partition_counts().end());
+        out.groups.push_back(std::move(g));
+        return absl::OkStatus();
+      },
+      "load groups");
+  if (!s.ok()) return s;
+  s = rocksdb_util::Scan(
+      db_.db(), members_.get(), "",
+      [&](std::string_view key, std::string_view value) {
+        spb::Member pb;
+        MemberRecord m;
+        std::string_view rest;
+        if (!SplitGroup(key, &m.group_id, &rest) || !parse(&pb, value)) {
+          return Corrupt("member", key);
+        }
+        m.member_id = std::string(rest);
+        m.instance_id = pb.instance_id();
+        m.client_id = pb.client_id();
+        m.client_host = pb.client_host();
+        m.epoch = pb.epoch();
+        m.subscription.assign(pb.subscription().begin(), pb.subscription().end());
+        m.session_timeout = absl::Microseconds(pb.session_timeout_micros());
+        for (const auto& p : pb.owned()) m.owned[GetPartition(p)] = p.epoch();
+        for (const auto& p : pb.revoking()) m.revoking.insert(GetPartition(p));
+        for (const auto& p : pb.resets()) m.resets.insert(GetPartition(p));
+        m.resets_epoch = pb.resets_epoch();
+        out.members.push_back(std::move(m));
+        return absl::OkStatus();
+      },
+      "load members");
+  if (!s.ok()) return s;
+  s = rocksdb_util::Scan(
+      db_.db(), offsets_.get(), "",
+      [&](std::string_view key, std::string_view value) {
+        spb::Offset pb;
+        OffsetRecord o;
+        std::string_view rest;
+        size_t nul = std::string_view::npos;
+        if (!SplitGroup(key, &o.group_id, &rest) ||
+            (nul = rest.find('\0')) == std::string_view::npos || rest.size() != nul + 5 ||
+            !parse(&pb, value)) {
+          return Corrupt("offset", key);
+        }
+        o.tp.topic = std::string(rest.substr(0, nul));
+        o.tp.partition = static_cast<int32_t>(coding::ReadBigEndian32(rest.data() + nul + 1));
+        o.offset = pb.offset();
+        o.metadata = pb.metadata();
+        o.commit_time = FromMicros(pb.commit_time_micros());
+        o.committed_by = pb.committed_by();
+        o.member_epoch = pb.member_epoch();
+        out.offsets.push_back(std::move(o));
+        return absl::OkStatus();
+      },
+      "load offsets");
+  if (!s.ok()) return s;
   return out;
 }
 

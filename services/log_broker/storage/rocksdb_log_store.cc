@@ -59,11 +59,7 @@ RocksDbLogStore::~RocksDbLogStore() {
 absl::Status RocksDbLogStore::ScanMeta(
     const std::string& prefix,
     const std::function<absl::Status(std::string_view, std::string_view)>& fn) {
-  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), meta_.get()));
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    if (auto s = fn(it->key().ToStringView(), it->value().ToStringView()); !s.ok()) return s;
-  }
-  return ToStatus(it->status(), "scan metadata");
+  return rocksdb_util::Scan(db_.db(), meta_.get(), prefix, fn, "scan metadata");
 }
 
 absl::StatusOr<std::vector<TopicMeta>> RocksDbLogStore::LoadTopics() {
