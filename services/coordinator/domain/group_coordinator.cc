@@ -318,9 +318,10 @@ void GroupCoordinator::Sweep() {
 }
 
 void GroupCoordinator::SampleLag() {
+  MarksMemo memo;  // one broker question per topic per pass, however many groups read it
   for (GroupPtr& g : AllGroups()) {
     GroupDescription unused;
-    (void)ComputeLag(*g, &unused);  // a failed group's figures are simply not refreshed
+    (void)ComputeLag(*g, &unused, &memo);  // a failed group's figures are simply not refreshed
   }
 }
 

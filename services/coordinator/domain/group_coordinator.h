@@ -260,7 +260,9 @@ class GroupCoordinator {
   static absl::Status DeletedMeanwhile();
 
   // Lag (lag.cc).
-  absl::Status ComputeLag(Group& g, GroupDescription* out);
+  // Topic → the broker's marks, asked once per topic while it lives (one lag sampling pass).
+  using MarksMemo = absl::flat_hash_map<std::string, absl::StatusOr<std::vector<PartitionMarks>>>;
+  absl::Status ComputeLag(Group& g, GroupDescription* out, MarksMemo* memo = nullptr);
 
   CoordinatorStore* const store_;
   TopicSource* const topics_;

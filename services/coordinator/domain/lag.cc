@@ -18,7 +18,7 @@ absl::StatusOr<GroupDescription> GroupCoordinator::Describe(const std::string& g
   return out;
 }
 
-absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
+absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, MarksMemo* memo) {
   // 1. Snapshot the group.
   absl::btree_set<std::string> topics;
   absl::btree_map<TopicPartition, std::string> owner;
@@ -47,7 +47,16 @@ absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out) {
   // 2. Ask the broker, outside the mutex.
   const absl::Time now = clock_->Now();
   for (const std::string& topic : topics) {
-    auto marks = Marks(topic, /*fresh=*/true);
+    absl::StatusOr<std::vector<PartitionMarks>> own;
+    const absl::StatusOr<std::vector<PartitionMarks>>* found = &own;
+    if (memo == nullptr) {
+      own = Marks(topic, /*fresh=*/true);
+    } else {
+      auto [it, first] = memo->try_emplace(topic);
+      if (first) it->second = Marks(topic, /*fresh=*/true);
+      found = &it->second;
+    }
+    const absl::StatusOr<std::vector<PartitionMarks>>& marks = *found;
     if (!marks.ok()) {
       // A deleted topic has no lag; when the broker cannot be asked the last figures stay
       // (and broker_error says why they are missing here).

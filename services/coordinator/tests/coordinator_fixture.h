@@ -42,8 +42,15 @@ class FakeTopics final : public TopicSource {
     unavailable_ = unavailable;
   }
 
+  // How many times the coordinator asked for a topic's marks.
+  int describes() {
+    absl::MutexLock lock(&mu_);
+    return describes_;
+  }
+
   absl::StatusOr<std::vector<PartitionMarks>> Describe(const std::string& topic) override {
     absl::MutexLock lock(&mu_);
+    ++describes_;
     if (unavailable_) return absl::UnavailableError("broker unreachable (test)");
     auto it = topics_.find(topic);
     if (it == topics_.end()) return absl::NotFoundError("topic '" + topic + "' does not exist");
@@ -84,6 +91,7 @@ class FakeTopics final : public TopicSource {
   absl::Mutex mu_;
   bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::vector<Part>> topics_ ABSL_GUARDED_BY(mu_);
+  int describes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Passes everything to the real store, except that writes fail UNAVAILABLE while `fail` is set.

@@ -139,6 +139,16 @@ TEST_F(OffsetsTest, LagInRecordsAndSecondsWithDrainRate) {
   EXPECT_EQ(Lag(Describe("fresh"), 0)->lag_records, 10);
 }
 
+TEST_F(OffsetsTest, ALagSamplingPassAsksTheBrokerOncePerTopic) {
+  for (const char* group : {"a", "b", "c"}) Join(group, {"orders"});
+  const int before = topics_.describes();
+  coordinator_->SampleLag();
+  EXPECT_EQ(topics_.describes() - before, 1) << "three groups read one topic";
+  // Describing one group still asks afresh.
+  Describe("a");
+  EXPECT_EQ(topics_.describes() - before, 2);
+}
+
 TEST_F(OffsetsTest, ResetDryRunShowsBeforeAndAfterAndChangesNothing) {
   HeartbeatOutput a = Join("g", {"orders"});
   ASSERT_TRUE(CommitAs("g", a, "orders", 0, 8).ok());
