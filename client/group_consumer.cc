@@ -206,11 +206,18 @@ absl::Status GroupConsumer::HeartbeatOnce() {
 absl::StatusOr<std::map<TopicPartition, int64_t>> GroupConsumer::StartPositions(
     const PartitionSet& partitions) {
   std::map<TopicPartition, int64_t> out;
+  // Partitions without a committed offset, by topic: one ListOffsets per topic.
+  std::map<std::string, std::vector<int32_t>> uncommitted;
   {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     cpb::FetchOffsetsRequest req;
     req.set_group_id(options_.group);
+    for (const auto& [topic, partition] : partitions) {
+      if (req.topics_size() == 0 || req.topics(req.topics_size() - 1) != topic) {
+        req.add_topics(topic);  // (a PartitionSet is ordered by topic)
+      }
+    }
     cpb::FetchOffsetsResponse resp;
     grpc::Status s = coordinator_->FetchOffsets(&ctx, req, &resp);
     if (!s.ok()) return FromGrpcStatus(s);
@@ -220,12 +227,25 @@ absl::StatusOr<std::map<TopicPartition, int64_t>> GroupConsumer::StartPositions(
     }
   }
   for (const TopicPartition& tp : partitions) {
-    if (out.contains(tp)) continue;
-    auto offset = ListOffset(tp, options_.start == ConsumerOptions::Start::kEarliest
-                                     ? lpb::OFFSET_SPEC_EARLIEST
-                                     : lpb::OFFSET_SPEC_LATEST);
-    if (!offset.ok()) return offset.status();
-    out[tp] = *offset;
+    if (!out.contains(tp)) uncommitted[tp.first].push_back(tp.second);
+  }
+  for (const auto& [topic, ps] : uncommitted) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    lpb::ListOffsetsRequest req;
+    req.set_topic(topic);
+    for (int32_t p : ps) req.add_partitions(p);
+    req.set_spec(options_.start == ConsumerOptions::Start::kEarliest ? lpb::OFFSET_SPEC_EARLIEST
+                                                                      : lpb::OFFSET_SPEC_LATEST);
+    lpb::ListOffsetsResponse resp;
+    grpc::Status s = log_->ListOffsets(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    for (const lpb::PartitionOffset& o : resp.offsets()) out[{topic, o.partition()}] = o.offset();
+    for (int32_t p : ps) {
+      if (!out.contains({topic, p})) {
+        return absl::InternalError(absl::StrCat("ListOffsets gave no offset for ", topic, "/", p));
+      }
+    }
   }
   return out;
 }
