@@ -6,6 +6,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/numbers.h"
+#include "common/grpc/parse_failure_interceptor.h"
 #include "grpc/health/v1/health.pb.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -47,6 +48,9 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(ParseFailureInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/grpc/proto_time.h"
+#include "services/coordinator/domain/validation.h"
 
 namespace conduit::coordinator::api {
 
@@ -30,7 +31,14 @@ void ToProto(const PartitionSet& in, google::protobuf::RepeatedPtrField<pb::Topi
   }
 }
 
-HeartbeatInput FromProto(const pb::HeartbeatRequest& req, std::string client_host) {
+absl::StatusOr<HeartbeatInput> FromProto(const pb::HeartbeatRequest& req, std::string client_host) {
+  size_t subscription_bytes = 0, owned = 0;
+  for (const std::string& topic : req.subscribed_topics()) subscription_bytes += topic.size();
+  for (const pb::TopicPartitions& t : req.owned_partitions()) owned += t.partitions_size();
+  if (auto s = ValidateHeartbeatSize(req.subscribed_topics_size(), subscription_bytes, owned);
+      !s.ok()) {
+    return s;
+  }
   HeartbeatInput in;
   in.group_id = req.group_id();
   in.member_id = req.member_id();
@@ -87,9 +95,11 @@ absl::StatusOr<ResetInput> FromProto(const pb::ResetOffsetsRequest& req, std::st
   in.partitions.assign(req.partitions().begin(), req.partitions().end());
   switch (req.target_case()) {
     case pb::ResetOffsetsRequest::kToEarliest:
+      if (!req.to_earliest()) return absl::InvalidArgumentError("to_earliest must be true when set");
       in.kind = ResetInput::Kind::kEarliest;
       break;
     case pb::ResetOffsetsRequest::kToLatest:
+      if (!req.to_latest()) return absl::InvalidArgumentError("to_latest must be true when set");
       in.kind = ResetInput::Kind::kLatest;
       break;
     case pb::ResetOffsetsRequest::kToTimestamp:

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 #include "services/coordinator/api/convert.h"
 
@@ -11,10 +12,25 @@ namespace conduit::coordinator::api {
 using grpc_util::ToGrpcStatus;
 
 template <typename Work>
-grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* ctx, Work work) {
+grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* ctx,
+                                                  const google::protobuf::Message& request,
+                                                  Work work) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (!executor_->TrySubmit(
-          [reactor, work = std::move(work)]() mutable { reactor->Finish(ToGrpcStatus(work())); })) {
+  if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  // A call that waited in the queue past its deadline is not started: its caller has gone.
+  const absl::Time deadline = absl::FromChrono(ctx->deadline());
+  if (!executor_->TrySubmit([reactor, deadline, work = std::move(work)]() mutable {
+        if (absl::Now() >= deadline) {
+          reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                       "the call's deadline passed while it waited to run; "
+                                       "nothing was changed"));
+          return;
+        }
+        reactor->Finish(ToGrpcStatus(work(deadline)));
+      })) {
     reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                  "the coordinator is overloaded; retry with backoff"));
   }
@@ -24,8 +40,11 @@ grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* ctx,
                                                         const pb::HeartbeatRequest* req,
                                                         pb::HeartbeatResponse* resp) {
-  return Run(ctx, [this, req, resp, peer = ctx->peer()]() -> absl::Status {
-    auto out = coordinator_->Heartbeat(FromProto(*req, peer));
+  return Run(ctx, *req, [this, req, resp, peer = ctx->peer()](absl::Time deadline) -> absl::Status {
+    auto in = FromProto(*req, peer);
+    if (!in.ok()) return in.status();
+    in->deadline = deadline;
+    auto out = coordinator_->Heartbeat(*in);
     if (!out.ok()) return out.status();
     ToProto(*out, resp);
     return absl::OkStatus();
@@ -35,19 +54,19 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerContext* ctx,
                                                          const pb::LeaveGroupRequest* req,
                                                          pb::LeaveGroupResponse*) {
-  return Run(ctx, [this, req] { return coordinator_->Leave(req->group_id(), req->member_id()); });
+  return Run(ctx, *req, [this, req](absl::Time) { return coordinator_->Leave(req->group_id(), req->member_id()); });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServerContext* ctx,
                                                             const pb::CommitOffsetsRequest* req,
                                                             pb::CommitOffsetsResponse*) {
-  return Run(ctx, [this, req] { return coordinator_->Commit(FromProto(*req)); });
+  return Run(ctx, *req, [this, req](absl::Time) { return coordinator_->Commit(FromProto(*req)); });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::FetchOffsets(grpc::CallbackServerContext* ctx,
                                                            const pb::FetchOffsetsRequest* req,
                                                            pb::FetchOffsetsResponse* resp) {
-  return Run(ctx, [this, req, resp]() -> absl::Status {
+  return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
     std::vector<std::string> topics(req->topics().begin(), req->topics().end());
     auto offsets = coordinator_->FetchOffsets(req->group_id(), topics);
     if (!offsets.ok()) return offsets.status();
@@ -59,7 +78,7 @@ grpc::ServerUnaryReactor* CoordinatorService::FetchOffsets(grpc::CallbackServerC
 grpc::ServerUnaryReactor* CoordinatorService::DescribeGroup(grpc::CallbackServerContext* ctx,
                                                             const pb::DescribeGroupRequest* req,
                                                             pb::DescribeGroupResponse* resp) {
-  return Run(ctx, [this, req, resp]() -> absl::Status {
+  return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
     auto description = coordinator_->Describe(req->group_id());
     if (!description.ok()) return description.status();
     ToProto(*description, resp);
@@ -68,9 +87,9 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeGroup(grpc::CallbackServer
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerContext* ctx,
-                                                         const pb::ListGroupsRequest*,
+                                                         const pb::ListGroupsRequest* req,
                                                          pb::ListGroupsResponse* resp) {
-  return Run(ctx, [this, resp]() -> absl::Status {
+  return Run(ctx, *req, [this, resp](absl::Time) -> absl::Status {
     for (const GroupListing& g : coordinator_->List()) {
       pb::GroupListing* l = resp->add_groups();
       l->set_group_id(g.group_id);
@@ -85,13 +104,13 @@ grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* CoordinatorService::DeleteGroup(grpc::CallbackServerContext* ctx,
                                                           const pb::DeleteGroupRequest* req,
                                                           pb::DeleteGroupResponse*) {
-  return Run(ctx, [this, req] { return coordinator_->DeleteGroup(req->group_id()); });
+  return Run(ctx, *req, [this, req](absl::Time) { return coordinator_->DeleteGroup(req->group_id()); });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerContext* ctx,
                                                            const pb::ResetOffsetsRequest* req,
                                                            pb::ResetOffsetsResponse* resp) {
-  return Run(ctx, [this, req, resp, peer = ctx->peer()]() -> absl::Status {
+  return Run(ctx, *req, [this, req, resp, peer = ctx->peer()](absl::Time) -> absl::Status {
     auto in = FromProto(*req, peer);
     if (!in.ok()) return in.status();
     auto out = coordinator_->ResetOffsets(*in);
@@ -108,7 +127,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerC
 grpc::ServerUnaryReactor* CoordinatorService::ListGroupAudit(grpc::CallbackServerContext* ctx,
                                                              const pb::ListGroupAuditRequest* req,
                                                              pb::ListGroupAuditResponse* resp) {
-  return Run(ctx, [this, req, resp]() -> absl::Status {
+  return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
     if (req->page_size() < 0 || req->page_size() > 1000) {
       return absl::InvalidArgumentError(
           absl::StrCat("page_size ", req->page_size(), " is outside [0, 1000]"));

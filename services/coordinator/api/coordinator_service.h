@@ -42,9 +42,12 @@ class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
                                            pb::ListGroupAuditResponse*) override;
 
  private:
-  // Runs `work` (returning absl::Status, filling the response) on the executor, then finishes.
+  // Checks the request's times, then runs `work(deadline)` (returning absl::Status, filling the
+  // response) on the executor and finishes. A call whose deadline passes while it waits for a
+  // thread is answered DEADLINE_EXCEEDED without running.
   template <typename Work>
-  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx, Work work);
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx,
+                                const google::protobuf::Message& request, Work work);
 
   GroupCoordinator* const coordinator_;
   executor::BoundedExecutor* const executor_;

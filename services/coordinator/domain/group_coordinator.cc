@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "services/coordinator/domain/validation.h"
@@ -33,6 +34,7 @@ GroupCoordinator::GroupCoordinator(CoordinatorStore* store, TopicSource* topics,
       clock_(clock),
       options_(options),
       observer_(observer ? observer : &default_observer_),
+      topic_cache_(topics, clock, options.topic_refresh),
       log_("coordinator", [store](const std::vector<const CoordinatorWrite*>& writes) {
         return store->Write(writes);
       }) {}
@@ -201,50 +203,12 @@ absl::StatusOr<std::vector<AuditRecord>> GroupCoordinator::ListAudit(const std::
   return store_->ListAudit(group_id, before_id, limit);
 }
 
-absl::StatusOr<std::vector<PartitionMarks>> GroupCoordinator::Marks(const std::string& topic,
-                                                                   bool fresh) {
-  auto not_found = [&] {
-    return absl::NotFoundError(absl::StrCat("topic '", topic, "' does not exist"));
-  };
-  const absl::Time now = clock_->Now();
-  std::optional<TopicInfo> cached;
-  {
-    absl::MutexLock lock(&topics_mu_);
-    auto it = topic_cache_.find(topic);
-    if (it != topic_cache_.end()) cached = it->second;
-  }
-  if (!fresh && cached && now - cached->fetched < options_.topic_refresh) {
-    if (!cached->partitions) return not_found();
-    return *cached->partitions;
-  }
-  auto marks = topics_->Describe(topic);
-  absl::MutexLock lock(&topics_mu_);
-  if (marks.ok()) {
-    topic_cache_[topic] = TopicInfo{*marks, now};
-  } else if (absl::IsNotFound(marks.status())) {
-    topic_cache_[topic] = TopicInfo{std::nullopt, now};
-  } else if (!fresh && cached && cached->partitions) {
-    return *cached->partitions;  // the broker is away: its last answer stands
-  }
-  return marks;
-}
-
-absl::btree_map<std::string, int32_t> GroupCoordinator::CachedCounts() {
-  absl::btree_map<std::string, int32_t> out;
-  absl::MutexLock lock(&topics_mu_);
-  for (const auto& [topic, info] : topic_cache_) {
-    out[topic] = info.partitions ? static_cast<int32_t>(info.partitions->size()) : 0;
-  }
-  return out;
-}
-
 absl::btree_map<std::string, int32_t> GroupCoordinator::CountsForLocked(Group& g) {
-  const absl::btree_map<std::string, int32_t> cached = CachedCounts();
   absl::btree_map<std::string, int32_t> out;
   for (const auto& [id, m] : g.members) {
     for (const std::string& topic : m.record.subscription) {
-      if (auto it = cached.find(topic); it != cached.end()) {
-        out[topic] = it->second;
+      if (auto count = topic_cache_.CachedCount(topic)) {
+        out[topic] = *count;
       } else if (auto old = g.record.partition_counts.find(topic);
                  old != g.record.partition_counts.end()) {
         out[topic] = old->second;
@@ -254,36 +218,38 @@ absl::btree_map<std::string, int32_t> GroupCoordinator::CountsForLocked(Group& g
   return out;
 }
 
-absl::Status GroupCoordinator::CheckWithinLog(const TopicPartition& tp, int64_t offset) {
-  {
-    // A high watermark only grows, so any cached one, however old, bounds commits from below:
-    // the common case needs neither the broker nor a copy of the topic's marks.
-    absl::MutexLock lock(&topics_mu_);
-    auto it = topic_cache_.find(tp.topic);
-    if (it != topic_cache_.end() && it->second.partitions &&
-        tp.partition < static_cast<int32_t>(it->second.partitions->size()) &&
-        offset <= (*it->second.partitions)[tp.partition].high_watermark) {
-      return absl::OkStatus();
+absl::Status GroupCoordinator::CheckWithinLog(const std::vector<CommitInput::Entry>& entries) {
+  absl::flat_hash_map<std::string, std::vector<PartitionMarks>> marks_of;
+  for (const CommitInput::Entry& e : entries) {
+    auto it = marks_of.find(e.tp.topic);
+    if (it == marks_of.end()) {
+      auto marks = topic_cache_.Fresh(e.tp.topic);
+      if (!marks.ok()) return marks.status();
+      it = marks_of.emplace(e.tp.topic, *std::move(marks)).first;
     }
-  }
-  auto marks = Marks(tp.topic, /*fresh=*/true);
-  if (!marks.ok()) return marks.status();
-  if (tp.partition >= static_cast<int32_t>(marks->size())) {
-    return absl::InvalidArgumentError(absl::StrCat("topic '", tp.topic, "' has ", marks->size(),
-                                                   " partitions; there is no partition ",
-                                                   tp.partition));
-  }
-  const int64_t hwm = (*marks)[tp.partition].high_watermark;
-  if (offset > hwm) {
-    return absl::OutOfRangeError(absl::StrCat("offset ", offset, " of ", tp.topic, "/",
-                                              tp.partition, " is beyond the high watermark ",
-                                              hwm));
+    const std::vector<PartitionMarks>& marks = it->second;
+    if (e.tp.partition >= static_cast<int32_t>(marks.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("topic '", e.tp.topic, "' has ",
+                                                     marks.size(), " partitions; there is no partition ",
+                                                     e.tp.partition));
+    }
+    const int64_t hwm = marks[e.tp.partition].high_watermark;
+    if (e.offset > hwm) {
+      return absl::OutOfRangeError(absl::StrCat("offset ", e.offset, " of ", e.tp.topic, "/",
+                                                e.tp.partition, " is beyond the high watermark ",
+                                                hwm));
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status GroupCoordinator::DeletedMeanwhile() {
   return absl::UnavailableError("the group was deleted meanwhile; retry");
+}
+
+absl::Status GroupCoordinator::DeadlinePassed() {
+  return absl::DeadlineExceededError(
+      "the call's deadline passed before it could be applied; nothing was changed");
 }
 
 std::vector<GroupCoordinator::GroupPtr> GroupCoordinator::AllGroups() {
@@ -304,7 +270,8 @@ void GroupCoordinator::Sweep() {
       subscribed.insert(m.record.subscription.begin(), m.record.subscription.end());
     }
   }
-  for (const std::string& topic : subscribed) (void)Marks(topic, /*fresh=*/false);
+  for (const std::string& topic : subscribed) (void)topic_cache_.Get(topic);
+  topic_cache_.Evict(subscribed);
   for (GroupPtr& g : groups) {
     absl::MutexLock lock(&g->mu);
     if (g->deleted) continue;

@@ -17,6 +17,7 @@
 #include "common/commit/commit_log.h"
 #include "common/time/clock.h"
 #include "services/coordinator/domain/coordinator_store.h"
+#include "services/coordinator/domain/topic_cache.h"
 #include "services/coordinator/domain/topic_source.h"
 #include "services/coordinator/domain/types.h"
 
@@ -63,6 +64,8 @@ struct HeartbeatInput {
   std::optional<absl::Duration> session_timeout;
   std::string client_id;
   std::string client_host;
+  // The caller's deadline: a heartbeat still waiting for the broker then changes nothing.
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 struct HeartbeatOutput {
@@ -212,11 +215,6 @@ class GroupCoordinator {
   };
   struct Waiter;
 
-  struct TopicInfo {
-    std::optional<std::vector<PartitionMarks>> partitions;  // unset: the topic does not exist
-    absl::Time fetched;
-  };
-
   std::vector<GroupPtr> AllGroups();
   GroupPtr FindGroup(const std::string& group_id);
   GroupPtr FindOrCreateGroup(const std::string& group_id);
@@ -245,19 +243,18 @@ class GroupCoordinator {
                                                   Change* change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
 
-  // Topic cache (group_coordinator.cc).
-  absl::StatusOr<std::vector<PartitionMarks>> Marks(const std::string& topic, bool fresh);
-  // Partition counts of the topics the broker has answered for (0: it does not exist).
-  absl::btree_map<std::string, int32_t> CachedCounts();
-  // The counts a target for `g` is computed with: the broker's where known, else the ones the
-  // current target used.
+  // The counts a target for `g` is computed with: the broker's where known (0: the topic does
+  // not exist), else the ones the current target used. Looks up only `g`'s topics.
   absl::btree_map<std::string, int32_t> CountsForLocked(Group& g)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  // OK when `offset` is at most the partition's high watermark: the cached one when it
-  // suffices, else the broker's.
-  absl::Status CheckWithinLog(const TopicPartition& tp, int64_t offset);
+  // OK when every entry's offset is at most its partition's high watermark, as the broker
+  // says now (one question per topic): a deleted topic refuses commits at once (NOT_FOUND), and
+  // one recreated since is told by its new marks.
+  absl::Status CheckWithinLog(const std::vector<CommitInput::Entry>& entries);
   // The status of a call that found its group deleted after looking it up.
   static absl::Status DeletedMeanwhile();
+  // The status of a call whose deadline passed before it changed anything.
+  static absl::Status DeadlinePassed();
 
   // Lag (lag.cc).
   // Topic → the broker's marks, asked once per topic while it lives (one lag sampling pass).
@@ -274,8 +271,8 @@ class GroupCoordinator {
   absl::Mutex mu_;  // before any group's mutex
   absl::btree_map<std::string, GroupPtr> groups_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex topics_mu_;  // leaf
-  absl::flat_hash_map<std::string, TopicInfo> topic_cache_ ABSL_GUARDED_BY(topics_mu_);
+  // Holds the topics members subscribe to; the sweep drops the others.
+  TopicCache topic_cache_;
 
   commit::CommitLog<CoordinatorWrite> log_;  // last: drains before the rest is destroyed
 };

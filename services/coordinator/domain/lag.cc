@@ -50,10 +50,10 @@ absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, Marks
     absl::StatusOr<std::vector<PartitionMarks>> own;
     const absl::StatusOr<std::vector<PartitionMarks>>* found = &own;
     if (memo == nullptr) {
-      own = Marks(topic, /*fresh=*/true);
+      own = topic_cache_.Fresh(topic);
     } else {
       auto [it, first] = memo->try_emplace(topic);
-      if (first) it->second = Marks(topic, /*fresh=*/true);
+      if (first) it->second = topic_cache_.Fresh(topic);
       found = &it->second;
     }
     const absl::StatusOr<std::vector<PartitionMarks>>& marks = *found;

@@ -40,6 +40,12 @@ absl::Status ValidateHeartbeat(const HeartbeatInput& in, const CoordinatorOption
     return absl::InvalidArgumentError(
         absl::StrCat("client_id is ", in.client_id.size(), " bytes; the limit is ", kMaxIdLength));
   }
+  size_t subscription_bytes = 0;
+  for (const std::string& topic : in.subscription) subscription_bytes += topic.size();
+  if (auto s = ValidateHeartbeatSize(in.subscription.size(), subscription_bytes, in.owned.size());
+      !s.ok()) {
+    return s;
+  }
   if (in.member_epoch == 0 && in.subscription.empty()) {
     return absl::InvalidArgumentError("a join (member_epoch 0) needs subscribed_topics");
   }
@@ -70,7 +76,9 @@ absl::StatusOr<HeartbeatOutput> GroupCoordinator::Heartbeat(const HeartbeatInput
   if (auto s = log_.health(); !s.ok()) return s;
   // Partition counts for the assignor, asked outside any group mutex. An unknown topic has no
   // partitions (yet): the sweep notices when it appears.
-  for (const std::string& topic : in.subscription) (void)Marks(topic, /*fresh=*/false);
+  for (const std::string& topic : in.subscription) (void)topic_cache_.Get(topic);
+  // Asking the broker may have taken long: a caller that gave up must not join or change.
+  if (clock_->Now() >= in.deadline) return DeadlinePassed();
   GroupPtr g;
   if (in.member_epoch == 0) {
     g = FindOrCreateGroup(in.group_id);

@@ -13,9 +13,8 @@ absl::Status ValidateCommit(const CommitInput& in) {
   if (auto s = ValidateId("group id", in.group_id); !s.ok()) return s;
   if (!in.member_id.empty()) {
     if (auto s = ValidateId("member id", in.member_id); !s.ok()) return s;
-  } else if (in.member_epoch > 0) {
-    return absl::InvalidArgumentError(
-        "member_epoch > 0 needs a member_id; a commit without members uses epoch -1 or 0");
+  } else if (auto s = ValidateMemberlessEpoch(in.member_epoch); !s.ok()) {
+    return s;
   }
   if (in.entries.empty()) return absl::InvalidArgumentError("no offsets to commit");
   if (in.entries.size() > kMaxPartitionsPerRequest) {
@@ -54,9 +53,7 @@ absl::Status GroupCoordinator::Commit(const CommitInput& in) {
   if (auto s = ValidateCommit(in); !s.ok()) return s;
   if (auto s = log_.health(); !s.ok()) return s;
   // The high watermark only grows, so checking it before taking the group's mutex is sound.
-  for (const CommitInput::Entry& e : in.entries) {
-    if (auto s = CheckWithinLog(e.tp, e.offset); !s.ok()) return s;
-  }
+  if (auto s = CheckWithinLog(in.entries); !s.ok()) return s;
   GroupPtr g = in.member_id.empty() ? FindOrCreateGroup(in.group_id) : FindGroup(in.group_id);
   if (!g) {  // (not counted per group: the label would take any id a caller sends)
     return absl::NotFoundError(absl::StrCat("group '", in.group_id, "' does not exist"));
@@ -178,7 +175,7 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
   }
   if (auto s = log_.health(); !s.ok()) return s;
   // Ask the broker first (outside any mutex): the log's bounds, and offsets for a time.
-  auto marks = Marks(in.topic, /*fresh=*/true);
+  auto marks = topic_cache_.Fresh(in.topic);
   if (!marks.ok()) return marks.status();
   std::vector<int32_t> partitions = in.partitions;
   if (partitions.empty()) {

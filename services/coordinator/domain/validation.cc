@@ -22,4 +22,33 @@ absl::Status ValidateId(absl::string_view what, absl::string_view id) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateHeartbeatSize(size_t subscribed_topics, size_t subscription_bytes,
+                                   size_t owned_partitions) {
+  if (subscribed_topics > kMaxSubscribedTopics) {
+    return absl::InvalidArgumentError(absl::StrCat("subscribed_topics has ", subscribed_topics,
+                                                   " topics; the limit is ",
+                                                   kMaxSubscribedTopics));
+  }
+  if (subscription_bytes > kMaxSubscriptionBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("subscribed_topics has ", subscription_bytes,
+                                                   " bytes of names; the limit is ",
+                                                   kMaxSubscriptionBytes));
+  }
+  if (owned_partitions > static_cast<size_t>(kMaxPartitionsPerRequest)) {
+    return absl::InvalidArgumentError(absl::StrCat("owned_partitions has ", owned_partitions,
+                                                   " partitions; the limit is ",
+                                                   kMaxPartitionsPerRequest));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateMemberlessEpoch(int32_t member_epoch) {
+  if (member_epoch != -1 && member_epoch != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "member_epoch ", member_epoch,
+        " needs a member_id; a commit without members uses epoch -1 or 0"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace conduit::coordinator

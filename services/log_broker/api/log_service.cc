@@ -1,6 +1,7 @@
 #include "services/log_broker/api/log_service.h"
 
 #include "absl/time/clock.h"
+#include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 #include "services/log_broker/api/convert.h"
 #include "services/log_broker/domain/limits.h"
@@ -35,6 +36,7 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
 grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* ctx,
                                                   const pb::CreateTopicRequest* request,
                                                   pb::CreateTopicResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto patch = FromProto(request->config());
   if (!patch.ok()) return Done(ctx, patch.status());
   return Blocking(ctx, broker_, [this, request, response, config = *patch]() -> absl::Status {
@@ -48,6 +50,7 @@ grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* LogService::UpdateTopicConfig(grpc::CallbackServerContext* ctx,
                                                         const pb::UpdateTopicConfigRequest* request,
                                                         pb::UpdateTopicConfigResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto patch = FromProto(request->config());
   if (!patch.ok()) return Done(ctx, patch.status());
   return Blocking(ctx, broker_, [this, request, response, patch = *patch]() -> absl::Status {
@@ -61,6 +64,7 @@ grpc::ServerUnaryReactor* LogService::UpdateTopicConfig(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* ctx,
                                                    const pb::InitProducerRequest* request,
                                                    pb::InitProducerResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   return Blocking(ctx, broker_, [this, request, response]() -> absl::Status {
     auto producer = broker_->InitProducer(request->producer_name());
     if (!producer.ok()) return producer.status();
@@ -73,12 +77,14 @@ grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* LogService::DeleteTopic(grpc::CallbackServerContext* ctx,
                                                   const pb::DeleteTopicRequest* request,
                                                   pb::DeleteTopicResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   return Blocking(ctx, broker_, [this, request] { return broker_->DeleteTopic(request->name()); });
 }
 
 grpc::ServerUnaryReactor* LogService::ListTopics(grpc::CallbackServerContext* ctx,
                                                  const pb::ListTopicsRequest* request,
                                                  pb::ListTopicsResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   for (const TopicMeta& meta : broker_->ListTopics()) ToProto(meta, response->add_topics());
   return Done(ctx, absl::OkStatus());
 }
@@ -86,6 +92,7 @@ grpc::ServerUnaryReactor* LogService::ListTopics(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* LogService::DescribeTopic(grpc::CallbackServerContext* ctx,
                                                     const pb::DescribeTopicRequest* request,
                                                     pb::DescribeTopicResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto description = broker_->DescribeTopic(request->name());
   if (description.ok()) ToProto(*description, response);
   return Done(ctx, description.status());
@@ -94,6 +101,7 @@ grpc::ServerUnaryReactor* LogService::DescribeTopic(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
                                               const pb::ProduceRequest* request,
                                               pb::ProduceResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   const absl::Time started = absl::Now();
   // The request is ours for the life of the call and unused after this point: move the
@@ -130,6 +138,7 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
                                             const pb::FetchRequest* request,
                                             pb::FetchResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   const absl::Time started = absl::Now();
   absl::Status status = broker_->Fetch(
@@ -151,6 +160,7 @@ grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* LogService::ListOffsets(grpc::CallbackServerContext* ctx,
                                                   const pb::ListOffsetsRequest* request,
                                                   pb::ListOffsetsResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   OffsetQuery query;
   switch (request->spec()) {
     case pb::OFFSET_SPEC_EARLIEST:
@@ -190,6 +200,10 @@ grpc::ServerUnaryReactor* LogService::ListOffsets(grpc::CallbackServerContext* c
 class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailResponse> {
  public:
   TailReactor(LogService* service, const pb::TailRequest& request) : service_(service) {
+    if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) {
+      Finish(ToGrpcStatus(s));
+      return;
+    }
     args_.topic = request.topic();
     args_.partition = request.partition();
     args_.offset = request.offset();

@@ -20,6 +20,9 @@ inline constexpr absl::Duration kMaxFetchWait = absl::Seconds(30);
 inline constexpr absl::Duration kMinFlushInterval = absl::Milliseconds(1);
 inline constexpr absl::Duration kMaxFlushInterval = absl::Seconds(60);
 inline constexpr absl::Duration kMaxDedupWindow = absl::Hours(24 * 7);
+// retention_time and tombstone_retention: longer than this is a mistake (infinite retention is
+// its own setting, a negative retention_time).
+inline constexpr absl::Duration kMaxRetention = absl::Hours(24 * 365 * 100);
 // Recent batches remembered per (producer, partition) to answer retries (Kafka keeps 5).
 inline constexpr int kProducerBatchesRemembered = 5;
 

@@ -46,16 +46,21 @@ absl::Status ValidateConfig(const TopicConfig& config) {
     return invalid("max_record_bytes must be between 1 and ", kMaxRecordBytesLimit, ", got ",
                    config.max_record_bytes);
   }
-  if (config.retention_time <= absl::ZeroDuration()) {
-    return invalid("retention_time must be positive (or infinite), got ",
+  if (config.retention_time <= absl::ZeroDuration() ||
+      (config.retention_time > kMaxRetention &&
+       config.retention_time != absl::InfiniteDuration())) {
+    return invalid("retention_time must be positive and at most ",
+                   absl::FormatDuration(kMaxRetention), " (or negative: infinite), got ",
                    absl::FormatDuration(config.retention_time));
   }
   if (config.retention_bytes == 0 || config.retention_bytes < -1) {
     return invalid("retention_bytes must be positive or -1 (no limit), got ",
                    config.retention_bytes);
   }
-  if (config.tombstone_retention < absl::ZeroDuration()) {
-    return invalid("tombstone_retention must not be negative, got ",
+  if (config.tombstone_retention < absl::ZeroDuration() ||
+      config.tombstone_retention > kMaxRetention) {
+    return invalid("tombstone_retention must be between 0 and ",
+                   absl::FormatDuration(kMaxRetention), ", got ",
                    absl::FormatDuration(config.tombstone_retention));
   }
   if (config.dedup_window < absl::ZeroDuration() || config.dedup_window > kMaxDedupWindow) {

@@ -1,6 +1,8 @@
 #include "services/work_queue/api/queue_service.h"
 
 #include "common/grpc/proto_time.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 
 namespace conduit::work_queue::api {
@@ -150,6 +152,7 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
 grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* ctx,
                                                     const pb::CreateQueueRequest* request,
                                                     pb::CreateQueueResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->CreateQueue(request->name(), FromProto(request->config()),
                       Finisher<QueueMeta>(reactor, [response](const QueueMeta& m) {
@@ -161,6 +164,7 @@ grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* ctx,
                                                     const pb::DeleteQueueRequest* request,
                                                     pb::DeleteQueueResponse*) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->DeleteQueue(request->name(), Finisher<bool>(reactor, [](bool) {}));
   return reactor;
@@ -176,6 +180,7 @@ grpc::ServerUnaryReactor* QueueService::ListQueues(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContext* ctx,
                                                       const pb::GetQueueStatsRequest* request,
                                                       pb::GetQueueStatsResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto stats = queue_->Stats(request->queue());
   if (stats.ok()) {
     response->set_ready(stats->ready);
@@ -195,6 +200,7 @@ grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx,
                                                 const pb::EnqueueRequest* request,
                                                 pb::EnqueueResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<NewJob> jobs;
   for (const pb::NewJob& j : request->jobs()) {
     NewJob job;
@@ -225,6 +231,7 @@ grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
                                               const pb::LeaseRequest* request,
                                               pb::LeaseResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   LeaseArgs args;
   args.queue = request->queue();
   args.worker = request->worker_id();
@@ -256,6 +263,7 @@ grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext* ctx,
                                                     const pb::ExtendLeaseRequest* request,
                                                     pb::ExtendLeaseResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->ExtendLease(request->queue(), request->job_id(), request->lease_token(),
                       FromDuration(request->extension()),
@@ -267,6 +275,7 @@ grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
                                             const pb::AckRequest* request, pb::AckResponse*) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->Ack(request->queue(), request->job_id(), request->lease_token(),
               Finisher<bool>(reactor, [](bool) {}));
@@ -276,6 +285,7 @@ grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* QueueService::AckBatch(grpc::CallbackServerContext* ctx,
                                                  const pb::AckBatchRequest* request,
                                                  pb::AckBatchResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<AckEntry> entries;
   entries.reserve(request->jobs_size());
   for (const auto& e : request->jobs()) entries.push_back({e.job_id(), e.lease_token()});
@@ -297,11 +307,21 @@ grpc::ServerUnaryReactor* QueueService::AckBatch(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
                                              const pb::NackRequest* request,
                                              pb::NackResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   NackArgs args;
   args.reason = request->reason();
-  args.failure_class = request->failure_class() == pb::FAILURE_CLASS_PERMANENT
-                           ? FailureClass::kPermanent
-                           : FailureClass::kTransient;
+  switch (request->failure_class()) {
+    case pb::FAILURE_CLASS_UNSPECIFIED:
+    case pb::FAILURE_CLASS_TRANSIENT:
+      args.failure_class = FailureClass::kTransient;
+      break;
+    case pb::FAILURE_CLASS_PERMANENT:
+      args.failure_class = FailureClass::kPermanent;
+      break;
+    default:
+      return Done(ctx, absl::InvalidArgumentError(absl::StrCat(
+                           "failure_class ", request->failure_class(), " is not a FailureClass")));
+  }
   if (request->has_retry_after()) args.retry_after = FromDuration(request->retry_after());
   auto* reactor = ctx->DefaultReactor();
   queue_->Nack(request->queue(), request->job_id(), request->lease_token(), args,
@@ -315,6 +335,7 @@ grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* QueueService::ListDeadLetters(grpc::CallbackServerContext* ctx,
                                                         const pb::ListDeadLettersRequest* request,
                                                         pb::ListDeadLettersResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto page = queue_->ListDeadLetters(request->queue(), FromProto(request->filter()),
                                       request->page_size(), request->page_token());
   if (page.ok()) {
@@ -327,6 +348,7 @@ grpc::ServerUnaryReactor* QueueService::ListDeadLetters(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* QueueService::GetDeadLetter(grpc::CallbackServerContext* ctx,
                                                       const pb::GetDeadLetterRequest* request,
                                                       pb::GetDeadLetterResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto job = queue_->GetDeadLetter(request->queue(), request->job_id());
   if (job.ok()) ToProto(*job, response->mutable_dead_letter());
   return Done(ctx, job.status());
@@ -335,6 +357,7 @@ grpc::ServerUnaryReactor* QueueService::GetDeadLetter(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
     grpc::CallbackServerContext* ctx, const pb::RedriveDeadLettersRequest* request,
     pb::RedriveDeadLettersResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   const DeadLetterSelection selection = Selection(*request);
   std::optional<std::string> replacement;
   if (request->has_replacement_payload()) replacement = request->replacement_payload();
@@ -351,6 +374,7 @@ grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
 grpc::ServerUnaryReactor* QueueService::DiscardDeadLetters(
     grpc::CallbackServerContext* ctx, const pb::DiscardDeadLettersRequest* request,
     pb::DiscardDeadLettersResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   const DeadLetterSelection selection = Selection(*request);
   auto* reactor = ctx->DefaultReactor();
   queue_->Discard(request->queue(), selection, request->reason(),

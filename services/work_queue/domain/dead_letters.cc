@@ -112,7 +112,11 @@ absl::Status WorkQueue::AllDead(const Queue& q, const std::vector<uint64_t>& ids
 void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& selection,
                         std::optional<std::string> replacement_payload, double rate,
                         Callback<RedriveResult> done) {
-  if (rate < 0) return done(absl::InvalidArgumentError("rate must be >= 0 (0: all at once)"));
+  if (auto s = ValidateSelection(selection.ids, !selection.filter.empty(), selection.limit);
+      !s.ok()) {
+    return done(s);
+  }
+  if (auto s = ValidateRedriveRate(rate); !s.ok()) return done(s);
   if (replacement_payload && replacement_payload->size() > kMaxPayloadBytes) {
     return done(absl::InvalidArgumentError("replacement payload is over 1 MiB"));
   }
@@ -165,6 +169,10 @@ void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& sel
                         const std::string& reason, Callback<std::vector<uint64_t>> done) {
   if (reason.empty()) {
     return done(absl::InvalidArgumentError("discarding dead letters needs a reason (audited)"));
+  }
+  if (auto s = ValidateSelection(selection.ids, !selection.filter.empty(), selection.limit);
+      !s.ok()) {
+    return done(s);
   }
   absl::MutexLock lock(&mu_);
   auto found = FindForChange(queue);

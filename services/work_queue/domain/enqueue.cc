@@ -31,12 +31,14 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
       return done(absl::InvalidArgumentError(
           absl::StrFormat("job %d: set delay or not_before, not both", i)));
     }
-    if (j.delay && *j.delay < absl::ZeroDuration()) {
-      return done(absl::InvalidArgumentError(absl::StrFormat("job %d: delay is negative", i)));
+    if (j.delay && (*j.delay < absl::ZeroDuration() || *j.delay > kMaxDelay)) {
+      return done(absl::InvalidArgumentError(absl::StrFormat(
+          "job %d: delay must be between 0 and %s, got %s", i, absl::FormatDuration(kMaxDelay),
+          absl::FormatDuration(*j.delay))));
     }
-    if (j.tenant.size() > 256 || j.idempotency_key.size() > 256) {
+    if (j.tenant.size() > kMaxTenantBytes || j.idempotency_key.size() > kMaxTenantBytes) {
       return done(absl::InvalidArgumentError(
-          absl::StrFormat("job %d: tenant and idempotency key are limited to 256 bytes", i)));
+          absl::StrFormat("job %d: tenant and idempotency key are limited to %d bytes", i, kMaxTenantBytes)));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -44,6 +46,14 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].not_before && *jobs[i].not_before > now + kMaxDelay) {
+      return ReplyAfterLog(std::move(done),
+                           absl::InvalidArgumentError(absl::StrFormat(
+                               "job %d: not_before is more than %s from now", i,
+                               absl::FormatDuration(kMaxDelay))));
+    }
+  }
   // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.
   int64_t new_jobs = 0;
   {

@@ -63,14 +63,43 @@ absl::Status ValidateConfig(const QueueConfig& c) {
   }
   if (c.max_depth < 0) return invalid("max_depth must be >= 0 (0: no limit)");
   if (c.max_redrives < 0) return invalid("max_redrives must be >= 0");
-  if (c.max_ready_age < absl::ZeroDuration()) return invalid("max_ready_age must be >= 0");
+  if (c.max_ready_age < absl::ZeroDuration() || c.max_ready_age > kMaxReadyAge) {
+    return invalid("max_ready_age must be between 0 and ", absl::FormatDuration(kMaxReadyAge),
+                   " (0: no limit), got ", absl::FormatDuration(c.max_ready_age));
+  }
   if (c.max_in_flight_per_tenant < 0) return invalid("max_in_flight_per_tenant must be >= 0");
+  if (c.tenant_weights.size() > kMaxTenantWeights) {
+    return invalid("tenant_weights has ", c.tenant_weights.size(), " tenants; the limit is ",
+                   kMaxTenantWeights);
+  }
   for (const auto& [tenant, weight] : c.tenant_weights) {
+    if (tenant.size() > kMaxTenantBytes) {
+      return invalid("tenant_weights: a tenant name is ", tenant.size(),
+                     " bytes; the limit is ", kMaxTenantBytes);
+    }
     if (weight < 1 || weight > 100) {
       return invalid("weight of tenant '", tenant, "' must be between 1 and 100, got ", weight);
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateSelection(const std::vector<uint64_t>& ids, bool has_filter, int32_t limit) {
+  if (!ids.empty() && has_filter) {
+    return absl::InvalidArgumentError(
+        "give job_ids or a filter, not both (a filter would not narrow the ids)");
+  }
+  if (limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("limit must be >= 0 (0: no limit), got ", limit));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRedriveRate(double rate) {
+  if (rate == 0 || (rate >= kMinRedriveRate && rate <= kMaxRedriveRate)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("rate must be 0 (all at once) or between ",
+                                                 kMinRedriveRate, " and ", kMaxRedriveRate,
+                                                 " jobs per second, got ", rate));
 }
 
 absl::Duration BackoffCap(const QueueConfig& config, int32_t failures) {

@@ -84,6 +84,8 @@ struct DeadLetterFilter {
   std::optional<std::string> tenant;
   std::optional<absl::Time> died_after;
   std::optional<absl::Time> died_before;
+
+  bool empty() const { return reason_contains.empty() && !tenant && !died_after && !died_before; }
 };
 
 struct DeadLetterPage {
@@ -92,7 +94,7 @@ struct DeadLetterPage {
 };
 
 struct DeadLetterSelection {
-  std::vector<uint64_t> ids;  // or, when empty, `filter`
+  std::vector<uint64_t> ids;  // or, when empty, `filter`; never both (INVALID_ARGUMENT)
   DeadLetterFilter filter;
   bool dry_run = true;
   int32_t limit = 0;  // 0: no limit

@@ -1,0 +1,67 @@
+#include "common/grpc/parse_failure_interceptor.h"
+
+#include <string>
+
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/support/interceptor.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace conduit::grpc_util {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+// "/pkg.Service/Method" → the method's descriptor in the generated pool, or nullptr.
+const google::protobuf::MethodDescriptor* FindMethod(absl::string_view path) {
+  if (path.empty() || path[0] != '/') return nullptr;
+  std::string name(path.substr(1));
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos) return nullptr;
+  name[slash] = '.';
+  return google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(name);
+}
+
+class ParseFailureInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit ParseFailureInterceptor(const google::protobuf::MethodDescriptor* method)
+      : method_(method) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED &&
+          status.error_message().empty()) {
+        methods->ModifySendStatus(grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("request could not be parsed as ", method_->input_type()->full_name(),
+                         " (malformed protobuf bytes, or a string field that is not valid "
+                         "UTF-8)")));
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const google::protobuf::MethodDescriptor* const method_;
+};
+
+class ParseFailureInterceptorFactoryImpl
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    const google::protobuf::MethodDescriptor* method = FindMethod(info->method());
+    return method ? new ParseFailureInterceptor(method) : nullptr;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+ParseFailureInterceptorFactory() {
+  return std::make_unique<ParseFailureInterceptorFactoryImpl>();
+}
+
+}  // namespace conduit::grpc_util
