@@ -179,6 +179,9 @@ class GroupCoordinator {
   // Expires silent members and re-reads partition counts of subscribed topics (rebalancing
   // groups whose topics changed).
   void Sweep();
+  // How many topics the topic cache holds (subscribed ones, and others until the sweep drops
+  // them).
+  size_t CachedTopics() { return topic_cache_.size(); }
   // Computes every group's lag for the observer (metrics). May take long with a slow broker:
   // run it apart from Sweep.
   void SampleLag();

@@ -4,6 +4,7 @@
 // broker (FakeTopics: partitions with append times). Reopen() is a restart.
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,16 @@ class FakeTopics final : public TopicSource {
     absl::MutexLock lock(&mu_);
     for (int i = 0; i < count; ++i) topics_[topic][partition].appended.push_back(at);
   }
+  void RemoveTopic(const std::string& topic) {
+    absl::MutexLock lock(&mu_);
+    topics_.erase(topic);
+  }
+  // Runs at the start of every Describe, after the answer is decided and before it is returned
+  // (to hold a question on its way, or to let time pass while it is).
+  void OnDescribe(std::function<void()> hook) {
+    absl::MutexLock lock(&mu_);
+    on_describe_ = std::move(hook);
+  }
   // Retention: everything below `offset` is gone.
   void Truncate(const std::string& topic, int32_t partition, int64_t offset) {
     absl::MutexLock lock(&mu_);
@@ -49,6 +60,16 @@ class FakeTopics final : public TopicSource {
   }
 
   absl::StatusOr<std::vector<PartitionMarks>> Describe(const std::string& topic) override {
+    absl::StatusOr<std::vector<PartitionMarks>> answer = Answer(topic);
+    std::function<void()> hook;
+    {
+      absl::MutexLock lock(&mu_);
+      hook = on_describe_;
+    }
+    if (hook) hook();
+    return answer;
+  }
+  absl::StatusOr<std::vector<PartitionMarks>> Answer(const std::string& topic) {
     absl::MutexLock lock(&mu_);
     ++describes_;
     if (unavailable_) return absl::UnavailableError("broker unreachable (test)");
@@ -92,6 +113,7 @@ class FakeTopics final : public TopicSource {
   bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::vector<Part>> topics_ ABSL_GUARDED_BY(mu_);
   int describes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> on_describe_ ABSL_GUARDED_BY(mu_);
 };
 
 // Passes everything to the real store, except that writes fail UNAVAILABLE while `fail` is set.
