@@ -120,6 +120,23 @@ TEST_F(HostileInputTest, AMemberlessCommitTakesEpochMinusOneOrZeroOnly) {
   EXPECT_TRUE(CommitMemberless("orders", 0, 2, 0).ok());
 }
 
+// The decision on issue 13's last question: as in Kafka, an executed reset may start a group
+// that has never run; a dry run leaves no trace.
+TEST_F(HostileInputTest, AnExecutedResetCreatesAGroupThatDoesNotExistADryRunDoesNot) {
+  ResetInput in;
+  in.group_id = "new-group";
+  in.topic = "orders";
+  in.kind = ResetInput::Kind::kLatest;
+  in.actor = "alice";
+  auto dry = coordinator_->ResetOffsets(in);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_TRUE(absl::IsNotFound(coordinator_->FetchOffsets("new-group", {}).status()));
+  in.execute = true;
+  ASSERT_TRUE(coordinator_->ResetOffsets(in).ok());
+  EXPECT_EQ(Committed("new-group", "orders", 0), 10);
+  EXPECT_EQ(Committed("new-group", "orders", 1), 10);
+}
+
 // Fresh questions are shared, but never with a question that started before the caller: a
 // caller that arrives while one is on its way must not take its (possibly stale) answer.
 TEST(TopicCacheTest, ACallerNeverTakesTheAnswerOfAQuestionAskedBeforeItArrived) {
