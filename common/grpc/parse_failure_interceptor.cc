@@ -1,9 +1,9 @@
 #include "common/grpc/parse_failure_interceptor.h"
 
-#include <string>
-
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/support/interceptor.h>
+
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <memory>
-
 #include <grpcpp/support/server_interceptor.h>
+
+#include <memory>
 
 namespace conduit::grpc_util {
 

@@ -1,9 +1,9 @@
 #include "common/grpc/request_checks.h"
 
+#include <google/protobuf/descriptor.h>
+
 #include <memory>
 #include <vector>
-
-#include <google/protobuf/descriptor.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -98,9 +98,9 @@ absl::Status CheckDuration(const Message& m) {
   int32_t nanos = 0;
   SecondsAndNanos(m, &seconds, &nanos);
   if (seconds < -kMaxDurationSeconds || seconds > kMaxDurationSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "is a Duration of ", seconds, " seconds; the protobuf range is ±", kMaxDurationSeconds,
-        " (10,000 years)"));
+    return absl::InvalidArgumentError(absl::StrCat("is a Duration of ", seconds,
+                                                   " seconds; the protobuf range is ±",
+                                                   kMaxDurationSeconds, " (10,000 years)"));
   }
   if (nanos < -kMaxNanos || nanos > kMaxNanos) {
     return absl::InvalidArgumentError(
@@ -118,10 +118,10 @@ absl::Status CheckTimestamp(const Message& m) {
   int32_t nanos = 0;
   SecondsAndNanos(m, &seconds, &nanos);
   if (seconds < kMinTimestampSeconds || seconds > kMaxTimestampSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "is a Timestamp of ", seconds,
-        " seconds since the epoch; the protobuf range is years 0001 to 9999 (", kMinTimestampSeconds,
-        " .. ", kMaxTimestampSeconds, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("is a Timestamp of ", seconds,
+                     " seconds since the epoch; the protobuf range is years 0001 to 9999 (",
+                     kMinTimestampSeconds, " .. ", kMaxTimestampSeconds, ")"));
   }
   if (nanos < 0 || nanos > kMaxNanos) {
     return absl::InvalidArgumentError(

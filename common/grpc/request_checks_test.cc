@@ -78,8 +78,8 @@ class TimeFieldsTest : public ::testing::Test {
   Message* AddItemTime(Message* request) {
     Message* item = request->GetReflection()->AddMessage(
         request, descriptor_->FindFieldByName("items"), &factory_);
-    return item->GetReflection()->MutableMessage(
-        item, item->GetDescriptor()->FindFieldByName("at"), &factory_);
+    return item->GetReflection()->MutableMessage(item, item->GetDescriptor()->FindFieldByName("at"),
+                                                 &factory_);
   }
 
   DescriptorPool pool_;
@@ -97,13 +97,13 @@ TEST_F(TimeFieldsTest, ValuesInsideTheProtobufRangesPass) {
 }
 
 TEST_F(TimeFieldsTest, AnOutOfRangeDurationIsRefusedByName) {
-  for (auto [seconds, nanos] : std::vector<std::pair<int64_t, int32_t>>{
-           {kMaxDurationSeconds + 1, 0},
-           {std::numeric_limits<int64_t>::max(), 0},
-           {-kMaxDurationSeconds - 1, 0},
-           {0, 1'000'000'000},
-           {1, -1},
-           {-1, 1}}) {
+  for (auto [seconds, nanos] :
+       std::vector<std::pair<int64_t, int32_t>>{{kMaxDurationSeconds + 1, 0},
+                                                {std::numeric_limits<int64_t>::max(), 0},
+                                                {-kMaxDurationSeconds - 1, 0},
+                                                {0, 1'000'000'000},
+                                                {1, -1},
+                                                {-1, 1}}) {
     auto request = New();
     SetTime(Wait(request.get()), seconds, nanos);
     absl::Status s = CheckTimeFields(*request);
@@ -152,8 +152,10 @@ TEST(StatusMessages, AHugeEchoIsCutBeforeItBecomesAHeaderTooLarge) {
   std::string accents(kMaxStatusMessageBytes - 1, 'a');
   accents += "é and more";
   const std::string cut = BoundedMessage(accents);
-  EXPECT_EQ(cut.substr(0, kMaxStatusMessageBytes - 1), std::string(kMaxStatusMessageBytes - 1, 'a'));
-  EXPECT_EQ(cut[kMaxStatusMessageBytes - 1], '\xE2') << "the cut starts the ellipsis, not half an é";
+  EXPECT_EQ(cut.substr(0, kMaxStatusMessageBytes - 1),
+            std::string(kMaxStatusMessageBytes - 1, 'a'));
+  EXPECT_EQ(cut[kMaxStatusMessageBytes - 1], '\xE2')
+      << "the cut starts the ellipsis, not half an é";
   EXPECT_EQ(BoundedMessage("short"), "short");
 }
 

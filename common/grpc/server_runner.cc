@@ -6,10 +6,10 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/numbers.h"
-#include "common/grpc/parse_failure_interceptor.h"
-#include "grpc/health/v1/health.pb.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc/parse_failure_interceptor.h"
+#include "grpc/health/v1/health.pb.h"
 
 namespace conduit::grpc_util {
 

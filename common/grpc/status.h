@@ -1,8 +1,8 @@
 #pragma once
 
-#include <string>
-
 #include <grpcpp/support/status.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"

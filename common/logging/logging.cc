@@ -32,11 +32,10 @@ class ProtobufLogLimiter {
       suppressed = site.suppressed;
       site.suppressed = 0;
     }
-    const spdlog::level::level_enum spd = level >= google::protobuf::LOGLEVEL_ERROR
-                                              ? spdlog::level::err
-                                          : level == google::protobuf::LOGLEVEL_WARNING
-                                              ? spdlog::level::warn
-                                              : spdlog::level::info;
+    const spdlog::level::level_enum spd =
+        level >= google::protobuf::LOGLEVEL_ERROR     ? spdlog::level::err
+        : level == google::protobuf::LOGLEVEL_WARNING ? spdlog::level::warn
+                                                      : spdlog::level::info;
     if (suppressed > 0) {
       spdlog::log(spd, "libprotobuf {}:{}: {} ({} more like it in the last {}s)", file, line,
                   message, suppressed, absl::ToInt64Seconds(kInterval));

@@ -9,6 +9,12 @@
 //
 // CONDUIT_HOSTILE_LONG=1 makes lists 100,001 long and adds random combinations of mutations
 // (CONDUIT_HOSTILE_SEED, CONDUIT_HOSTILE_ROUNDS).
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -18,13 +24,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/stubs/logging.h>
-#include <google/protobuf/util/json_util.h>
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -77,8 +76,8 @@ class HostileWalk : public ::testing::Test {
     dir_ = new testing::TempDir();
     const char* bin = std::getenv("CONDUIT_BIN_DIR");
     ASSERT_NE(bin, nullptr);
-    server_ = new testing::ServerProcess(std::string(bin) + "/conduit-standalone", dir_->Sub("data"),
-                                         dir_->path());
+    server_ = new testing::ServerProcess(std::string(bin) + "/conduit-standalone",
+                                         dir_->Sub("data"), dir_->path());
     ASSERT_TRUE(server_->running());
     // Default client settings (a 4 MiB receive limit, 8 KiB of metadata), as a user has them.
     channel_ = new std::shared_ptr<grpc::Channel>(
@@ -278,8 +277,8 @@ class HostileWalk : public ::testing::Test {
     if (field == "topic" || field == "topics" || field == "subscribed_topics") return "seed";
     if (field == "queue") return "seedq";
     if (field == "group_id") return "seedg";
-    if (field == "worker_id" || field == "actor" || field == "producer_name" ||
-        field == "reason" || field == "client_id") {
+    if (field == "worker_id" || field == "actor" || field == "producer_name" || field == "reason" ||
+        field == "client_id") {
       return "walker";
     }
     if (field == "lease_token") return "stale-token";
@@ -301,7 +300,8 @@ class HostileWalk : public ::testing::Test {
                       }});
     };
     if (f->is_map() || (f->is_repeated() && f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)) {
-      add(absl::StrCat(list_length, " elements"), [f, list_length](Message* m, const Reflection* r) {
+      add(absl::StrCat(list_length, " elements"), [f, list_length](Message* m,
+                                                                   const Reflection* r) {
         const Message* first = r->FieldSize(*m, f) > 0 ? &r->GetRepeatedMessage(*m, f, 0) : nullptr;
         for (size_t i = 0; i < list_length; ++i) {
           Message* e = r->AddMessage(m, f);
@@ -320,45 +320,47 @@ class HostileWalk : public ::testing::Test {
         // Each field of the first element.
         const Descriptor* type = f->message_type();
         for (int i = 0; i < type->field_count(); ++i) {
-          AddMutations(absl::StrCat(path, "[0].", type->field(i)->name()), type->field(i),
-                       [get, f](Message* root) {
-                         Message* m = get(root);
-                         const Reflection* r = m->GetReflection();
-                         if (r->FieldSize(*m, f) == 0) r->AddMessage(m, f);
-                         return r->MutableRepeatedMessage(m, f, 0);
-                       },
-                       list_length, out);
+          AddMutations(
+              absl::StrCat(path, "[0].", type->field(i)->name()), type->field(i),
+              [get, f](Message* root) {
+                Message* m = get(root);
+                const Reflection* r = m->GetReflection();
+                if (r->FieldSize(*m, f) == 0) r->AddMessage(m, f);
+                return r->MutableRepeatedMessage(m, f, 0);
+              },
+              list_length, out);
         }
       }
       return;
     }
     if (f->is_repeated()) {
-      add(absl::StrCat(list_length, " elements"), [f, list_length](Message* m, const Reflection* r) {
-        for (size_t i = 0; i < list_length; ++i) {
-          switch (f->cpp_type()) {
-            case FieldDescriptor::CPPTYPE_STRING:
-              r->AddString(m, f, absl::StrCat("x", i));
-              break;
-            case FieldDescriptor::CPPTYPE_INT32:
-              r->AddInt32(m, f, static_cast<int32_t>(i));
-              break;
-            case FieldDescriptor::CPPTYPE_INT64:
-              r->AddInt64(m, f, static_cast<int64_t>(i));
-              break;
-            case FieldDescriptor::CPPTYPE_UINT64:
-              r->AddUInt64(m, f, i);
-              break;
-            case FieldDescriptor::CPPTYPE_UINT32:
-              r->AddUInt32(m, f, static_cast<uint32_t>(i));
-              break;
-            case FieldDescriptor::CPPTYPE_ENUM:
-              r->AddEnumValue(m, f, static_cast<int>(i % 4));
-              break;
-            default:
-              break;
-          }
-        }
-      });
+      add(absl::StrCat(list_length, " elements"),
+          [f, list_length](Message* m, const Reflection* r) {
+            for (size_t i = 0; i < list_length; ++i) {
+              switch (f->cpp_type()) {
+                case FieldDescriptor::CPPTYPE_STRING:
+                  r->AddString(m, f, absl::StrCat("x", i));
+                  break;
+                case FieldDescriptor::CPPTYPE_INT32:
+                  r->AddInt32(m, f, static_cast<int32_t>(i));
+                  break;
+                case FieldDescriptor::CPPTYPE_INT64:
+                  r->AddInt64(m, f, static_cast<int64_t>(i));
+                  break;
+                case FieldDescriptor::CPPTYPE_UINT64:
+                  r->AddUInt64(m, f, i);
+                  break;
+                case FieldDescriptor::CPPTYPE_UINT32:
+                  r->AddUInt32(m, f, static_cast<uint32_t>(i));
+                  break;
+                case FieldDescriptor::CPPTYPE_ENUM:
+                  r->AddEnumValue(m, f, static_cast<int>(i % 4));
+                  break;
+                default:
+                  break;
+              }
+            }
+          });
       if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
         add("[INT32_MIN, -1]", [f](Message* m, const Reflection* r) {
           r->AddInt32(m, f, std::numeric_limits<int32_t>::min());
@@ -374,22 +376,19 @@ class HostileWalk : public ::testing::Test {
         add("1 MiB", [f](Message* m, const Reflection* r) {
           r->SetString(m, f, std::string(1 << 20, 'n'));
         });
-        add("300 bytes", [f](Message* m, const Reflection* r) {
-          r->SetString(m, f, std::string(300, 'n'));
-        });
-        add("NUL inside", [f](Message* m, const Reflection* r) {
-          r->SetString(m, f, std::string("se\0ed", 5));
-        });
+        add("300 bytes",
+            [f](Message* m, const Reflection* r) { r->SetString(m, f, std::string(300, 'n')); });
+        add("NUL inside",
+            [f](Message* m, const Reflection* r) { r->SetString(m, f, std::string("se\0ed", 5)); });
         if (!bytes) {
-          add("invalid UTF-8", [f](Message* m, const Reflection* r) {
-            r->SetString(m, f, "se\xff\xfe");
-          });
+          add("invalid UTF-8",
+              [f](Message* m, const Reflection* r) { r->SetString(m, f, "se\xff\xfe"); });
         }
         break;
       }
       case FieldDescriptor::CPPTYPE_INT32:
-        for (int32_t v : {std::numeric_limits<int32_t>::min(), -1, 0,
-                          std::numeric_limits<int32_t>::max()}) {
+        for (int32_t v :
+             {std::numeric_limits<int32_t>::min(), -1, 0, std::numeric_limits<int32_t>::max()}) {
           add(std::to_string(v), [f, v](Message* m, const Reflection* r) { r->SetInt32(m, f, v); });
         }
         break;
@@ -406,13 +405,15 @@ class HostileWalk : public ::testing::Test {
         break;
       case FieldDescriptor::CPPTYPE_UINT64:
         for (uint64_t v : {uint64_t{0}, std::numeric_limits<uint64_t>::max()}) {
-          add(std::to_string(v), [f, v](Message* m, const Reflection* r) { r->SetUInt64(m, f, v); });
+          add(std::to_string(v),
+              [f, v](Message* m, const Reflection* r) { r->SetUInt64(m, f, v); });
         }
         break;
       case FieldDescriptor::CPPTYPE_DOUBLE:
         for (double v : {std::nan(""), std::numeric_limits<double>::infinity(),
                          -std::numeric_limits<double>::infinity(), 1e-300, -1.0, 1e300}) {
-          add(std::to_string(v), [f, v](Message* m, const Reflection* r) { r->SetDouble(m, f, v); });
+          add(std::to_string(v),
+              [f, v](Message* m, const Reflection* r) { r->SetDouble(m, f, v); });
         }
         break;
       case FieldDescriptor::CPPTYPE_FLOAT:
@@ -424,9 +425,8 @@ class HostileWalk : public ::testing::Test {
         break;
       case FieldDescriptor::CPPTYPE_ENUM:
         for (int v : {99, -1}) {
-          add(absl::StrCat("enum ", v), [f, v](Message* m, const Reflection* r) {
-            r->SetEnumValue(m, f, v);
-          });
+          add(absl::StrCat("enum ", v),
+              [f, v](Message* m, const Reflection* r) { r->SetEnumValue(m, f, v); });
         }
         break;
       case FieldDescriptor::CPPTYPE_MESSAGE: {
@@ -440,28 +440,36 @@ class HostileWalk : public ::testing::Test {
           };
         };
         if (type->full_name() == "google.protobuf.Duration") {
-          for (auto [s, n] : std::vector<std::pair<int64_t, int32_t>>{
-                   {kMaxDurationSeconds + 1, 0}, {std::numeric_limits<int64_t>::max(), 0},
-                   {-kMaxDurationSeconds - 1, 0}, {kMaxDurationSeconds, 0}, {0, 1'000'000'000},
-                   {1, -1}, {-1, 0}}) {
+          for (auto [s, n] :
+               std::vector<std::pair<int64_t, int32_t>>{{kMaxDurationSeconds + 1, 0},
+                                                        {std::numeric_limits<int64_t>::max(), 0},
+                                                        {-kMaxDurationSeconds - 1, 0},
+                                                        {kMaxDurationSeconds, 0},
+                                                        {0, 1'000'000'000},
+                                                        {1, -1},
+                                                        {-1, 0}}) {
             add(absl::StrCat("Duration{", s, ", ", n, "}"), set_time(s, n));
           }
         } else if (type->full_name() == "google.protobuf.Timestamp") {
-          for (auto [s, n] : std::vector<std::pair<int64_t, int32_t>>{
-                   {kMaxTimestampSeconds + 1, 0}, {std::numeric_limits<int64_t>::min(), 0},
-                   {kMaxTimestampSeconds, 999'999'999}, {kMinTimestampSeconds, 0}, {0, -1},
-                   {0, 1'000'000'000}}) {
+          for (auto [s, n] :
+               std::vector<std::pair<int64_t, int32_t>>{{kMaxTimestampSeconds + 1, 0},
+                                                        {std::numeric_limits<int64_t>::min(), 0},
+                                                        {kMaxTimestampSeconds, 999'999'999},
+                                                        {kMinTimestampSeconds, 0},
+                                                        {0, -1},
+                                                        {0, 1'000'000'000}}) {
             add(absl::StrCat("Timestamp{", s, ", ", n, "}"), set_time(s, n));
           }
         } else if (path.find('.') == std::string::npos ||
                    std::count(path.begin(), path.end(), '.') < 2) {
           for (int i = 0; i < type->field_count(); ++i) {
-            AddMutations(absl::StrCat(path, ".", type->field(i)->name()), type->field(i),
-                         [get, f](Message* root) {
-                           Message* m = get(root);
-                           return m->GetReflection()->MutableMessage(m, f);
-                         },
-                         list_length, out);
+            AddMutations(
+                absl::StrCat(path, ".", type->field(i)->name()), type->field(i),
+                [get, f](Message* root) {
+                  Message* m = get(root);
+                  return m->GetReflection()->MutableMessage(m, f);
+                },
+                list_length, out);
           }
         }
         break;
@@ -472,8 +480,9 @@ class HostileWalk : public ::testing::Test {
   static std::vector<Mutation> MutationsOf(const Descriptor* request, size_t list_length) {
     std::vector<Mutation> out;
     for (int i = 0; i < request->field_count(); ++i) {
-      AddMutations(request->field(i)->name(), request->field(i), [](Message* m) { return m; },
-                   list_length, &out);
+      AddMutations(
+          request->field(i)->name(), request->field(i), [](Message* m) { return m; }, list_length,
+          &out);
     }
     return out;
   }
@@ -553,10 +562,9 @@ class HostileWalk : public ::testing::Test {
       EXPECT_EQ(Snapshot(), before) << "a refused call changed the state";
       return;
     }
-    std::unique_ptr<Message> response(
-        google::protobuf::MessageFactory::generated_factory()
-            ->GetPrototype(method->output_type())
-            ->New());
+    std::unique_ptr<Message> response(google::protobuf::MessageFactory::generated_factory()
+                                          ->GetPrototype(method->output_type())
+                                          ->New());
     ASSERT_TRUE(response->ParseFromString(answer.response));
     std::string json;
     auto rendered = google::protobuf::util::MessageToJsonString(*response, &json);
@@ -668,7 +676,9 @@ TEST_F(HostileWalk, MalformedBytesAreRefusedAsUnparsable) {
   for (char& c : random) c = static_cast<char>(rng());
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"random bytes", random},
-      {"a length past the end", std::string("\x0a\x7f" "abc", 5)},
+      {"a length past the end", std::string("\x0a\x7f"
+                                            "abc",
+                                            5)},
       {"field number 0", std::string("\x00\x01", 2)},
       {"wire type 6", std::string("\x0e\x01", 2)},
       {"wire type 7", std::string("\x0f\x01", 2)},
@@ -690,14 +700,14 @@ TEST_F(HostileWalk, MalformedBytesAreRefusedAsUnparsable) {
     }
   }
   // The canonical shape: truncated bytes of a valid Produce.
-  const auto* produce =
-      google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(
-          "conduit.log.v1.LogService.Produce");
+  const auto* produce = google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(
+      "conduit.log.v1.LogService.Produce");
   const std::string whole = BaseRequest(produce);
   const Answer truncated = Call(produce, whole.substr(0, whole.size() - 1));
   EXPECT_EQ(truncated.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(truncated.status.error_message().find("could not be parsed as conduit.log.v1.ProduceRequest"),
-            std::string::npos)
+  EXPECT_NE(
+      truncated.status.error_message().find("could not be parsed as conduit.log.v1.ProduceRequest"),
+      std::string::npos)
       << truncated.status.error_message();
   EXPECT_EQ(Snapshot(), before);
   // A method that does not exist is still UNIMPLEMENTED.
@@ -706,7 +716,8 @@ TEST_F(HostileWalk, MalformedBytesAreRefusedAsUnparsable) {
   grpc::CompletionQueue cq;
   grpc::ByteBuffer request, response;
   grpc::Status status;
-  auto rpc = stub.PrepareUnaryCall(ctx.get(), "/conduit.log.v1.LogService/NoSuchMethod", request, &cq);
+  auto rpc =
+      stub.PrepareUnaryCall(ctx.get(), "/conduit.log.v1.LogService/NoSuchMethod", request, &cq);
   rpc->StartCall();
   rpc->Finish(&response, &status, nullptr);
   void* tag;
@@ -720,8 +731,8 @@ TEST_F(HostileWalk, MalformedBytesAreRefusedAsUnparsable) {
 TEST_F(HostileWalk, TheReportedCasesGetTheirStatus) {
   const std::string before = Snapshot();
   {  // (2) retention past the protobuf range, and past the product's
-    for (int64_t seconds : {int64_t{315576000001}, std::numeric_limits<int64_t>::max(),
-                            int64_t{200} * 365 * 86400}) {
+    for (int64_t seconds :
+         {int64_t{315576000001}, std::numeric_limits<int64_t>::max(), int64_t{200} * 365 * 86400}) {
       lpb::UpdateTopicConfigRequest req;
       req.set_name("seed");
       req.mutable_config()->mutable_retention_time()->set_seconds(seconds);

@@ -95,7 +95,8 @@ absl::StatusOr<ResetInput> FromProto(const pb::ResetOffsetsRequest& req, std::st
   in.partitions.assign(req.partitions().begin(), req.partitions().end());
   switch (req.target_case()) {
     case pb::ResetOffsetsRequest::kToEarliest:
-      if (!req.to_earliest()) return absl::InvalidArgumentError("to_earliest must be true when set");
+      if (!req.to_earliest())
+        return absl::InvalidArgumentError("to_earliest must be true when set");
       in.kind = ResetInput::Kind::kEarliest;
       break;
     case pb::ResetOffsetsRequest::kToLatest:

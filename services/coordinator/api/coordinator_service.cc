@@ -54,7 +54,9 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerContext* ctx,
                                                          const pb::LeaveGroupRequest* req,
                                                          pb::LeaveGroupResponse*) {
-  return Run(ctx, *req, [this, req](absl::Time) { return coordinator_->Leave(req->group_id(), req->member_id()); });
+  return Run(ctx, *req, [this, req](absl::Time) {
+    return coordinator_->Leave(req->group_id(), req->member_id());
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServerContext* ctx,
@@ -104,7 +106,8 @@ grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* CoordinatorService::DeleteGroup(grpc::CallbackServerContext* ctx,
                                                           const pb::DeleteGroupRequest* req,
                                                           pb::DeleteGroupResponse*) {
-  return Run(ctx, *req, [this, req](absl::Time) { return coordinator_->DeleteGroup(req->group_id()); });
+  return Run(ctx, *req,
+             [this, req](absl::Time) { return coordinator_->DeleteGroup(req->group_id()); });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerContext* ctx,

@@ -229,8 +229,8 @@ absl::Status GroupCoordinator::CheckWithinLog(const std::vector<CommitInput::Ent
     }
     const std::vector<PartitionMarks>& marks = it->second;
     if (e.tp.partition >= static_cast<int32_t>(marks.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("topic '", e.tp.topic, "' has ",
-                                                     marks.size(), " partitions; there is no partition ",
+      return absl::InvalidArgumentError(absl::StrCat("topic '", e.tp.topic, "' has ", marks.size(),
+                                                     " partitions; there is no partition ",
                                                      e.tp.partition));
     }
     const int64_t hwm = marks[e.tp.partition].high_watermark;

@@ -26,8 +26,7 @@ absl::Status ValidateHeartbeatSize(size_t subscribed_topics, size_t subscription
                                    size_t owned_partitions) {
   if (subscribed_topics > kMaxSubscribedTopics) {
     return absl::InvalidArgumentError(absl::StrCat("subscribed_topics has ", subscribed_topics,
-                                                   " topics; the limit is ",
-                                                   kMaxSubscribedTopics));
+                                                   " topics; the limit is ", kMaxSubscribedTopics));
   }
   if (subscription_bytes > kMaxSubscriptionBytes) {
     return absl::InvalidArgumentError(absl::StrCat("subscribed_topics has ", subscription_bytes,
@@ -44,9 +43,9 @@ absl::Status ValidateHeartbeatSize(size_t subscribed_topics, size_t subscription
 
 absl::Status ValidateMemberlessEpoch(int32_t member_epoch) {
   if (member_epoch != -1 && member_epoch != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "member_epoch ", member_epoch,
-        " needs a member_id; a commit without members uses epoch -1 or 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("member_epoch ", member_epoch,
+                     " needs a member_id; a commit without members uses epoch -1 or 0"));
   }
   return absl::OkStatus();
 }

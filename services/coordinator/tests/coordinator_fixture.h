@@ -3,14 +3,14 @@
 // A GroupCoordinator on the real RocksDB store in a temp dir, with a fake clock and a fake
 // broker (FakeTopics: partitions with append times). Reopen() is a restart.
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
 #include "common/testing/temp_dir.h"

@@ -1,7 +1,7 @@
 #include "services/work_queue/api/queue_service.h"
 
-#include "common/grpc/proto_time.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc/proto_time.h"
 #include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 

@@ -32,13 +32,13 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
           absl::StrFormat("job %d: set delay or not_before, not both", i)));
     }
     if (j.delay && (*j.delay < absl::ZeroDuration() || *j.delay > kMaxDelay)) {
-      return done(absl::InvalidArgumentError(absl::StrFormat(
-          "job %d: delay must be between 0 and %s, got %s", i, absl::FormatDuration(kMaxDelay),
-          absl::FormatDuration(*j.delay))));
+      return done(absl::InvalidArgumentError(
+          absl::StrFormat("job %d: delay must be between 0 and %s, got %s", i,
+                          absl::FormatDuration(kMaxDelay), absl::FormatDuration(*j.delay))));
     }
     if (j.tenant.size() > kMaxTenantBytes || j.idempotency_key.size() > kMaxTenantBytes) {
-      return done(absl::InvalidArgumentError(
-          absl::StrFormat("job %d: tenant and idempotency key are limited to %d bytes", i, kMaxTenantBytes)));
+      return done(absl::InvalidArgumentError(absl::StrFormat(
+          "job %d: tenant and idempotency key are limited to %d bytes", i, kMaxTenantBytes)));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -48,10 +48,9 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
   const absl::Time now = Now();
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (jobs[i].not_before && *jobs[i].not_before > now + kMaxDelay) {
-      return ReplyAfterLog(std::move(done),
-                           absl::InvalidArgumentError(absl::StrFormat(
-                               "job %d: not_before is more than %s from now", i,
-                               absl::FormatDuration(kMaxDelay))));
+      return ReplyAfterLog(std::move(done), absl::InvalidArgumentError(absl::StrFormat(
+                                                "job %d: not_before is more than %s from now", i,
+                                                absl::FormatDuration(kMaxDelay))));
     }
   }
   // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.

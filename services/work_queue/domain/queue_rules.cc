@@ -74,8 +74,8 @@ absl::Status ValidateConfig(const QueueConfig& c) {
   }
   for (const auto& [tenant, weight] : c.tenant_weights) {
     if (tenant.size() > kMaxTenantBytes) {
-      return invalid("tenant_weights: a tenant name is ", tenant.size(),
-                     " bytes; the limit is ", kMaxTenantBytes);
+      return invalid("tenant_weights: a tenant name is ", tenant.size(), " bytes; the limit is ",
+                     kMaxTenantBytes);
     }
     if (weight < 1 || weight > 100) {
       return invalid("weight of tenant '", tenant, "' must be between 1 and 100, got ", weight);
@@ -90,7 +90,8 @@ absl::Status ValidateSelection(const std::vector<uint64_t>& ids, bool has_filter
         "give job_ids or a filter, not both (a filter would not narrow the ids)");
   }
   if (limit < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("limit must be >= 0 (0: no limit), got ", limit));
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit must be >= 0 (0: no limit), got ", limit));
   }
   return absl::OkStatus();
 }

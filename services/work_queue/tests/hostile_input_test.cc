@@ -1,10 +1,10 @@
 // What a careless or hostile client must not be able to do to the work queue (issue 13): a
 // selection that names ids and a filter, rates and limits outside reason, tenant weights without
 // bound, delays past any sense. Each refused call changes nothing.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
-
-#include <gtest/gtest.h>
 
 #include "services/work_queue/domain/queue_rules.h"
 #include "services/work_queue/tests/queue_fixture.h"
@@ -75,7 +75,8 @@ TEST_F(QueueHostileInputTest, TenantWeightsAreBoundedLikeTenants) {
   auto created = Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue("many", many, cb); });
   EXPECT_TRUE(absl::IsInvalidArgument(created.status())) << created.status();
   QueueConfigPatch long_name;
-  long_name.tenant_weights = std::map<std::string, int32_t>{{std::string(kMaxTenantBytes + 1, 't'), 5}};
+  long_name.tenant_weights =
+      std::map<std::string, int32_t>{{std::string(kMaxTenantBytes + 1, 't'), 5}};
   created = Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue("long", long_name, cb); });
   EXPECT_TRUE(absl::IsInvalidArgument(created.status())) << created.status();
   EXPECT_EQ(queue_->ListQueues().size(), 1u) << "only q exists";
