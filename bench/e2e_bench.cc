@@ -121,7 +121,7 @@ void OfferedLoad(Server& s, int rate) {
         const int64_t now = NowNs();
         for (const lpb::Record& r : resp.records()) {
           int64_t sent = 0;
-          absl::SimpleAtoi(r.value().substr(0, r.value().find(' ')), &sent);
+          if (!absl::SimpleAtoi(r.value().substr(0, r.value().find(' ')), &sent)) continue;
           read_latency[p].Record(static_cast<uint64_t>(std::max<int64_t>(0, now - sent)));
         }
         received.fetch_add(resp.records_size());

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config
+  build-essential cmake ninja-build ccache pkg-config clang
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev prometheus-cpp-dev libjemalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev libcli11-dev
@@ -16,6 +16,7 @@ PACKAGES=(
   nodejs curl
   prometheus docker-compose
 )
+# clang: the thread-safety check of the lock annotations (scripts/check-thread-safety.sh).
 # prometheus: promtool for the alert rules; docker-compose: its schema check of
 # deploy/docker-compose.yml (`config` needs no container engine). See scripts/check-deploy.sh.
 if [ "${1:-}" = "--image" ]; then

@@ -65,7 +65,7 @@ class LogCleaner {
   void ApplyRetention(const std::shared_ptr<TopicState>& topic, int32_t partition,
                       const TopicConfig& config, absl::Time now);
   void Compact(const std::shared_ptr<TopicState>& topic, int32_t partition,
-               const TopicConfig& config, absl::Time now);
+               const TopicConfig& config, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
   // Re-reads the first record's append time after a cleanup removed the first records without
   // seeing the next one.
   void RefreshOldest(const std::shared_ptr<TopicState>& topic, int32_t partition);
