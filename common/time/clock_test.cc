@@ -19,37 +19,72 @@ TEST(FakeClock, MovesOnlyWhenTold) {
   EXPECT_EQ(clock.Now(), absl::FromUnixSeconds(7));
 }
 
-TEST(TimerQueue, RunsInDeadlineOrderAndHonoursCancel) {
-  TimerQueue timers;
+TEST(FakeClock, TheMonotonicReadingIgnoresWallClockSteps) {
+  FakeClock clock(absl::FromUnixSeconds(100));
+  const absl::Duration start = clock.Monotonic();
+  clock.Set(absl::FromUnixSeconds(1'000'000));  // NTP steps the wall clock forward...
+  clock.Advance(-absl::Hours(1));               // ...and back
+  EXPECT_EQ(clock.Monotonic(), start);
+  clock.Advance(absl::Seconds(3));
+  EXPECT_EQ(clock.Monotonic() - start, absl::Seconds(3));
+}
+
+TEST(SystemClock, TheMonotonicReadingNeverGoesBack) {
+  const Clock* clock = SystemClock::Get();
+  absl::Duration last = clock->Monotonic();
+  for (int i = 0; i < 1000; ++i) {
+    const absl::Duration now = clock->Monotonic();
+    EXPECT_GE(now, last);
+    last = now;
+  }
+}
+
+// Timers on a FakeClock fire when the clock passes them, in deadline order, and only then.
+TEST(TimerQueue, RunsInDeadlineOrderAsTheClockAdvancesAndHonoursCancel) {
+  FakeClock clock;
+  TimerQueue timers(&clock);
   absl::Mutex mu;
   std::vector<int> order;
-  absl::Notification done;
-  absl::Time base = absl::Now();
-  timers.Schedule(base + absl::Milliseconds(20), [&] {
+  absl::Notification first, second;
+  timers.ScheduleAfter(absl::Milliseconds(20), [&] {
     absl::MutexLock l(&mu);
     order.push_back(2);
-    done.Notify();
+    second.Notify();
   });
-  timers.Schedule(base, [&] {
+  timers.ScheduleAfter(absl::ZeroDuration(), [&] {
     absl::MutexLock l(&mu);
     order.push_back(1);
+    first.Notify();
   });
-  auto cancelled = timers.Schedule(base + absl::Milliseconds(5), [&] {
+  auto cancelled = timers.ScheduleAfter(absl::Milliseconds(5), [&] {
     absl::MutexLock l(&mu);
     order.push_back(99);
   });
   EXPECT_TRUE(timers.Cancel(cancelled));
   EXPECT_FALSE(timers.Cancel(cancelled));
-  done.WaitForNotification();
+  first.WaitForNotification();  // due at once
+  clock.Set(clock.Now() + absl::Hours(1));  // a wall-clock step fires nothing
+  clock.Advance(absl::Milliseconds(19));
+  EXPECT_FALSE(second.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+      << "19 ms of 20 have passed";
+  clock.Advance(absl::Milliseconds(1));
+  second.WaitForNotification();
   absl::MutexLock l(&mu);
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+TEST(TimerQueue, RealTimeTimersFireOnTheSystemClock) {
+  TimerQueue timers;
+  absl::Notification fired;
+  timers.ScheduleAfter(absl::Milliseconds(5), [&] { fired.Notify(); });
+  EXPECT_TRUE(fired.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
 TEST(TimerQueue, DestructorRunsPendingTimers) {
   std::atomic<int> ran{0};
   {
     TimerQueue timers;
-    timers.Schedule(absl::Now() + absl::Hours(1), [&] { ran++; });
+    timers.ScheduleAfter(absl::Hours(1), [&] { ran++; });
   }
   EXPECT_EQ(ran.load(), 1);
 }

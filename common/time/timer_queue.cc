@@ -1,12 +1,12 @@
 #include "common/time/timer_queue.h"
 
+#include <algorithm>
 #include <vector>
 
-#include "absl/time/clock.h"
 
 namespace conduit::time {
 
-TimerQueue::TimerQueue() : thread_([this] { Loop(); }) {}
+TimerQueue::TimerQueue(const Clock* clock) : clock_(clock), thread_([this] { Loop(); }) {}
 
 TimerQueue::~TimerQueue() {
   {
@@ -17,7 +17,8 @@ TimerQueue::~TimerQueue() {
   thread_.join();
 }
 
-TimerQueue::TimerId TimerQueue::Schedule(absl::Time deadline, std::function<void()> fn) {
+TimerQueue::TimerId TimerQueue::ScheduleAfter(absl::Duration delay, std::function<void()> fn) {
+  const absl::Duration deadline = clock_->Monotonic() + std::max(delay, absl::ZeroDuration());
   absl::MutexLock lock(&mu_);
   TimerId id = next_id_++;
   bool is_first = timers_.empty() || deadline < timers_.begin()->first.first;
@@ -44,9 +45,9 @@ void TimerQueue::Loop() {
       cv_.Wait(&mu_);
       continue;
     }
-    absl::Time next = timers_.begin()->first.first;
-    if (absl::Now() < next) {
-      cv_.WaitWithDeadline(&mu_, next);
+    const absl::Duration next = timers_.begin()->first.first;
+    if (clock_->Monotonic() < next) {
+      clock_->WaitUntil(&cv_, &mu_, next);
       continue;
     }
     auto node = timers_.extract(timers_.begin());

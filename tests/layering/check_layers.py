@@ -7,6 +7,8 @@
 - services/<svc>/storage/ may use RocksDB and protobuf, never gRPC or an api/ header.
 - services/<a>/ never includes services/<b>/ (only services/standalone hosts them all).
 - common/ never includes services/.
+- domain/ and storage/ never read the time themselves (absl::Now(), std::chrono clocks): time
+  comes from the injected Clock, so tests drive it.
 
 Usage: check_layers.py REPO_ROOT   (exit 1 and one line per violation when broken)
        check_layers.py --self-test (the checker catches each kind of violation)
@@ -17,6 +19,7 @@ import sys
 import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+CLOCK_READ = re.compile(r'absl::Now\(\)|(system|steady|high_resolution)_clock::now')
 
 # (pattern over the include path, why) per layer; "<" or '"' is part of the matched text.
 NOT_IN_DOMAIN = [
@@ -75,6 +78,13 @@ def check(root):
                 elif top == "services" and len(parts) > 3 and parts[2] == "storage":
                     rules = NOT_IN_STORAGE
                 reached = closure(root, path, cache) if rules else []
+                if rules:
+                    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+                        for number, line in enumerate(f, 1):
+                            code = line.split("//")[0]
+                            if CLOCK_READ.search(code):
+                                problems.append(f"{path}:{number}: {parts[2]}/ reads the time "
+                                                f"without the injected Clock: {line.strip()}")
                 for inc, via in reached:
                     for pattern, why in rules:
                         if pattern.search(inc):
@@ -105,6 +115,8 @@ def self_test():
         "services/a/api/service.h": '#include "services/b/domain/x.h"\n',
         "services/standalone/main.cc": '#include "services/a/api/service.h"\n',
         "common/up.h": '#include "services/a/domain/clean.h"\n',
+        "services/a/domain/clock.cc": 'int f() { return absl::ToUnixSeconds(absl::Now()); }\n'
+                                      '// absl::Now() in a comment is fine\n',
     }
     with tempfile.TemporaryDirectory() as root:
         for path, text in files.items():
@@ -113,7 +125,7 @@ def self_test():
                 f.write(text)
         problems = check(root)
     expected = ["direct.cc", "through.cc", "proto.cc", "api.cc", "store.cc",
-                "service.h: service a includes service b", "common/up.h"]
+                "service.h: service a includes service b", "common/up.h", "clock.cc:1:"]
     missing = [e for e in expected if not any(e in p for p in problems)]
     wrong = [p for p in problems if "clean.h:" in p or "standalone" in p or "rocksdb" in p.lower()
              and "store.cc" in p]

@@ -176,9 +176,9 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
     return;
   }
 
-  const absl::Time started = absl::Now();
+  const absl::Duration started = clock_->Monotonic();
   absl::Status status = store_->Write(writes, sync);
-  const absl::Duration latency = absl::Now() - started;
+  const absl::Duration latency = clock_->Monotonic() - started;
 
   if (!status.ok()) {
     for (auto& [part, s] : ctx.staged_) part->next_offset = s.next_offset_before;
@@ -282,9 +282,9 @@ void AppendPipeline::SyncLoop() {
     if (unsynced_) {
       unsynced_ = false;
       mu_.Unlock();
-      const absl::Time started = absl::Now();
+      const absl::Duration started = clock_->Monotonic();
       absl::Status s = store_->SyncWal();
-      observer_->OnWalSynced(absl::Now() - started);
+      observer_->OnWalSynced(clock_->Monotonic() - started);
       mu_.Lock();
       if (!s.ok()) unsynced_ = true;  // try again next period
     }

@@ -22,6 +22,7 @@ Broker::Broker(LogStore* store, const time::Clock* clock, BrokerObserver* observ
                BrokerOptions options)
     : store_(store),
       clock_(clock),
+      timers_(clock),
       observer_(observer),
       options_(options),
       producers_(store),

@@ -62,7 +62,7 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   wait->part_ = &part;
   wait->waiter_id_ = next_waiter_id_.fetch_add(1);
   wait->read_ = [this, topic, args, done]() { StartRead(topic, args, done); };
-  wait->timer_.store(timers_.Schedule(absl::Now() + args.max_wait, [wait] { wait->Fire(); }));
+  wait->timer_.store(timers_.ScheduleAfter(args.max_wait, [wait] { wait->Fire(); }));
   // The caller learns of the wait before anything can complete it.
   if (on_wait) on_wait(wait);
   bool read_now = false;

@@ -148,11 +148,21 @@ TEST_F(BrokerTest, LongPollWakesOnAppendNotOnTimeout) {
   EXPECT_EQ(*result->records[0].data.value, "wake");
 }
 
-TEST_F(BrokerTest, LongPollTimesOutEmpty) {
+TEST_F(BrokerTest, LongPollTimesOutEmptyWhenItsWaitHasPassedOnTheClock) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
   FetchArgs args{"t", 0, 0};
   args.max_wait = absl::Milliseconds(20);
-  auto result = Fetch(args);
+  absl::Notification done;
+  absl::StatusOr<FetchResult> result;
+  ASSERT_TRUE(broker_->Fetch(args, [&](auto r) {
+    result = std::move(r);
+    done.Notify();
+  }).ok());
+  clock_.Set(clock_.Now() + absl::Hours(1));  // a wall-clock step does not end the wait
+  clock_.Advance(absl::Milliseconds(19));
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  clock_.Advance(absl::Milliseconds(1));
+  done.WaitForNotification();
   ASSERT_TRUE(result.ok());
   EXPECT_TRUE(result->records.empty());
 }

@@ -94,10 +94,10 @@ void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
   if (args.max_wait < absl::ZeroDuration() || args.max_wait > kMaxLeaseWait) {
     return done(absl::InvalidArgumentError("max_wait must be between 0 and 30s"));
   }
-  LeaseUntil(args, absl::Now() + args.max_wait, std::move(done));
+  LeaseUntil(args, clock_->Monotonic() + args.max_wait, std::move(done));
 }
 
-void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
+void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
                            Callback<std::vector<Job>> done) {
   absl::ReleasableMutexLock lock(&mu_);
   auto found = FindForChange(args.queue);
@@ -108,18 +108,18 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
   write.queue_id = q.meta.id;
   RunDue(q, now, &write);
   std::vector<Job> jobs = TakeReady(q, args, now, &write);
-  if (jobs.empty() && absl::Now() < real_deadline && !shutting_down_.load()) {
+  if (jobs.empty() && clock_->Monotonic() < deadline && !shutting_down_.load()) {
     // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first retries
     // (the other finds the waiter gone).
     const uint64_t id = next_waiter_id_++;
     auto fired = std::make_shared<std::atomic<bool>>(false);
-    auto retry = [this, args, real_deadline, done, fired]() {
+    auto retry = [this, args, deadline, done, fired]() {
       if (fired->exchange(true)) return;
-      LeaseUntil(args, real_deadline, done);
+      LeaseUntil(args, deadline, done);
     };
     q.waiters.emplace(id, retry);
     const std::string queue = args.queue;
-    timers_.Schedule(real_deadline, [this, queue, id, retry]() mutable {
+    timers_.ScheduleAfter(deadline - clock_->Monotonic(), [this, queue, id, retry]() mutable {
       {
         absl::MutexLock lock(&mu_);
         auto q = Find(queue);
@@ -150,7 +150,7 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Time real_deadline,
 
 void WorkQueue::WakeWaiters(Queue& q) {
   // Retried from the timer thread: never call back into the domain under mu_.
-  for (auto& [id, waiter] : q.waiters) timers_.Schedule(absl::InfinitePast(), std::move(waiter));
+  for (auto& [id, waiter] : q.waiters) timers_.ScheduleAfter(absl::ZeroDuration(), std::move(waiter));
   q.waiters.clear();
 }
 

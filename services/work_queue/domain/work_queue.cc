@@ -18,6 +18,7 @@ WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptio
                      QueueObserver* observer)
     : store_(store),
       clock_(clock),
+      timers_(clock),
       options_(options),
       observer_(observer ? observer : &default_observer_),
       log_("queue", [store](const std::vector<const QueueWrite*>& writes) {
@@ -175,7 +176,7 @@ void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
   write.drop_queue = true;
-  for (auto& [id, waiter] : (*q)->waiters) timers_.Schedule(absl::Now(), std::move(waiter));
+  for (auto& [id, waiter] : (*q)->waiters) timers_.ScheduleAfter(absl::ZeroDuration(), std::move(waiter));
   observer_->OnQueueDeleted(name);
   queues_.erase(name);
   Commit(std::move(write), [done](absl::Status s) {

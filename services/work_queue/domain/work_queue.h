@@ -245,7 +245,7 @@ class WorkQueue {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Commit(QueueWrite write, std::function<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LeaseUntil(LeaseArgs args, absl::Time real_deadline, Callback<std::vector<Job>> done);
+  void LeaseUntil(LeaseArgs args, absl::Duration deadline, Callback<std::vector<Job>> done);
   // The clock, truncated to the microseconds that are persisted, so memory and disk agree.
   absl::Time Now() const;
   // Answers `status` through the commit log: after every earlier change is durable, and outside

@@ -21,7 +21,10 @@ absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(const
 }
 
 RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db)
-    : db_(std::move(db)), audit_seq_(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))) {
+    // Audit entries of one queue and microsecond are told apart by this sequence. RocksDB's
+    // own sequence number has advanced by at least one for every audit entry written before
+    // this open, so starting from it never reuses a key (and needs no wall clock).
+    : db_(std::move(db)), audit_seq_(db_.db()->GetLatestSequenceNumber() + 1) {
   queues_ = db_.Find(keys::kQueuesCf);
   jobs_ = db_.Find(keys::kJobsCf);
   idempotency_ = db_.Find(keys::kIdempotencyCf);

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/notification.h"
+
 #include "services/work_queue/domain/queue_rules.h"
 #include "services/work_queue/tests/queue_fixture.h"
 
@@ -292,6 +294,37 @@ TEST_F(WorkQueueTest, AfterAStorageFailureNothingChangesUntilRestart) {
   auto leased = Lease("q");
   ASSERT_EQ(leased->size(), 1u);
   EXPECT_EQ((*leased)[0].payload, "a");
+}
+
+// A lease long-poll waits on the injected clock's monotonic reading: it ends when max_wait has
+// passed there, not when the wall clock is stepped, and an enqueue ends it sooner.
+TEST_F(WorkQueueTest, ALeaseLongPollEndsWhenItsWaitHasPassedOnTheClock) {
+  Create("q");
+  LeaseArgs args{"q", "w1", 1, std::nullopt, absl::Seconds(5)};
+  absl::Notification done;
+  absl::StatusOr<std::vector<Job>> result;
+  queue_->Lease(args, [&](absl::StatusOr<std::vector<Job>> r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  clock_.Set(clock_.Now() + absl::Hours(2));
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  clock_.Advance(absl::Seconds(1));
+  done.WaitForNotification();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->empty());
+
+  absl::Notification woken;
+  queue_->Lease(args, [&](absl::StatusOr<std::vector<Job>> r) {
+    result = std::move(r);
+    woken.Notify();
+  });
+  ASSERT_TRUE(Enqueue("q", {JobFor("wake")}).ok());
+  woken.WaitForNotification();  // without advancing the clock
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->size(), 1u);
+  EXPECT_EQ((*result)[0].payload, "wake");
 }
 
 }  // namespace
