@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
+#include "common/time/periodic_task.h"
 #include "common/time/timer_queue.h"
 
 namespace conduit::time {
@@ -87,6 +88,33 @@ TEST(TimerQueue, DestructorRunsPendingTimers) {
     timers.ScheduleAfter(absl::Hours(1), [&] { ran++; });
   }
   EXPECT_EQ(ran.load(), 1);
+}
+
+// The one periodic loop: on a FakeClock it runs when the clock passes each interval, never
+// before, and a wall-clock step does not run it.
+TEST(PeriodicTask, RunsEachTimeTheClockPassesAnInterval) {
+  FakeClock clock;
+  absl::Mutex mu;
+  int runs = 0;
+  absl::CondVar ran;
+  auto wait_for = [&](int n) {
+    absl::MutexLock l(&mu);
+    while (runs < n) ran.WaitWithTimeout(&mu, absl::Seconds(10));
+    return runs;
+  };
+  PeriodicTask task(&clock, absl::Seconds(5), [&] {
+    absl::MutexLock l(&mu);
+    ++runs;
+    ran.SignalAll();
+  });
+  clock.Set(clock.Now() + absl::Hours(1));
+  clock.Advance(absl::Seconds(4));
+  absl::SleepFor(absl::Milliseconds(30));  // a chance to run early, if it would
+  EXPECT_EQ(task.runs(), 0);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(wait_for(1), 1);
+  clock.Advance(absl::Seconds(5));
+  EXPECT_EQ(wait_for(2), 2);
 }
 
 }  // namespace

@@ -32,33 +32,20 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
   node->service_ =
       std::make_unique<api::CoordinatorService>(node->coordinator_.get(), node->executor_.get());
   if (options.run_sweeper) {
+    // Apart: a lag pass may wait on a slow broker, and session expiry must not wait for it.
     GroupCoordinator* c = node->coordinator_.get();
-    node->sweeper_ = std::thread(
-        [n = node.get(), c, options] { n->RunEvery(options.sweep_interval, [c] { c->Sweep(); }); });
-    node->lag_sampler_ = std::thread([n = node.get(), c, options] {
-      n->RunEvery(options.lag_interval, [c] { c->SampleLag(); });
-    });
+    node->sweeper_ =
+        std::make_unique<time::PeriodicTask>(clock, options.sweep_interval, [c] { c->Sweep(); });
+    node->lag_sampler_ = std::make_unique<time::PeriodicTask>(clock, options.lag_interval,
+                                                              [c] { c->SampleLag(); });
   }
   return node;
 }
 
 CoordinatorNode::~CoordinatorNode() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (sweeper_.joinable()) sweeper_.join();
-  if (lag_sampler_.joinable()) lag_sampler_.join();
+  sweeper_.reset();
+  lag_sampler_.reset();
   executor_.reset();  // finishes queued calls while the coordinator still exists
-}
-
-void CoordinatorNode::RunEvery(absl::Duration interval, const std::function<void()>& work) {
-  absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) {
-    mu_.Unlock();
-    work();
-    mu_.Lock();
-  }
 }
 
 grpc_util::ServerComponent CoordinatorNode::Component() {

@@ -3,13 +3,13 @@
 #include <memory>
 #include <string>
 #include <functional>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/executor/bounded_executor.h"
 #include "common/grpc/server_main.h"
 #include "common/time/clock.h"
+#include "common/time/periodic_task.h"
 #include "services/coordinator/api/coordinator_metrics.h"
 #include "services/coordinator/api/coordinator_service.h"
 #include "services/coordinator/broker/grpc_topic_source.h"
@@ -50,8 +50,6 @@ class CoordinatorNode {
 
  private:
   CoordinatorNode() = default;
-  // Runs `work` every `interval` until the node stops.
-  void RunEvery(absl::Duration interval, const std::function<void()>& work);
 
   std::unique_ptr<RocksDbCoordinatorStore> store_;
   std::unique_ptr<GrpcTopicSource> topics_;
@@ -59,10 +57,8 @@ class CoordinatorNode {
   std::unique_ptr<GroupCoordinator> coordinator_;
   std::unique_ptr<executor::BoundedExecutor> executor_;
   std::unique_ptr<api::CoordinatorService> service_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread sweeper_;      // session expiry, topic changes
-  std::thread lag_sampler_;  // lag metrics (may wait on the broker)
+  std::unique_ptr<time::PeriodicTask> sweeper_;      // session expiry, topic changes
+  std::unique_ptr<time::PeriodicTask> lag_sampler_;  // lag metrics (may wait on the broker)
 };
 
 }  // namespace conduit::coordinator

@@ -30,13 +30,7 @@ Broker::Broker(LogStore* store, const time::Clock* clock, BrokerObserver* observ
       pipeline_(store, observer, clock, &producers_, options.pipeline),
       cleaner_(store, &pipeline_, clock, observer, options.cleaner) {}
 
-Broker::~Broker() {
-  {
-    absl::MutexLock lock(&maintenance_mu_);
-    stopping_ = true;
-  }
-  if (maintenance_.joinable()) maintenance_.join();
-}
+Broker::~Broker() { maintenance_.reset(); }  // before the members its runs use
 
 absl::Status Broker::Recover() {
   if (auto s = producers_.Recover(); !s.ok()) return s;
@@ -87,7 +81,8 @@ absl::Status Broker::Recover() {
   }
   pipeline_.SetLastAppendTime(latest_append);
   if (options_.maintenance_interval > absl::ZeroDuration()) {
-    maintenance_ = std::thread([this] { MaintenanceLoop(); });
+    maintenance_ = std::make_unique<time::PeriodicTask>(clock_, options_.maintenance_interval,
+                                                        [this] { RunMaintenance(); });
   }
   return absl::OkStatus();
 }
@@ -206,16 +201,6 @@ absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
 }
 
 void Broker::RunMaintenance() { cleaner_.RunOnce(TopicsSnapshot()); }
-
-void Broker::MaintenanceLoop() {
-  absl::MutexLock lock(&maintenance_mu_);
-  while (!maintenance_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                                           options_.maintenance_interval)) {
-    maintenance_mu_.Unlock();
-    RunMaintenance();
-    maintenance_mu_.Lock();
-  }
-}
 
 absl::StatusOr<std::shared_ptr<TopicState>> Broker::FindTopic(const std::string& name) const {
   absl::MutexLock lock(&mu_);

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "common/executor/bounded_executor.h"
 #include "common/time/clock.h"
+#include "common/time/periodic_task.h"
 #include "common/time/timer_queue.h"
 #include "services/log_broker/domain/append_pipeline.h"
 #include "services/log_broker/domain/log_cleaner.h"
@@ -183,7 +184,6 @@ class Broker {
   std::atomic<uint64_t> next_waiter_id_{1};
 
   std::vector<std::shared_ptr<TopicState>> TopicsSnapshot() const;
-  void MaintenanceLoop();
 
   ProducerRegistry producers_;
   // Destroyed in reverse order: the maintenance thread first, then the pipeline (completing
@@ -193,9 +193,7 @@ class Broker {
   time::TimerQueue timers_;
   AppendPipeline pipeline_;
   LogCleaner cleaner_;
-  absl::Mutex maintenance_mu_;
-  bool stopping_ ABSL_GUARDED_BY(maintenance_mu_) = false;
-  std::thread maintenance_;
+  std::unique_ptr<time::PeriodicTask> maintenance_;  // unset when maintenance_interval is 0
 };
 
 }  // namespace conduit::log_broker

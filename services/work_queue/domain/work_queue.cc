@@ -27,11 +27,7 @@ WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptio
 
 WorkQueue::~WorkQueue() {
   shutting_down_.store(true);  // long-polls answer at once instead of waiting again
-  {
-    absl::MutexLock lock(&scheduler_mu_);
-    stopping_ = true;
-  }
-  if (scheduler_.joinable()) scheduler_.join();
+  scheduler_.reset();
 }
 
 absl::Time WorkQueue::Now() const { return absl::FromUnixMicros(absl::ToUnixMicros(clock_->Now())); }
@@ -68,7 +64,8 @@ absl::Status WorkQueue::Recover() {
     }
   }
   if (options_.scheduler_interval > absl::ZeroDuration()) {
-    scheduler_ = std::thread([this] { SchedulerLoop(); });
+    scheduler_ = std::make_unique<time::PeriodicTask>(clock_, options_.scheduler_interval,
+                                                      [this] { RunScheduler(); });
   }
   return absl::OkStatus();
 }
@@ -323,13 +320,5 @@ void WorkQueue::RunScheduler() {
   }
 }
 
-void WorkQueue::SchedulerLoop() {
-  absl::MutexLock lock(&scheduler_mu_);
-  while (!scheduler_mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.scheduler_interval)) {
-    scheduler_mu_.Unlock();
-    RunScheduler();
-    scheduler_mu_.Lock();
-  }
-}
 
 }  // namespace conduit::work_queue

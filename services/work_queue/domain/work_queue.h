@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/time/clock.h"
+#include "common/time/periodic_task.h"
 #include "common/time/timer_queue.h"
 #include "common/commit/commit_log.h"
 #include "services/work_queue/domain/job.h"
@@ -256,7 +257,6 @@ class WorkQueue {
       done(s.ok() ? status : s);
     });
   }
-  void SchedulerLoop();
 
   QueueStore* const store_;
   const time::Clock* const clock_;
@@ -274,9 +274,7 @@ class WorkQueue {
   commit::CommitLog<QueueWrite> log_;
   std::atomic<bool> shutting_down_{false};
   time::TimerQueue timers_;
-  absl::Mutex scheduler_mu_;
-  bool stopping_ ABSL_GUARDED_BY(scheduler_mu_) = false;
-  std::thread scheduler_;
+  std::unique_ptr<time::PeriodicTask> scheduler_;  // unset when scheduler_interval is 0
 };
 
 }  // namespace conduit::work_queue
