@@ -12,9 +12,9 @@ namespace conduit::coordinator::api {
 using grpc_util::ToGrpcStatus;
 
 template <typename Work>
-grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* ctx,
-                                                  const google::protobuf::Message& request,
-                                                  Work work) {
+grpc::ServerUnaryReactor* CoordinatorService::RunAsync(grpc::CallbackServerContext* ctx,
+                                                       const google::protobuf::Message& request,
+                                                       Work work) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
@@ -29,7 +29,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* c
                                        "nothing was changed"));
           return;
         }
-        reactor->Finish(ToGrpcStatus(work(deadline)));
+        work(deadline, reactor);
       })) {
     reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                  "the coordinator is overloaded; retry with backoff"));
@@ -37,18 +37,31 @@ grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* c
   return reactor;
 }
 
+template <typename Work>
+grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* ctx,
+                                                  const google::protobuf::Message& request,
+                                                  Work work) {
+  return RunAsync(ctx, request,
+                  [work = std::move(work)](absl::Time deadline,
+                                           grpc::ServerUnaryReactor* reactor) mutable {
+                    reactor->Finish(ToGrpcStatus(work(deadline)));
+                  });
+}
+
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* ctx,
                                                         const pb::HeartbeatRequest* req,
                                                         pb::HeartbeatResponse* resp) {
-  return Run(ctx, *req, [this, req, resp, peer = ctx->peer()](absl::Time deadline) -> absl::Status {
-    auto in = FromProto(*req, peer);
-    if (!in.ok()) return in.status();
-    in->deadline = deadline;
-    auto out = coordinator_->Heartbeat(*in);
-    if (!out.ok()) return out.status();
-    ToProto(*out, resp);
-    return absl::OkStatus();
-  });
+  return RunAsync(ctx, *req,
+                  [this, req, resp, peer = ctx->peer()](absl::Time deadline,
+                                                        grpc::ServerUnaryReactor* reactor) {
+                    auto in = FromProto(*req, peer);
+                    if (!in.ok()) return reactor->Finish(ToGrpcStatus(in.status()));
+                    in->deadline = deadline;
+                    coordinator_->Heartbeat(*in, [resp, reactor](auto out) {
+                      if (out.ok()) ToProto(*out, resp);
+                      reactor->Finish(ToGrpcStatus(out.status()));
+                    });
+                  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerContext* ctx,
@@ -62,7 +75,10 @@ grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServerContext* ctx,
                                                             const pb::CommitOffsetsRequest* req,
                                                             pb::CommitOffsetsResponse*) {
-  return Run(ctx, *req, [this, req](absl::Time) { return coordinator_->Commit(FromProto(*req)); });
+  return RunAsync(ctx, *req, [this, req](absl::Time, grpc::ServerUnaryReactor* reactor) {
+    coordinator_->Commit(FromProto(*req),
+                         [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::FetchOffsets(grpc::CallbackServerContext* ctx,

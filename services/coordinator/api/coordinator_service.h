@@ -48,6 +48,12 @@ class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
   template <typename Work>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx,
                                 const google::protobuf::Message& request, Work work);
+  // The same, for work that finishes the reactor itself: `work(deadline, reactor)` returns once
+  // its change is queued, and the commit log's callback finishes the call when it is durable,
+  // so no executor thread waits for an fsync.
+  template <typename Work>
+  grpc::ServerUnaryReactor* RunAsync(grpc::CallbackServerContext* ctx,
+                                     const google::protobuf::Message& request, Work work);
 
   GroupCoordinator* const coordinator_;
   executor::BoundedExecutor* const executor_;

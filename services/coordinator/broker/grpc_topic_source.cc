@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
+#include "services/coordinator/domain/await.h"
 
 namespace conduit::coordinator {
 
@@ -43,17 +44,8 @@ absl::Status FromBroker(const grpc::Status& status, const char* what) {
 }
 }  // namespace
 
-absl::StatusOr<std::vector<PartitionMarks>> GrpcTopicSource::Describe(const std::string& topic) {
-  auto stub = Stub();
-  if (!stub.ok()) return stub.status();
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
-  lpb::DescribeTopicRequest req;
-  req.set_name(topic);
-  lpb::DescribeTopicResponse resp;
-  if (grpc::Status s = (*stub)->DescribeTopic(&ctx, req, &resp); !s.ok()) {
-    return FromBroker(s, "DescribeTopic");
-  }
+namespace {
+std::vector<PartitionMarks> MarksOf(const lpb::DescribeTopicResponse& resp) {
   std::vector<PartitionMarks> out;
   for (const lpb::PartitionInfo& p : resp.partitions()) {
     PartitionMarks m;
@@ -66,6 +58,31 @@ absl::StatusOr<std::vector<PartitionMarks>> GrpcTopicSource::Describe(const std:
     out.push_back(m);
   }
   return out;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<PartitionMarks>> GrpcTopicSource::Describe(const std::string& topic) {
+  return Await<absl::StatusOr<std::vector<PartitionMarks>>>(
+      [&](auto done) { DescribeAsync(topic, std::move(done)); });
+}
+
+void GrpcTopicSource::DescribeAsync(const std::string& topic, MarksCallback done) {
+  auto stub = Stub();
+  if (!stub.ok()) return done(stub.status());
+  struct Call {
+    grpc::ClientContext ctx;
+    lpb::DescribeTopicRequest req;
+    lpb::DescribeTopicResponse resp;
+  };
+  auto call = std::make_shared<Call>();
+  SetDeadline(&call->ctx);
+  call->req.set_name(topic);
+  (*stub)->async()->DescribeTopic(
+      &call->ctx, &call->req, &call->resp,
+      [call, stub = *stub, done = std::move(done)](grpc::Status s) {
+        if (!s.ok()) return done(FromBroker(s, "DescribeTopic"));
+        done(MarksOf(call->resp));
+      });
 }
 
 absl::StatusOr<int64_t> GrpcTopicSource::OffsetForTime(const std::string& topic, int32_t partition,

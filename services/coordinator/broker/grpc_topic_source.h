@@ -21,6 +21,8 @@ class GrpcTopicSource final : public TopicSource {
   void SetAddress(const std::string& address);
 
   absl::StatusOr<std::vector<PartitionMarks>> Describe(const std::string& topic) override;
+  // Over gRPC's callback API: `done` runs on a gRPC thread when the broker answers.
+  void DescribeAsync(const std::string& topic, MarksCallback done) override;
   absl::StatusOr<int64_t> OffsetForTime(const std::string& topic, int32_t partition,
                                         absl::Time at) override;
   absl::StatusOr<std::optional<absl::Time>> AppendTimeAt(const std::string& topic,

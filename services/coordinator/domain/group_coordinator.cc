@@ -4,14 +4,28 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "services/coordinator/domain/validation.h"
 
 namespace conduit::coordinator {
 
+// A queued write's outcome: waited for (Wait), or handed to a continuation (Then) that runs on
+// the commit log's thread when the write is durable, or at once if it already is.
 struct GroupCoordinator::Waiter {
-  absl::Notification done;
-  absl::Status status;
+  void Finish(absl::Status s) {
+    std::function<void(absl::Status)> then_fn;
+    {
+      absl::MutexLock lock(&mu);
+      done = true;
+      status = s;
+      then_fn = std::move(then);
+    }
+    if (then_fn) then_fn(std::move(s));
+  }
+
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::function<void(absl::Status)> then ABSL_GUARDED_BY(mu);
 };
 
 const char* GroupStateName(GroupState state) {
@@ -130,16 +144,31 @@ std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitWrite(Coordina
   // The group outlives the write: the callback holds it.
   log_.Submit(std::move(write), [waiter, g = std::move(inflight)](absl::Status s) {
     if (g) g->inflight.fetch_sub(1);
-    waiter->status = std::move(s);
-    waiter->done.Notify();
+    waiter->Finish(std::move(s));
   });
   return waiter;
 }
 
 absl::Status GroupCoordinator::Wait(const std::shared_ptr<Waiter>& waiter) {
   if (!waiter) return absl::OkStatus();
-  waiter->done.WaitForNotification();
+  absl::MutexLock lock(&waiter->mu);
+  waiter->mu.Await(absl::Condition(&waiter->done));
   return waiter->status;
+}
+
+void GroupCoordinator::Then(const std::shared_ptr<Waiter>& waiter,
+                            std::function<void(absl::Status)> fn) {
+  if (!waiter) return fn(absl::OkStatus());
+  absl::Status status;
+  {
+    absl::MutexLock lock(&waiter->mu);
+    if (!waiter->done) {
+      waiter->then = std::move(fn);
+      return;
+    }
+    status = waiter->status;
+  }
+  fn(std::move(status));
 }
 
 std::vector<GroupListing> GroupCoordinator::List() {
@@ -218,29 +247,62 @@ absl::btree_map<std::string, int32_t> GroupCoordinator::CountsForLocked(Group& g
   return out;
 }
 
-absl::Status GroupCoordinator::CheckWithinLog(const std::vector<CommitInput::Entry>& entries) {
-  absl::flat_hash_map<std::string, std::vector<PartitionMarks>> marks_of;
-  for (const CommitInput::Entry& e : entries) {
-    auto it = marks_of.find(e.tp.topic);
-    if (it == marks_of.end()) {
-      auto marks = topic_cache_.Fresh(e.tp.topic);
-      if (!marks.ok()) return marks.status();
-      it = marks_of.emplace(e.tp.topic, *std::move(marks)).first;
-    }
-    const std::vector<PartitionMarks>& marks = it->second;
-    if (e.tp.partition >= static_cast<int32_t>(marks.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("topic '", e.tp.topic, "' has ", marks.size(),
-                                                     " partitions; there is no partition ",
-                                                     e.tp.partition));
-    }
-    const int64_t hwm = marks[e.tp.partition].high_watermark;
-    if (e.offset > hwm) {
-      return absl::OutOfRangeError(absl::StrCat("offset ", e.offset, " of ", e.tp.topic, "/",
-                                                e.tp.partition, " is beyond the high watermark ",
-                                                hwm));
-    }
+namespace {
+
+absl::Status WithinMarks(const CommitInput::Entry& e, const std::vector<PartitionMarks>& marks) {
+  if (e.tp.partition >= static_cast<int32_t>(marks.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("topic '", e.tp.topic, "' has ", marks.size(),
+                                                   " partitions; there is no partition ",
+                                                   e.tp.partition));
+  }
+  const int64_t hwm = marks[e.tp.partition].high_watermark;
+  if (e.offset > hwm) {
+    return absl::OutOfRangeError(absl::StrCat("offset ", e.offset, " of ", e.tp.topic, "/",
+                                              e.tp.partition, " is beyond the high watermark ",
+                                              hwm));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+void GroupCoordinator::CheckWithinLog(const std::vector<CommitInput::Entry>& entries,
+                                      std::function<void(absl::Status)> done) {
+  // One question per distinct topic; the last answer to arrive judges every entry.
+  struct Pending {
+    absl::Mutex mu;
+    size_t left ABSL_GUARDED_BY(mu) = 0;
+    absl::Status failed ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<std::string, std::vector<PartitionMarks>> marks ABSL_GUARDED_BY(mu);
+  };
+  auto pending = std::make_shared<Pending>();
+  absl::btree_set<std::string> topics;
+  for (const CommitInput::Entry& e : entries) topics.insert(e.tp.topic);
+  {
+    absl::MutexLock lock(&pending->mu);
+    pending->left = topics.size();
+  }
+  auto judge = [entries, done = std::move(done)](Pending& p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!p.failed.ok()) return done(p.failed);
+    for (const CommitInput::Entry& e : entries) {
+      if (auto s = WithinMarks(e, p.marks.at(e.tp.topic)); !s.ok()) return done(s);
+    }
+    done(absl::OkStatus());
+  };
+  for (const std::string& topic : topics) {
+    topic_cache_.FreshAsync(topic, [pending, topic, judge](auto marks) {
+      {
+        absl::MutexLock lock(&pending->mu);
+        if (!marks.ok()) {
+          if (pending->failed.ok()) pending->failed = marks.status();
+        } else {
+          pending->marks[topic] = *std::move(marks);
+        }
+        if (--pending->left > 0) return;
+      }
+      judge(*pending);  // every answer is in: nobody else touches `pending` now
+    });
+  }
 }
 
 absl::Status GroupCoordinator::DeletedMeanwhile() {

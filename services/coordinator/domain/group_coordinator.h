@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/commit/commit_log.h"
 #include "common/time/clock.h"
+#include "services/coordinator/domain/await.h"
 #include "services/coordinator/domain/coordinator_store.h"
 #include "services/coordinator/domain/topic_cache.h"
 #include "services/coordinator/domain/topic_source.h"
@@ -164,9 +166,15 @@ class GroupCoordinator {
   // Loads groups, members and offsets. Members get a fresh session (now + timeout).
   absl::Status Recover();
 
+  // Heartbeat and Commit come in two forms: the callback one, which returns once the change is
+  // queued and calls `done` when it is durable (on the commit log's thread, or at once for a
+  // refusal), so no thread waits for the fsync; and a blocking one over it.
   absl::StatusOr<HeartbeatOutput> Heartbeat(const HeartbeatInput& in);
+  void Heartbeat(const HeartbeatInput& in,
+                 std::function<void(absl::StatusOr<HeartbeatOutput>)> done);
   absl::Status Leave(const std::string& group_id, const std::string& member_id);
   absl::Status Commit(const CommitInput& in);
+  void Commit(const CommitInput& in, std::function<void(absl::Status)> done);
   absl::StatusOr<std::vector<OffsetRecord>> FetchOffsets(const std::string& group_id,
                                                          const std::vector<std::string>& topics);
   absl::StatusOr<GroupDescription> Describe(const std::string& group_id);
@@ -232,6 +240,15 @@ class GroupCoordinator {
   // set, counts the write among its group's unfinished ones until then.
   std::shared_ptr<Waiter> SubmitWrite(CoordinatorWrite write, GroupPtr inflight);
   static absl::Status Wait(const std::shared_ptr<Waiter>& waiter);
+  // Runs `fn` with the write's outcome once it is durable (at once when `waiter` is null or the
+  // write already is).
+  static void Then(const std::shared_ptr<Waiter>& waiter, std::function<void(absl::Status)> fn);
+  // Everything of a commit (once its offsets are checked against the log) or a heartbeat up to
+  // queuing its write (in `queued`; null when nothing was written): the refusal, or OK / the
+  // heartbeat's answer once that write is durable.
+  absl::Status StartCommit(const CommitInput& in, std::shared_ptr<Waiter>* queued);
+  absl::StatusOr<HeartbeatOutput> StartHeartbeat(const HeartbeatInput& in,
+                                                 std::shared_ptr<Waiter>* queued);
 
   // Membership (membership.cc).
   void ExpireLocked(Group& g, absl::Time now, Change* change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
@@ -250,10 +267,11 @@ class GroupCoordinator {
   // not exist), else the ones the current target used. Looks up only `g`'s topics.
   absl::btree_map<std::string, int32_t> CountsForLocked(Group& g)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  // OK when every entry's offset is at most its partition's high watermark, as the broker
-  // says now (one question per topic): a deleted topic refuses commits at once (NOT_FOUND), and
-  // one recreated since is told by its new marks.
-  absl::Status CheckWithinLog(const std::vector<CommitInput::Entry>& entries);
+  // Calls `done` with OK when every entry's offset is at most its partition's high watermark, as
+  // the broker says now (one question per topic, asked without blocking): a deleted topic
+  // refuses commits at once (NOT_FOUND), and one recreated since is told by its new marks.
+  void CheckWithinLog(const std::vector<CommitInput::Entry>& entries,
+                      std::function<void(absl::Status)> done);
   // The status of a call that found its group deleted after looking it up.
   static absl::Status DeletedMeanwhile();
   // The status of a call whose deadline passed before it changed anything.

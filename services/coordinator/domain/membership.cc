@@ -72,6 +72,24 @@ absl::Status ValidateHeartbeat(const HeartbeatInput& in, const CoordinatorOption
 }  // namespace
 
 absl::StatusOr<HeartbeatOutput> GroupCoordinator::Heartbeat(const HeartbeatInput& in) {
+  return Await<absl::StatusOr<HeartbeatOutput>>(
+      [&](auto done) { Heartbeat(in, std::move(done)); });
+}
+
+void GroupCoordinator::Heartbeat(const HeartbeatInput& in,
+                                 std::function<void(absl::StatusOr<HeartbeatOutput>)> done) {
+  std::shared_ptr<Waiter> waiter;
+  absl::StatusOr<HeartbeatOutput> out = StartHeartbeat(in, &waiter);
+  // A refusal, too, is answered after what it wrote (an expiry) is durable.
+  Then(waiter, [this, out = std::move(out), done = std::move(done)](absl::Status s) mutable {
+    if (!s.ok()) return done(s);
+    if (out.ok()) observer_->OnHeartbeat();
+    done(std::move(out));
+  });
+}
+
+absl::StatusOr<HeartbeatOutput> GroupCoordinator::StartHeartbeat(
+    const HeartbeatInput& in, std::shared_ptr<Waiter>* queued) {
   if (auto s = ValidateHeartbeat(in, options_); !s.ok()) return s;
   if (auto s = log_.health(); !s.ok()) return s;
   // Partition counts for the assignor, asked outside any group mutex. An unknown topic has no
@@ -89,18 +107,12 @@ absl::StatusOr<HeartbeatOutput> GroupCoordinator::Heartbeat(const HeartbeatInput
                                               "' does not exist; join with member_epoch 0"));
     }
   }
-  std::shared_ptr<Waiter> waiter;
-  absl::StatusOr<HeartbeatOutput> out;
-  {
-    absl::MutexLock lock(&g->mu);
-    if (g->deleted) return DeletedMeanwhile();
-    Change change;
-    ExpireLocked(*g, clock_->Now(), &change);
-    out = HeartbeatLocked(*g, in, &change);
-    waiter = SubmitLocked(*g, std::move(change));
-  }
-  if (auto s = Wait(waiter); !s.ok()) return s;
-  observer_->OnHeartbeat();
+  absl::MutexLock lock(&g->mu);
+  if (g->deleted) return DeletedMeanwhile();
+  Change change;
+  ExpireLocked(*g, clock_->Now(), &change);
+  absl::StatusOr<HeartbeatOutput> out = HeartbeatLocked(*g, in, &change);
+  *queued = SubmitLocked(*g, std::move(change));
   return out;
 }
 

@@ -50,17 +50,33 @@ std::string Name(const TopicPartition& tp) { return absl::StrCat(tp.topic, "/", 
 }  // namespace
 
 absl::Status GroupCoordinator::Commit(const CommitInput& in) {
-  if (auto s = ValidateCommit(in); !s.ok()) return s;
-  if (auto s = log_.health(); !s.ok()) return s;
+  return Await<absl::Status>([&](auto done) { Commit(in, std::move(done)); });
+}
+
+void GroupCoordinator::Commit(const CommitInput& in, std::function<void(absl::Status)> done) {
+  if (auto s = ValidateCommit(in); !s.ok()) return done(s);
+  if (auto s = log_.health(); !s.ok()) return done(s);
   // The high watermark only grows, so checking it before taking the group's mutex is sound.
-  if (auto s = CheckWithinLog(in.entries); !s.ok()) return s;
+  CheckWithinLog(in.entries, [this, in, done = std::move(done)](absl::Status checked) {
+    if (!checked.ok()) return done(checked);
+    std::shared_ptr<Waiter> waiter;
+    if (auto s = StartCommit(in, &waiter); !s.ok()) return done(s);
+    Then(waiter, [this, group = in.group_id, done](absl::Status s) {
+      if (s.ok()) observer_->OnCommit(group);
+      done(s);
+    });
+  });
+}
+
+absl::Status GroupCoordinator::StartCommit(const CommitInput& in,
+                                           std::shared_ptr<Waiter>* queued) {
   GroupPtr g = in.member_id.empty() ? FindOrCreateGroup(in.group_id) : FindGroup(in.group_id);
   if (!g) {  // (not counted per group: the label would take any id a caller sends)
     return absl::NotFoundError(absl::StrCat("group '", in.group_id, "' does not exist"));
   }
   std::string rejected;  // the reason label, when rejected
   absl::Status result;
-  std::shared_ptr<Waiter> waiter;
+  std::shared_ptr<Waiter>& waiter = *queued;
   {
     absl::MutexLock lock(&g->mu);
     if (g->deleted) return DeletedMeanwhile();
@@ -115,10 +131,7 @@ absl::Status GroupCoordinator::Commit(const CommitInput& in) {
     waiter = SubmitLocked(*g, std::move(change));
   }
   if (!rejected.empty()) observer_->OnCommitRejected(in.group_id, rejected);
-  if (!result.ok()) return result;
-  if (auto s = Wait(waiter); !s.ok()) return s;
-  observer_->OnCommit(in.group_id);
-  return absl::OkStatus();
+  return result;
 }
 
 absl::StatusOr<std::vector<OffsetRecord>> GroupCoordinator::FetchOffsets(

@@ -1,6 +1,7 @@
 #include "services/coordinator/domain/topic_cache.h"
 
 #include "absl/strings/str_cat.h"
+#include "services/coordinator/domain/await.h"
 
 namespace conduit::coordinator {
 
@@ -27,40 +28,50 @@ absl::StatusOr<std::vector<PartitionMarks>> TopicCache::Get(const std::string& t
 }
 
 absl::StatusOr<std::vector<PartitionMarks>> TopicCache::Fresh(const std::string& topic) {
-  absl::MutexLock lock(&mu_);
-  std::shared_ptr<Flight> mine;
+  return Await<absl::StatusOr<std::vector<PartitionMarks>>>(
+      [&](auto done) { FreshAsync(topic, std::move(done)); });
+}
+
+void TopicCache::FreshAsync(const std::string& topic, TopicSource::MarksCallback done) {
+  std::shared_ptr<Flight> launch;
   {
+    absl::MutexLock lock(&mu_);
     Flights& f = flights_[topic];
     if (!f.next) f.next = std::make_shared<Flight>();
-    mine = f.next;
+    f.next->waiters.push_back(std::move(done));
+    // With a question on its way, this caller waits for the next one: the running one may
+    // have been answered before this call began.
+    if (f.running) return;
+    launch = LaunchLocked(topic);
   }
-  // Woken when `mine` landed, or when no question is on its way (then `mine` is the next one,
-  // and this caller asks it).
-  struct Wake {
-    TopicCache* cache;
-    const std::string* topic;
-    const Flight* mine;
-    static bool Ready(Wake* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      if (w->mine->done) return true;
-      auto it = w->cache->flights_.find(*w->topic);
-      return it == w->cache->flights_.end() || !it->second.running;
-    }
-  } wake{this, &topic, mine.get()};
-  mu_.Await(absl::Condition(&Wake::Ready, &wake));
-  if (mine->done) return mine->result;
+  Ask(topic, std::move(launch));
+}
 
-  flights_[topic].running = std::move(flights_[topic].next);
-  const absl::Time at = clock_->Now();
-  mu_.Unlock();
-  absl::StatusOr<std::vector<PartitionMarks>> result = source_->Describe(topic);
-  mu_.Lock();
-  StoreLocked(topic, result, at);
-  mine->result = result;
-  mine->done = true;
+std::shared_ptr<TopicCache::Flight> TopicCache::LaunchLocked(const std::string& topic) {
   Flights& f = flights_[topic];
-  f.running = nullptr;
-  if (!f.next) flights_.erase(topic);
-  return result;
+  f.running = true;
+  std::shared_ptr<Flight> flight = std::move(f.next);
+  flight->asked = clock_->Now();
+  return flight;
+}
+
+void TopicCache::Ask(const std::string& topic, std::shared_ptr<Flight> flight) {
+  source_->DescribeAsync(topic, [this, topic, flight](auto result) {
+    std::shared_ptr<Flight> next;
+    {
+      absl::MutexLock lock(&mu_);
+      StoreLocked(topic, result, flight->asked);
+      Flights& f = flights_[topic];
+      f.running = false;
+      if (f.next) {
+        next = LaunchLocked(topic);  // callers that came while this one was on its way
+      } else {
+        flights_.erase(topic);
+      }
+    }
+    for (auto& waiter : flight->waiters) waiter(result);
+    if (next) Ask(topic, std::move(next));
+  });
 }
 
 void TopicCache::StoreLocked(const std::string& topic,

@@ -38,6 +38,9 @@ class TopicCache {
   absl::StatusOr<std::vector<PartitionMarks>> Get(const std::string& topic);
   // The broker's marks of `topic`, from a question that started after this call did.
   absl::StatusOr<std::vector<PartitionMarks>> Fresh(const std::string& topic);
+  // The same without blocking: `done` runs with the answer (on the thread the broker's answer
+  // arrives on, or inline).
+  void FreshAsync(const std::string& topic, TopicSource::MarksCallback done);
   // The partition count the cache knows (0: the topic does not exist); unset when not cached.
   std::optional<int32_t> CachedCount(const std::string& topic);
   // Drops entries not in `keep` that are older than the refresh interval.
@@ -51,14 +54,18 @@ class TopicCache {
   };
   // One broker question and the callers waiting for its answer.
   struct Flight {
-    bool done = false;
-    absl::StatusOr<std::vector<PartitionMarks>> result;
+    std::vector<TopicSource::MarksCallback> waiters;
+    absl::Time asked;
   };
   struct Flights {
-    std::shared_ptr<Flight> running;  // on its way to the broker
-    std::shared_ptr<Flight> next;     // gathering callers; starts when `running` lands
+    bool running = false;          // a question is on its way to the broker
+    std::shared_ptr<Flight> next;  // gathering callers; asked when the running one lands
   };
 
+  // Takes the gathering flight of `topic` as the running one. The caller asks it (Ask) after
+  // releasing the mutex.
+  std::shared_ptr<Flight> LaunchLocked(const std::string& topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Ask(const std::string& topic, std::shared_ptr<Flight> flight) ABSL_LOCKS_EXCLUDED(mu_);
   void StoreLocked(const std::string& topic, const absl::StatusOr<std::vector<PartitionMarks>>& r,
                    absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

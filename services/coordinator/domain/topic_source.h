@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,8 +26,15 @@ class TopicSource {
  public:
   virtual ~TopicSource() = default;
 
+  using MarksCallback = std::function<void(absl::StatusOr<std::vector<PartitionMarks>>)>;
+
   // Every partition of `topic`, in order. NOT_FOUND for an unknown topic.
   virtual absl::StatusOr<std::vector<PartitionMarks>> Describe(const std::string& topic) = 0;
+  // The same without blocking the caller: `done` runs when the answer arrives (on another
+  // thread, or inline). By default it asks Describe inline.
+  virtual void DescribeAsync(const std::string& topic, MarksCallback done) {
+    done(Describe(topic));
+  }
   // The first offset whose append time is >= at (the high watermark if none).
   virtual absl::StatusOr<int64_t> OffsetForTime(const std::string& topic, int32_t partition,
                                                 absl::Time at) = 0;
