@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::client {
 
@@ -42,7 +43,7 @@ absl::StatusOr<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(
   }
   std::unique_ptr<GroupConsumer> c(
       new GroupConsumer(std::move(options), std::move(on_assigned), std::move(on_revoked)));
-  if (auto s = c->HeartbeatOnce(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(c->HeartbeatOnce());
   c->heartbeat_ = std::thread([raw = c.get()] { raw->HeartbeatLoop(); });
   return c;
 }

@@ -5,6 +5,7 @@
 #include "client/group_consumer.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::client {
 
@@ -177,7 +178,7 @@ absl::StatusOr<int> GroupConsumer::ProcessAndCommit(
     }
   }
   if (records->empty()) return 0;
-  if (auto s = Commit(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(Commit());
   return static_cast<int>(records->size());
 }
 

@@ -8,6 +8,7 @@
 #include <rocksdb/table.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::rocksdb_util {
 
@@ -38,7 +39,7 @@ absl::Status Scan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_
   for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size()));
        it->Valid() && it->key().starts_with(rocksdb::Slice(prefix.data(), prefix.size()));
        it->Next()) {
-    if (auto s = fn(it->key().ToStringView(), it->value().ToStringView()); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(fn(it->key().ToStringView(), it->value().ToStringView()));
   }
   return ToStatus(it->status(), context);
 }

@@ -1,9 +1,9 @@
 #include "services/coordinator/coordinator_node.h"
 
-
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/rocksdb/rocksdb_util.h"
+#include "common/status/status_macros.h"
 
 ABSL_FLAG(std::string, broker_address, "",
           "The log broker host:port the coordinator asks for offsets and append times (empty: "
@@ -18,7 +18,7 @@ namespace conduit::coordinator {
 absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
     const std::string& data_dir, prometheus::Registry& registry, const time::Clock* clock,
     CoordinatorNodeOptions options) {
-  if (auto s = rocksdb_util::CreateDataDir(data_dir); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<CoordinatorNode> node(new CoordinatorNode());
   auto store = RocksDbCoordinatorStore::Open(data_dir + "/coordinator");
   if (!store.ok()) return store.status();
@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
   node->metrics_ = std::make_unique<api::CoordinatorMetrics>(registry);
   node->coordinator_ = std::make_unique<GroupCoordinator>(
       node->store_.get(), node->topics_.get(), clock, options.coordinator, node->metrics_.get());
-  if (auto s = node->coordinator_->Recover(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(node->coordinator_->Recover());
   node->executor_ = std::make_unique<executor::BoundedExecutor>("coordinator", 16, 4096);
   node->service_ =
       std::make_unique<api::CoordinatorService>(node->coordinator_.get(), node->executor_.get());

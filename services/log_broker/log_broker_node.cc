@@ -1,9 +1,9 @@
 #include "services/log_broker/log_broker_node.h"
 
-
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/rocksdb/rocksdb_util.h"
+#include "common/status/status_macros.h"
 
 ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
           "How often the log broker applies retention, compaction and dedup expiry");
@@ -33,14 +33,14 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(const std::st
                                                                    prometheus::Registry& registry,
                                                                    const time::Clock* clock,
                                                                    BrokerOptions options) {
-  if (auto s = rocksdb_util::CreateDataDir(data_dir); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<LogBrokerNode> node(new LogBrokerNode());
   auto store = RocksDbLogStore::Open(data_dir + "/broker");
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
   node->metrics_ = std::make_unique<api::LogMetrics>(registry);
   node->broker_ = std::make_unique<Broker>(node->store_.get(), clock, node->metrics_.get(), options);
-  if (auto s = node->broker_->Recover(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(node->broker_->Recover());
   node->service_ = std::make_unique<api::LogService>(node->broker_.get(), node->metrics_.get());
   return node;
 }

@@ -1,8 +1,8 @@
 #include "services/work_queue/queue_node.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "common/rocksdb/rocksdb_util.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::work_queue {
 
@@ -10,7 +10,7 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
                                                            prometheus::Registry& registry,
                                                            const time::Clock* clock,
                                                            WorkQueueOptions options) {
-  if (auto s = rocksdb_util::CreateDataDir(data_dir); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<QueueNode> node(new QueueNode());
   auto store = RocksDbQueueStore::Open(data_dir + "/queue");
   if (!store.ok()) return store.status();
@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
   node->metrics_ = std::make_unique<api::QueueMetrics>(registry);
   node->queue_ =
       std::make_unique<WorkQueue>(node->store_.get(), clock, options, node->metrics_.get());
-  if (auto s = node->queue_->Recover(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(node->queue_->Recover());
   node->service_ = std::make_unique<api::QueueService>(node->queue_.get());
   return node;
 }

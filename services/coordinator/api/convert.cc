@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/grpc/proto_time.h"
+#include "common/status/status_macros.h"
 #include "services/coordinator/domain/validation.h"
 
 namespace conduit::coordinator::api {
@@ -35,10 +36,8 @@ absl::StatusOr<HeartbeatInput> FromProto(const pb::HeartbeatRequest& req, std::s
   size_t subscription_bytes = 0, owned = 0;
   for (const std::string& topic : req.subscribed_topics()) subscription_bytes += topic.size();
   for (const pb::TopicPartitions& t : req.owned_partitions()) owned += t.partitions_size();
-  if (auto s = ValidateHeartbeatSize(req.subscribed_topics_size(), subscription_bytes, owned);
-      !s.ok()) {
-    return s;
-  }
+  CONDUIT_RETURN_IF_ERROR(
+      ValidateHeartbeatSize(req.subscribed_topics_size(), subscription_bytes, owned));
   HeartbeatInput in;
   in.group_id = req.group_id();
   in.member_id = req.member_id();

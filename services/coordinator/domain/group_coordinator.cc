@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "services/coordinator/domain/validation.h"
 
 namespace conduit::coordinator {
@@ -112,7 +113,7 @@ GroupCoordinator::GroupPtr GroupCoordinator::FindOrCreateGroup(const std::string
 
 absl::StatusOr<GroupCoordinator::GroupPtr> GroupCoordinator::ExistingGroup(
     const std::string& group_id) {
-  if (auto s = ValidateId("group id", group_id); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateId("group id", group_id));
   GroupPtr g = FindGroup(group_id);
   if (!g) return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
   return g;
@@ -197,7 +198,7 @@ absl::Status GroupCoordinator::DeleteGroup(const std::string& group_id) {
   GroupPtr g = *found;
   std::shared_ptr<Waiter> waiter;
   {
-    if (auto s = log_.health(); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(log_.health());
     absl::MutexLock lock(&mu_);  // nobody may find the group while it goes
     absl::MutexLock glock(&g->mu);
     if (g->deleted) return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
@@ -228,7 +229,7 @@ absl::StatusOr<std::vector<AuditRecord>> GroupCoordinator::ListAudit(const std::
     absl::MutexLock lock(&(*found)->mu);
     barrier = BarrierLocked(**found);
   }
-  if (auto s = Wait(barrier); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(Wait(barrier));
   return store_->ListAudit(group_id, before_id, limit);
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "services/coordinator/domain/group_coordinator.h"
 
 namespace conduit::coordinator {
@@ -9,9 +10,9 @@ namespace conduit::coordinator {
 absl::StatusOr<GroupDescription> GroupCoordinator::Describe(const std::string& group_id) {
   auto found = ExistingGroup(group_id);
   if (!found.ok()) return found.status();
-  if (auto s = log_.health(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(log_.health());
   GroupDescription out;
-  if (auto s = ComputeLag(**found, &out); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ComputeLag(**found, &out));
   if (out.group_id.empty()) {
     return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
   }
@@ -43,7 +44,7 @@ absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, Marks
     offsets = g.offsets;
     barrier = BarrierLocked(g);
   }
-  if (auto s = Wait(barrier); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(Wait(barrier));
   // 2. Ask the broker, outside the mutex.
   const absl::Time now = clock_->Now();
   for (const std::string& topic : topics) {

@@ -5,6 +5,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status/status_macros.h"
 #include "services/coordinator/domain/assignor.h"
 #include "services/coordinator/domain/group_coordinator.h"
 #include "services/coordinator/domain/validation.h"
@@ -21,12 +22,12 @@ std::string NewMemberId() {
 }
 
 absl::Status ValidateHeartbeat(const HeartbeatInput& in, const CoordinatorOptions& options) {
-  if (auto s = ValidateId("group id", in.group_id); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateId("group id", in.group_id));
   if (!in.member_id.empty()) {
-    if (auto s = ValidateId("member id", in.member_id); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(ValidateId("member id", in.member_id));
   }
   if (!in.instance_id.empty()) {
-    if (auto s = ValidateId("instance id", in.instance_id); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(ValidateId("instance id", in.instance_id));
   }
   if (in.member_epoch < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -42,18 +43,16 @@ absl::Status ValidateHeartbeat(const HeartbeatInput& in, const CoordinatorOption
   }
   size_t subscription_bytes = 0;
   for (const std::string& topic : in.subscription) subscription_bytes += topic.size();
-  if (auto s = ValidateHeartbeatSize(in.subscription.size(), subscription_bytes, in.owned.size());
-      !s.ok()) {
-    return s;
-  }
+  CONDUIT_RETURN_IF_ERROR(
+      ValidateHeartbeatSize(in.subscription.size(), subscription_bytes, in.owned.size()));
   if (in.member_epoch == 0 && in.subscription.empty()) {
     return absl::InvalidArgumentError("a join (member_epoch 0) needs subscribed_topics");
   }
   for (const std::string& topic : in.subscription) {
-    if (auto s = ValidateId("subscribed topic", topic); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(ValidateId("subscribed topic", topic));
   }
   for (const TopicPartition& tp : in.owned) {
-    if (auto s = ValidateId("owned topic", tp.topic); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(ValidateId("owned topic", tp.topic));
     if (tp.partition < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("owned partition ", tp.partition, " of ", tp.topic, " is negative"));
@@ -90,8 +89,8 @@ void GroupCoordinator::Heartbeat(const HeartbeatInput& in,
 
 absl::StatusOr<HeartbeatOutput> GroupCoordinator::StartHeartbeat(
     const HeartbeatInput& in, std::shared_ptr<Waiter>* queued) {
-  if (auto s = ValidateHeartbeat(in, options_); !s.ok()) return s;
-  if (auto s = log_.health(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateHeartbeat(in, options_));
+  CONDUIT_RETURN_IF_ERROR(log_.health());
   // Partition counts for the assignor, asked outside any group mutex. An unknown topic has no
   // partitions (yet): the sweep notices when it appears.
   for (const std::string& topic : in.subscription) (void)topic_cache_.Get(topic);
@@ -221,10 +220,10 @@ absl::StatusOr<HeartbeatOutput> GroupCoordinator::HeartbeatLocked(Group& g,
 }
 
 absl::Status GroupCoordinator::Leave(const std::string& group_id, const std::string& member_id) {
-  if (auto s = ValidateId("member id", member_id); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateId("member id", member_id));
   auto found = ExistingGroup(group_id);
   if (!found.ok()) return found.status();
-  if (auto s = log_.health(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(log_.health());
   Group& g = **found;
   std::shared_ptr<Waiter> waiter;
   {

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/status/status_macros.h"
 #include "services/coordinator/domain/group_coordinator.h"
 #include "services/coordinator/domain/validation.h"
 
@@ -10,11 +11,11 @@ namespace conduit::coordinator {
 namespace {
 
 absl::Status ValidateCommit(const CommitInput& in) {
-  if (auto s = ValidateId("group id", in.group_id); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateId("group id", in.group_id));
   if (!in.member_id.empty()) {
-    if (auto s = ValidateId("member id", in.member_id); !s.ok()) return s;
-  } else if (auto s = ValidateMemberlessEpoch(in.member_epoch); !s.ok()) {
-    return s;
+    CONDUIT_RETURN_IF_ERROR(ValidateId("member id", in.member_id));
+  } else {
+    CONDUIT_RETURN_IF_ERROR(ValidateMemberlessEpoch(in.member_epoch));
   }
   if (in.entries.empty()) return absl::InvalidArgumentError("no offsets to commit");
   if (in.entries.size() > kMaxPartitionsPerRequest) {
@@ -23,7 +24,7 @@ absl::Status ValidateCommit(const CommitInput& in) {
   }
   PartitionSet seen;
   for (const CommitInput::Entry& e : in.entries) {
-    if (auto s = ValidateId("topic", e.tp.topic); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(ValidateId("topic", e.tp.topic));
     if (e.tp.partition < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("partition ", e.tp.partition, " of ", e.tp.topic, " is negative"));
@@ -139,7 +140,7 @@ absl::StatusOr<std::vector<OffsetRecord>> GroupCoordinator::FetchOffsets(
   auto found = ExistingGroup(group_id);
   if (!found.ok()) return found.status();
   // After a failed write memory may hold what the disk does not: show nothing.
-  if (auto s = log_.health(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(log_.health());
   std::vector<OffsetRecord> out;
   std::shared_ptr<Waiter> barrier;
   {
@@ -151,7 +152,7 @@ absl::StatusOr<std::vector<OffsetRecord>> GroupCoordinator::FetchOffsets(
     }
     barrier = BarrierLocked(**found);
   }
-  if (auto s = Wait(barrier); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(Wait(barrier));
   return out;
 }
 
@@ -177,8 +178,8 @@ std::string SpecText(const ResetInput& in) {
 }  // namespace
 
 absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in) {
-  if (auto s = ValidateId("group id", in.group_id); !s.ok()) return s;
-  if (auto s = ValidateId("topic", in.topic); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateId("group id", in.group_id));
+  CONDUIT_RETURN_IF_ERROR(ValidateId("topic", in.topic));
   if (in.execute && in.actor.empty()) {
     return absl::InvalidArgumentError("an executed reset needs an actor (who asks), for the audit");
   }
@@ -186,7 +187,7 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
     return absl::InvalidArgumentError(absl::StrCat("actor is limited to ", kMaxIdLength,
                                                    " bytes and reason to ", kMaxMetadataBytes));
   }
-  if (auto s = log_.health(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(log_.health());
   // Ask the broker first (outside any mutex): the log's bounds, and offsets for a time.
   auto marks = topic_cache_.Fresh(in.topic);
   if (!marks.ok()) return marks.status();
@@ -302,7 +303,7 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
     out.group_epoch = g->record.epoch;
     if (!ephemeral) waiter = SubmitLocked(*g, std::move(change));
   }
-  if (auto s = Wait(waiter); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(Wait(waiter));
   return out;
 }
 

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
-#include "services/log_broker/domain/limits.h"
 #include "common/hash/murmur2.h"
+#include "common/status/status_macros.h"
+#include "services/log_broker/domain/limits.h"
 #include "services/log_broker/domain/validation.h"
 
 namespace conduit::log_broker {
@@ -33,7 +33,7 @@ Broker::Broker(LogStore* store, const time::Clock* clock, BrokerObserver* observ
 Broker::~Broker() { maintenance_.reset(); }  // before the members its runs use
 
 absl::Status Broker::Recover() {
-  if (auto s = producers_.Recover(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(producers_.Recover());
   auto topics = store_->LoadTopics();
   if (!topics.ok()) return topics.status();
   absl::Time latest_append = absl::InfinitePast();
@@ -89,10 +89,10 @@ absl::Status Broker::Recover() {
 
 absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t partitions,
                                               const TopicConfigPatch& patch) {
-  if (auto s = ValidateTopicName(name); !s.ok()) return s;
-  if (auto s = ValidatePartitionCount(partitions); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateTopicName(name));
+  CONDUIT_RETURN_IF_ERROR(ValidatePartitionCount(partitions));
   const TopicConfig config = patch.ApplyTo(TopicConfig{});
-  if (auto s = ValidateConfig(config); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateConfig(config));
 
   // admin_mu_ serializes topic changes; mu_ is held only for map access, so RocksDB work here
   // never stalls produce and fetch looking up their topics.
@@ -105,7 +105,7 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
     }
     meta = TopicMeta{next_topic_id_, name, partitions, config, clock_->Now()};
   }
-  if (auto s = store_->CreateTopic(meta); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(store_->CreateTopic(meta));
   if (meta.config.durability == Durability::kInterval) {
     pipeline_.RequestSyncEvery(meta.config.flush_interval);
   }
@@ -122,8 +122,8 @@ absl::StatusOr<TopicMeta> Broker::UpdateTopicConfig(const std::string& name,
   if (!topic.ok()) return topic.status();
   TopicMeta meta = (*topic)->meta();
   meta.config = patch.ApplyTo(meta.config);
-  if (auto s = ValidateConfig(meta.config); !s.ok()) return s;
-  if (auto s = store_->UpdateTopic(meta); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(ValidateConfig(meta.config));
+  CONDUIT_RETURN_IF_ERROR(store_->UpdateTopic(meta));
   (*topic)->set_config(meta.config);
   if (meta.config.durability == Durability::kInterval) {
     pipeline_.RequestSyncEvery(meta.config.flush_interval);
@@ -235,7 +235,7 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
   int64_t bytes = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     ProduceRecordArgs& r = records[i];
-    if (auto s = ValidateRecord(meta, r.data, r.partition, i); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(ValidateRecord(meta, r.data, r.partition, i));
     int32_t partition;
     if (r.partition) {
       partition = *r.partition;

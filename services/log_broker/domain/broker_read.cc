@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
+#include "common/status/status_macros.h"
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/domain/limits.h"
 #include "services/log_broker/domain/offset_search.h"
@@ -23,7 +23,7 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   auto found = FindTopic(args.topic);
   if (!found.ok()) return found.status();
   std::shared_ptr<TopicState> topic = *std::move(found);
-  if (auto s = CheckPartition(*topic, args.partition); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, args.partition));
   if (args.offset < 0) {
     return absl::InvalidArgumentError(absl::StrCat("offset must be >= 0, got ", args.offset));
   }
@@ -146,7 +146,7 @@ absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
     for (int32_t p = 0; p < (*topic)->partition_count; ++p) wanted.push_back(p);
   }
   for (int32_t p : wanted) {
-    if (auto s = CheckPartition(**topic, p); !s.ok()) return s;
+    CONDUIT_RETURN_IF_ERROR(CheckPartition(**topic, p));
   }
   std::vector<RecordPosition> out;
   for (int32_t p : wanted) {

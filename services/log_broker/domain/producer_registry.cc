@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::log_broker {
 
@@ -40,7 +41,7 @@ absl::StatusOr<ProducerInfo> ProducerRegistry::Init(const std::string& name) {
     }
   }
   // Durable before anyone can use it: a fenced instance stays fenced after a restart.
-  if (auto s = store_->SaveProducer(info); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(store_->SaveProducer(info));
   absl::MutexLock lock(&mu_);
   by_id_[info.id] = info;
   if (!name.empty()) by_name_[name] = info.id;

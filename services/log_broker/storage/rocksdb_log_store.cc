@@ -3,6 +3,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "services/log_broker/storage/codec.h"
 #include "services/log_broker/storage/key_schema.h"
 
@@ -101,18 +102,14 @@ absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(uint64_t top
   it->SeekToLast();
   if (it->Valid()) {
     out.end_offset = keys::OffsetOfRecordKey(it->key().ToStringView()) + 1;
-    if (auto s = codec::DecodeRecord(it->value().ToStringView(), &out.last_append_time, &ignored);
-        !s.ok()) {
-      return s;
-    }
+    CONDUIT_RETURN_IF_ERROR(
+        codec::DecodeRecord(it->value().ToStringView(), &out.last_append_time, &ignored));
     it->SeekToFirst();
     if (it->Valid()) {
       out.first_offset = keys::OffsetOfRecordKey(it->key().ToStringView());
       ignored = RecordData();
-      if (auto s = codec::DecodeRecord(it->value().ToStringView(), &out.first_append_time, &ignored);
-          !s.ok()) {
-        return s;
-      }
+      CONDUIT_RETURN_IF_ERROR(
+          codec::DecodeRecord(it->value().ToStringView(), &out.first_append_time, &ignored));
     }
   }
   if (!it->status().ok()) return ToStatus(it->status(), "recover partition");
@@ -330,10 +327,8 @@ absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(uint64_t topic_i
     StoredRecord record;
     record.partition = partition;
     record.offset = keys::OffsetOfRecordKey(it->key().ToStringView());
-    if (auto s = codec::DecodeRecord(it->value().ToStringView(), &record.append_time, &record.data);
-        !s.ok()) {
-      return s;
-    }
+    CONDUIT_RETURN_IF_ERROR(
+        codec::DecodeRecord(it->value().ToStringView(), &record.append_time, &record.data));
     const int64_t size = static_cast<int64_t>(record.data.PayloadBytes());
     if (!out.empty() && bytes + size > max_bytes) break;
     bytes += size;

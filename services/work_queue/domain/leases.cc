@@ -4,7 +4,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "services/work_queue/domain/queue_rules.h"
 #include "services/work_queue/domain/work_queue.h"
 

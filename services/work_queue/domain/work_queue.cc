@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
+#include "common/status/status_macros.h"
 #include "services/work_queue/domain/queue_rules.h"
 
 namespace conduit::work_queue {
@@ -77,7 +77,7 @@ absl::StatusOr<WorkQueue::Queue*> WorkQueue::Find(const std::string& name) const
 }
 
 absl::StatusOr<WorkQueue::Queue*> WorkQueue::FindForChange(const std::string& name) {
-  if (auto s = log_.health(); !s.ok()) return s;
+  CONDUIT_RETURN_IF_ERROR(log_.health());
   return Find(name);
 }
 
