@@ -19,7 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 build, clang, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 entries = json.load(open(os.path.join(build, "compile_commands.json")))
-DROP_PREFIX = ("-o", "-c")
+# Output and dependency-file flags are the build's business: -fsyntax-only writes nothing, and
+# must not overwrite ninja's .d files.
+DROP_WITH_VALUE = ("-o", "-MT", "-MF", "-MQ")
+DROP = ("-c", "-MD", "-MMD")
 def command(e):
     args = shlex.split(e["command"])[1:]
     out, skip = [], False
@@ -27,10 +30,10 @@ def command(e):
         if skip:
             skip = False
             continue
-        if a in DROP_PREFIX:
-            skip = a == "-o"
+        if a in DROP_WITH_VALUE:
+            skip = True
             continue
-        if a == e["file"]:
+        if a in DROP or a == e["file"]:
             continue
         out.append(a)
     return [clang, "-fsyntax-only", "-Wthread-safety", "-Werror=thread-safety",

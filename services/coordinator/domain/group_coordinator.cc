@@ -54,7 +54,9 @@ GroupCoordinator::GroupCoordinator(CoordinatorStore* store, TopicSource* topics,
         return store->Write(writes);
       }) {}
 
-GroupCoordinator::~GroupCoordinator() = default;
+// Answers still on their way from the broker continue commits into the commit log: wait for
+// them before the log drains and the rest goes.
+GroupCoordinator::~GroupCoordinator() { topic_cache_.Quiesce(); }
 
 absl::Status GroupCoordinator::Recover() {
   auto state = store_->Load();

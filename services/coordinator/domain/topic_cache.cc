@@ -55,7 +55,17 @@ std::shared_ptr<TopicCache::Flight> TopicCache::LaunchLocked(const std::string& 
   return flight;
 }
 
+void TopicCache::Quiesce() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* asking) { return *asking == 0; }, &asking_));
+}
+
 void TopicCache::Ask(const std::string& topic, std::shared_ptr<Flight> flight) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++asking_;
+  }
   source_->DescribeAsync(topic, [this, topic, flight](auto result) {
     std::shared_ptr<Flight> next;
     {
@@ -71,6 +81,8 @@ void TopicCache::Ask(const std::string& topic, std::shared_ptr<Flight> flight) {
     }
     for (auto& waiter : flight->waiters) waiter(result);
     if (next) Ask(topic, std::move(next));
+    absl::MutexLock lock(&mu_);
+    --asking_;
   });
 }
 

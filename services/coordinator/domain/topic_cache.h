@@ -43,6 +43,9 @@ class TopicCache {
   void FreshAsync(const std::string& topic, TopicSource::MarksCallback done);
   // The partition count the cache knows (0: the topic does not exist); unset when not cached.
   std::optional<int32_t> CachedCount(const std::string& topic);
+  // Waits until no question is on its way and no answer is being handed out (call before
+  // destroying what the callbacks use).
+  void Quiesce();
   // Drops entries not in `keep` that are older than the refresh interval.
   void Evict(const absl::btree_set<std::string>& keep);
   size_t size();
@@ -75,6 +78,7 @@ class TopicCache {
   absl::Mutex mu_;  // a leaf: taken under a group's mutex
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Flights> flights_ ABSL_GUARDED_BY(mu_);
+  int asking_ ABSL_GUARDED_BY(mu_) = 0;  // Ask calls whose answer has not been handed out
 };
 
 }  // namespace conduit::coordinator
