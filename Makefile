@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc)
 
 IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
 
-.PHONY: all deps configure build run test bench bench-peers clean deploy-deps deploy-check image image-smoke
+.PHONY: all deps configure build run test fuzz bench bench-peers clean deploy-deps deploy-check image image-smoke
 
 all: build
 
@@ -37,6 +37,11 @@ run: build
 test: build deploy-deps
 	@./scripts/polyglot-deps.sh
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# The libFuzzer targets, 60 s each (FUZZ_SECONDS=...); `make test` runs them 5 s each.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@./scripts/fuzz.sh $(FUZZ_SECONDS) $(BUILD_DIR)/fuzz
 
 bench: build
 	@$(BUILD_DIR)/bin/log_bench

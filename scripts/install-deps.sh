@@ -8,7 +8,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config clang
+  build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev prometheus-cpp-dev libjemalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev libcli11-dev
@@ -16,7 +16,8 @@ PACKAGES=(
   nodejs curl
   prometheus docker-compose
 )
-# clang: the thread-safety check of the lock annotations (scripts/check-thread-safety.sh).
+# clang: the thread-safety check of the lock annotations (scripts/check-thread-safety.sh);
+# libclang-rt-14-dev: its libFuzzer and sanitizer runtimes (scripts/fuzz.sh).
 # prometheus: promtool for the alert rules; docker-compose: its schema check of
 # deploy/docker-compose.yml (`config` needs no container engine). See scripts/check-deploy.sh.
 if [ "${1:-}" = "--image" ]; then

@@ -143,10 +143,13 @@ bool GetInt64(std::string_view* in, int64_t* v) {
   return true;
 }
 
+// A non-negative int32 (what every encoder here writes with PutVarint64). A value above
+// INT32_MAX is corruption: reading it as a negative number would decode what no encoder writes
+// (found by tests/fuzz/log_codec_fuzz).
 bool GetInt32(std::string_view* in, int32_t* v) {
   uint64_t raw = 0;
-  if (!coding::GetVarint64(in, &raw) || raw > UINT32_MAX) return false;
-  *v = static_cast<int32_t>(static_cast<uint32_t>(raw));
+  if (!coding::GetVarint64(in, &raw) || raw > INT32_MAX) return false;
+  *v = static_cast<int32_t>(raw);
   return true;
 }
 
@@ -198,8 +201,12 @@ std::string EncodeProducerState(const ProducerPartitionState& state) {
 absl::StatusOr<ProducerPartitionState> DecodeProducerState(std::string_view in) {
   ProducerPartitionState state;
   int64_t epoch = 0, last = 0, batches = 0;
+  // Both are stored +1 so that -1 (none) encodes as 0; anything outside int32 is corruption,
+  // not a value to truncate (found by tests/fuzz/log_codec_fuzz).
+  auto in_range = [](int64_t v) { return v >= 0 && v <= int64_t{INT32_MAX} + 1; };
   if (!CheckVersion(&in) || !GetInt64(&in, &epoch) || !GetInt64(&in, &last) ||
-      !GetInt64(&in, &batches) || batches < 0 || batches > 1000) {
+      !GetInt64(&in, &batches) || batches < 0 || batches > 1000 || !in_range(epoch) ||
+      !in_range(last)) {
     return Corrupt("producer state");
   }
   state.epoch = static_cast<int32_t>(epoch - 1);
