@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -50,18 +51,25 @@ class ParseFailureInterceptor : public grpc::experimental::Interceptor {
 class ParseFailureInterceptorFactoryImpl
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
+  explicit ParseFailureInterceptorFactoryImpl(std::vector<std::string> services)
+      : services_(services.begin(), services.end()) {}
+
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
     const google::protobuf::MethodDescriptor* method = FindMethod(info->method());
-    return method ? new ParseFailureInterceptor(method) : nullptr;
+    if (method == nullptr || !services_.contains(method->service()->full_name())) return nullptr;
+    return new ParseFailureInterceptor(method);
   }
+
+ private:
+  const absl::flat_hash_set<std::string> services_;
 };
 
 }  // namespace
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-ParseFailureInterceptorFactory() {
-  return std::make_unique<ParseFailureInterceptorFactoryImpl>();
+ParseFailureInterceptorFactory(std::vector<std::string> services) {
+  return std::make_unique<ParseFailureInterceptorFactoryImpl>(std::move(services));
 }
 
 }  // namespace conduit::grpc_util

@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(ParseFailureInterceptorFactory());
+  interceptors.push_back(ParseFailureInterceptorFactory(options.health_services));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -1,5 +1,7 @@
 #include "common/time/periodic_task.h"
 
+#include <algorithm>
+
 namespace conduit::time {
 
 PeriodicTask::PeriodicTask(const Clock* clock, absl::Duration interval,
@@ -36,7 +38,9 @@ void PeriodicTask::Loop() {
     work_();
     mu_.Lock();
     ++runs_;
-    next = clock_->Monotonic() + interval_;
+    // On the schedule, not from the end of the run: time that passed during a run counts (a
+    // run longer than the interval is followed at once by the next, never by several).
+    next = std::max(next + interval_, clock_->Monotonic());
   }
 }
 

@@ -14,10 +14,11 @@ namespace conduit::time {
 // Runs `work` every `interval` on its own thread, timed on `clock`'s monotonic reading: the one
 // periodic loop of the tree (the broker's maintenance, the queue's scheduler, the coordinator's
 // sweep and lag sampling). On a FakeClock a run happens when the test advances the clock past
-// it. `work` may block (it has the thread to itself); a run that takes longer than the interval
-// delays the next one rather than piling runs up.
+// it. `work` may block (it has the thread to itself); runs keep to the schedule, and a run that
+// takes longer than the interval is followed at once by one more, never by a pile of them.
 //
-// Thread-safe. The destructor waits for a run in progress, then joins.
+// Thread-safe. The destructor waits for a run in progress, then joins. A task on a FakeClock
+// must not be destroyed while another thread advances that clock (as for TimerQueue).
 class PeriodicTask {
  public:
   PeriodicTask(const Clock* clock, absl::Duration interval, std::function<void()> work);

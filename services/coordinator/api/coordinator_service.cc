@@ -75,9 +75,10 @@ grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServerContext* ctx,
                                                             const pb::CommitOffsetsRequest* req,
                                                             pb::CommitOffsetsResponse*) {
-  return RunAsync(ctx, *req, [this, req](absl::Time, grpc::ServerUnaryReactor* reactor) {
-    coordinator_->Commit(FromProto(*req),
-                         [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
+  return RunAsync(ctx, *req, [this, req](absl::Time deadline, grpc::ServerUnaryReactor* reactor) {
+    CommitInput in = FromProto(*req);
+    in.deadline = deadline;
+    coordinator_->Commit(in, [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
   });
 }
 
@@ -129,9 +130,10 @@ grpc::ServerUnaryReactor* CoordinatorService::DeleteGroup(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerContext* ctx,
                                                            const pb::ResetOffsetsRequest* req,
                                                            pb::ResetOffsetsResponse* resp) {
-  return Run(ctx, *req, [this, req, resp, peer = ctx->peer()](absl::Time) -> absl::Status {
+  return Run(ctx, *req, [this, req, resp, peer = ctx->peer()](absl::Time deadline) -> absl::Status {
     auto in = FromProto(*req, peer);
     if (!in.ok()) return in.status();
+    in->deadline = deadline;
     auto out = coordinator_->ResetOffsets(*in);
     if (!out.ok()) return out.status();
     resp->set_executed(out->executed);

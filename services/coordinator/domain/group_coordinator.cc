@@ -281,6 +281,7 @@ void GroupCoordinator::CheckWithinLog(const std::vector<CommitInput::Entry>& ent
   auto pending = std::make_shared<Pending>();
   absl::btree_set<std::string> topics;
   for (const CommitInput::Entry& e : entries) topics.insert(e.tp.topic);
+  if (topics.empty()) return done(absl::OkStatus());
   {
     absl::MutexLock lock(&pending->mu);
     pending->left = topics.size();

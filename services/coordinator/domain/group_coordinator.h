@@ -90,6 +90,8 @@ struct CommitInput {
     std::string metadata;
   };
   std::vector<Entry> entries;
+  // The caller's deadline: a commit still waiting for the broker's marks then changes nothing.
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 struct MemberView {
@@ -142,6 +144,8 @@ struct ResetInput {
   std::string actor;
   std::string peer;
   std::string reason;
+  // The caller's deadline: an executed reset still waiting for the broker then changes nothing.
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 struct ResetOutput {

@@ -60,6 +60,8 @@ void GroupCoordinator::Commit(const CommitInput& in, std::function<void(absl::St
   // The high watermark only grows, so checking it before taking the group's mutex is sound.
   CheckWithinLog(in.entries, [this, in, done = std::move(done)](absl::Status checked) {
     if (!checked.ok()) return done(checked);
+    // Asking the broker may have taken long: a caller that gave up must not find it applied.
+    if (clock_->Now() >= in.deadline) return done(DeadlinePassed());
     std::shared_ptr<Waiter> waiter;
     if (auto s = StartCommit(in, &waiter); !s.ok()) return done(s);
     Then(waiter, [this, group = in.group_id, done](absl::Status s) {
@@ -191,6 +193,7 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
   // Ask the broker first (outside any mutex): the log's bounds, and offsets for a time.
   auto marks = topic_cache_.Fresh(in.topic);
   if (!marks.ok()) return marks.status();
+  if (in.execute && clock_->Now() >= in.deadline) return DeadlinePassed();
   std::vector<int32_t> partitions = in.partitions;
   if (partitions.empty()) {
     for (const PartitionMarks& p : *marks) partitions.push_back(p.partition);

@@ -50,6 +50,7 @@ void TopicCache::FreshAsync(const std::string& topic, TopicSource::MarksCallback
 std::shared_ptr<TopicCache::Flight> TopicCache::LaunchLocked(const std::string& topic) {
   Flights& f = flights_[topic];
   f.running = true;
+  ++asking_;  // counted from here, so Quiesce never sees a launched question as none
   std::shared_ptr<Flight> flight = std::move(f.next);
   flight->asked = clock_->Now();
   return flight;
@@ -62,10 +63,6 @@ void TopicCache::Quiesce() {
 }
 
 void TopicCache::Ask(const std::string& topic, std::shared_ptr<Flight> flight) {
-  {
-    absl::MutexLock lock(&mu_);
-    ++asking_;
-  }
   source_->DescribeAsync(topic, [this, topic, flight](auto result) {
     std::shared_ptr<Flight> next;
     {

@@ -77,6 +77,22 @@ TEST_F(HostileInputTest, AHeartbeatWhoseDeadlinePassedWhileAskingTheBrokerChange
   EXPECT_TRUE(coordinator_->Heartbeat(join).ok());
 }
 
+TEST_F(HostileInputTest, ACommitWhoseDeadlinePassedWhileAskingTheBrokerIsNotApplied) {
+  CommitInput in;
+  in.group_id = "manual";
+  in.member_epoch = -1;
+  in.entries.push_back({{"orders", 0}, 3, ""});
+  in.deadline = clock_.Now() + absl::Seconds(5);
+  topics_.OnDescribe([this] { clock_.Advance(absl::Seconds(6)); });  // a slow broker
+  EXPECT_TRUE(absl::IsDeadlineExceeded(coordinator_->Commit(in)));
+  topics_.OnDescribe(nullptr);
+  EXPECT_TRUE(absl::IsNotFound(coordinator_->FetchOffsets("manual", {}).status()))
+      << "nothing may have been committed";
+  in.deadline = clock_.Now() + absl::Seconds(5);  // mutation check: in time, it commits
+  ASSERT_TRUE(coordinator_->Commit(in).ok());
+  EXPECT_EQ(Committed("manual", "orders", 0), 3);
+}
+
 TEST_F(HostileInputTest, UnknownTopicsLeaveTheCacheOnceNobodySubscribes) {
   HeartbeatOutput member = Join("g", Names(500));
   ASSERT_FALSE(member.member_id.empty());
