@@ -2,15 +2,12 @@
 // bytes. Bad bytes get a status, never a crash or an out-of-bounds read; what decodes encodes
 // back to an equal value.
 #include <cstdint>
-#include <cstdlib>
 #include <string_view>
 
 #include "services/work_queue/storage/codec.h"
+#include "tests/fuzz/fuzz_check.h"
 
 namespace codec = conduit::work_queue::codec;
-
-#define FUZZ_CHECK(cond) \
-  if (!(cond)) std::abort()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -153,20 +153,27 @@ TEST_F(HostileInputTest, AnExecutedResetCreatesAGroupThatDoesNotExistADryRunDoes
   EXPECT_EQ(Committed("new-group", "orders", 1), 10);
 }
 
-// Fresh questions are shared, but never with a question that started before the caller: a
-// caller that arrives while one is on its way must not take its (possibly stale) answer.
-TEST(TopicCacheTest, ACallerNeverTakesTheAnswerOfAQuestionAskedBeforeItArrived) {
+// A TopicCache over a fake broker whose first answer is held on its way until `release`.
+class TopicCacheTest : public ::testing::Test {
+ protected:
+  TopicCacheTest() {
+    topics.AddTopic("orders", 1);
+    topics.OnDescribe([this] {
+      if (!first_asked.HasBeenNotified()) {
+        first_asked.Notify();
+        release.WaitForNotification();
+      }
+    });
+  }
   time::FakeClock clock;
   FakeTopics topics;
-  topics.AddTopic("orders", 1);
-  TopicCache cache(&topics, &clock, absl::Seconds(30));
+  TopicCache cache{&topics, &clock, absl::Seconds(30)};
   absl::Notification first_asked, release;
-  topics.OnDescribe([&] {
-    if (!first_asked.HasBeenNotified()) {
-      first_asked.Notify();
-      release.WaitForNotification();
-    }
-  });
+};
+
+// Fresh questions are shared, but never with a question that started before the caller: a
+// caller that arrives while one is on its way must not take its (possibly stale) answer.
+TEST_F(TopicCacheTest, ACallerNeverTakesTheAnswerOfAQuestionAskedBeforeItArrived) {
   absl::StatusOr<std::vector<PartitionMarks>> first, second;
   std::thread a([&] { first = cache.Fresh("orders"); });
   first_asked.WaitForNotification();  // a's question saw the topic and is on its way
@@ -182,18 +189,7 @@ TEST(TopicCacheTest, ACallerNeverTakesTheAnswerOfAQuestionAskedBeforeItArrived) 
   EXPECT_EQ(topics.describes(), 2);
 }
 
-TEST(TopicCacheTest, CallersWaitingTogetherShareOneQuestion) {
-  time::FakeClock clock;
-  FakeTopics topics;
-  topics.AddTopic("orders", 1);
-  TopicCache cache(&topics, &clock, absl::Seconds(30));
-  absl::Notification first_asked, release;
-  topics.OnDescribe([&] {
-    if (!first_asked.HasBeenNotified()) {
-      first_asked.Notify();
-      release.WaitForNotification();
-    }
-  });
+TEST_F(TopicCacheTest, CallersWaitingTogetherShareOneQuestion) {
   std::vector<std::thread> threads;
   threads.emplace_back([&] { (void)cache.Fresh("orders"); });
   first_asked.WaitForNotification();
