@@ -21,6 +21,8 @@ struct ServerOptions {
   // How long Shutdown waits for in-flight calls before cancelling them.
   absl::Duration drain_timeout = absl::Seconds(5);
   // Fully qualified service names reported SERVING by grpc.health.v1.Health (besides "").
+  // They are also the services whose unparsable requests are answered INVALID_ARGUMENT
+  // (parse_failure_interceptor.h); a method of any other service stays UNIMPLEMENTED.
   std::vector<std::string> health_services;
 };
 
