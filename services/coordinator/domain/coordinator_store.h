@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,13 @@ struct CoordinatorWrite {
   std::vector<OffsetRecord> put_offsets;
   std::vector<AuditRecord> put_audit;
 
+  // What the write adds to the commit queue, for its byte cap (records are small and bounded).
+  static int64_t ApproxBytes(const CoordinatorWrite& w) {
+    return 64 + 256 * static_cast<int64_t>(w.put_groups.size() + w.delete_groups.size() +
+                                          w.put_members.size() + w.delete_members.size() +
+                                          w.put_offsets.size() + w.put_audit.size());
+  }
+
   bool empty() const {
     return put_groups.empty() && delete_groups.empty() && put_members.empty() &&
            delete_members.empty() && put_offsets.empty() && put_audit.empty();
@@ -39,6 +47,9 @@ class CoordinatorStore {
   virtual absl::StatusOr<StoredState> Load() = 0;
   // Applies `writes` in order as one atomic, synced write.
   virtual absl::Status Write(const std::vector<const CoordinatorWrite*>& writes) = 0;
+  // After a write failed because the disk was full: lets writes go on once space is free
+  // (RESOURCE_EXHAUSTED while it still is not).
+  virtual absl::Status Resume() { return absl::OkStatus(); }
   // Audit entries of `group` with id < before_id (0: no bound), newest first, at most `limit`.
   virtual absl::StatusOr<std::vector<AuditRecord>> ListAudit(const std::string& group_id,
                                                              uint64_t before_id, int limit) = 0;

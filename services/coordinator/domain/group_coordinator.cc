@@ -50,9 +50,12 @@ GroupCoordinator::GroupCoordinator(CoordinatorStore* store, TopicSource* topics,
       options_(options),
       observer_(observer ? observer : &default_observer_),
       topic_cache_(topics, clock, options.topic_refresh),
-      log_("coordinator", [store](const std::vector<const CoordinatorWrite*>& writes) {
-        return store->Write(writes);
-      }) {}
+      log_(
+          {.service = "coordinator"}, clock,
+          [store](const std::vector<const CoordinatorWrite*>& writes) {
+            return store->Write(writes);
+          },
+          &CoordinatorWrite::ApproxBytes, [store] { return store->Resume(); }) {}
 
 // Answers still on their way from the broker continue commits into the commit log: wait for
 // them before the log drains and the rest goes.

@@ -16,6 +16,7 @@ class RocksDbCoordinatorStore final : public CoordinatorStore {
 
   absl::StatusOr<StoredState> Load() override;
   absl::Status Write(const std::vector<const CoordinatorWrite*>& writes) override;
+  absl::Status Resume() override { return db_.Resume(); }
   absl::StatusOr<std::vector<AuditRecord>> ListAudit(const std::string& group_id,
                                                      uint64_t before_id, int limit) override;
 

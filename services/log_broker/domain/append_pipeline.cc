@@ -25,27 +25,28 @@ BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) 
 AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, const time::Clock* clock,
                                const ProducerRegistry* producers, PipelineOptions options)
     : store_(store), observer_(observer), clock_(clock), producers_(producers), options_(options) {
-  writer_ = std::thread([this] { WriterLoop(); });
+  engine_ = std::make_unique<commit::GroupCommit<Pending>>(
+      commit::GroupCommitOptions{.service = "broker",
+                                 .max_queued_bytes = options.max_queued_bytes,
+                                 .max_batch_bytes = options.max_batch_bytes,
+                                 .disk_full_retry = options.disk_full_retry},
+      clock, [this](std::vector<Pending>& batch) { return WriteBatch(batch); },
+      [this](Pending& p, const absl::Status& outcome) { Complete(p, outcome); },
+      [store] { return store->Resume(); });
   syncer_ = std::thread([this] { SyncLoop(); });
-  completer_ = std::thread([this] { CompletionLoop(); });
 }
 
 AppendPipeline::~AppendPipeline() {
+  engine_.reset();  // writes and answers what is queued
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&sync_mu_);
     stopping_ = true;
   }
-  writer_.join();
   syncer_.join();
-  {
-    absl::MutexLock lock(&done_mu_);
-    done_stopping_ = true;
-  }
-  completer_.join();
   // The writer may have written after the syncer's last pass: leave nothing unsynced.
   bool unsynced;
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&sync_mu_);
     unsynced = unsynced_;
   }
   if (unsynced) (void)store_->SyncWal();
@@ -60,104 +61,76 @@ absl::Status AppendPipeline::Submit(std::shared_ptr<TopicState> topic,
                                     std::vector<RoutedRecord> records,
                                     std::optional<ProducerStamp> stamp, int64_t bytes,
                                     ProduceCallback done) {
-  return Enqueue(Pending{std::move(topic), std::move(records), std::move(stamp), bytes,
-                         std::move(done), std::nullopt},
-                 /*backpressure=*/true);
+  return engine_->Submit(
+      Pending{std::move(topic), std::move(records), std::move(stamp), std::move(done)}, bytes,
+      commit::Admission::kBounded);
 }
 
 absl::Status AppendPipeline::SubmitMaintenance(MaintenanceOp op) {
   Pending p;
   p.topic = op.topic;
   p.maintenance = std::move(op);
-  return Enqueue(std::move(p), /*backpressure=*/false);
+  return engine_->Submit(std::move(p), 0, commit::Admission::kAlways);
 }
 
-absl::Status AppendPipeline::Enqueue(Pending pending, bool backpressure) {
-  absl::MutexLock lock(&mu_);
-  if (!failed_.ok()) return failed_;
-  if (stopping_) return absl::UnavailableError("broker is shutting down");
-  if (backpressure && queued_bytes_ > 0 &&
-      queued_bytes_ + pending.bytes > options_.max_queued_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("append queue holds ", queued_bytes_,
-                                                     " bytes (limit ", options_.max_queued_bytes,
-                                                     "); retry after 50ms"));
-  }
-  queued_bytes_ += pending.bytes;
-  queue_.push_back(std::move(pending));
-  return absl::OkStatus();
-}
-
-void AppendPipeline::RunExclusive(const std::function<void()>& fn) {
-  absl::MutexLock lock(&write_mu_);
-  fn();
-}
+void AppendPipeline::RunExclusive(const std::function<void()>& fn) { engine_->RunExclusive(fn); }
 
 void AppendPipeline::RequestSyncEvery(absl::Duration interval) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&sync_mu_);
   sync_every_ = std::min(sync_every_, interval);
 }
 
-void AppendPipeline::WriterLoop() {
-  while (true) {
-    std::vector<Pending> batch;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](AppendPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
-          },
-          this));
-      if (queue_.empty()) return;  // stopping, and everything queued has been written
-      int64_t bytes = 0;
-      while (!queue_.empty() &&
-             (batch.empty() || bytes + queue_.front().bytes <= options_.max_batch_bytes)) {
-        bytes += queue_.front().bytes;
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      queued_bytes_ -= bytes;
-    }
-    absl::MutexLock write_lock(&write_mu_);
-    WriteBatch(batch);
-  }
-}
-
-void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
-  absl::Status failed;
-  {
-    absl::MutexLock lock(&mu_);
-    failed = failed_;
-  }
-  auto finish = [&](Pending& p, const absl::Status& status) {
-    if (p.maintenance) {
-      p.maintenance->done(status);
-    } else {
-      p.done(status);
-    }
-  };
-  if (!failed.ok()) {
-    for (auto& p : batch) finish(p, failed);
-    return;
-  }
-
+absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
+  absl::MutexLock write_lock(&write_mu_);
   // Append time never goes backwards, whatever the wall clock does.
   BatchContext ctx(std::max(clock_->Now(), last_append_time_));
-  std::vector<Outcome> outcomes(batch.size());
   bool sync = false;
   int requests = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Pending& p = batch[i];
+  BuildBatch(batch, ctx, &sync, &requests);
+  WriteSet& writes = ctx.writes_;
+  if (writes.empty()) {
+    for (auto& fn : ctx.on_commit_) fn();
+    return absl::OkStatus();
+  }
+
+  const absl::Duration started = clock_->Monotonic();
+  absl::Status status = engine_->WriteDurably([&] { return store_->Write(writes, sync); });
+  const absl::Duration latency = clock_->Monotonic() - started;
+  if (!status.ok()) {
+    for (auto& [part, s] : ctx.staged_) part->next_offset = s.next_offset_before;
+    return status;
+  }
+  last_append_time_ = ctx.now();
+  observer_->OnBatchWritten(requests, static_cast<int>(writes.records.size()), sync, latency);
+  if (sync) observer_->OnWalSynced(latency);
+  {
+    absl::MutexLock lock(&sync_mu_);
+    unsynced_ = !sync;
+  }
+  Publish(ctx);
+  return absl::OkStatus();
+}
+
+void AppendPipeline::BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, bool* sync,
+                                int* requests) {
+  for (Pending& p : batch) {
     if (p.topic->deleted.load()) {
-      finish(p, absl::NotFoundError(absl::StrCat("topic '", p.topic->name, "' was deleted")));
+      absl::Status gone = absl::NotFoundError(absl::StrCat("topic '", p.topic->name, "' was deleted"));
+      p.outcome.state = Outcome::kAnswered;
+      if (p.maintenance) {
+        p.maintenance->done(gone);
+      } else {
+        p.done(gone);
+      }
       continue;
     }
     if (p.maintenance) {
       p.maintenance->build(ctx);
-      outcomes[i].live = true;
+      p.outcome.state = Outcome::kLive;
       continue;
     }
-    AddProduce(p, ctx, &outcomes[i], &sync);
-    requests += outcomes[i].live ? 1 : 0;
+    AddProduce(p, ctx, sync);
+    *requests += p.outcome.state == Outcome::kLive ? 1 : 0;
   }
   WriteSet& writes = ctx.writes_;
   for (auto& [part, s] : ctx.staged_) {
@@ -167,41 +140,9 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
     writes.producers.push_back(
         WriteSet::ProducerUpdate{staged.topic->id, staged.partition, key.second, staged.state});
   }
-  if (writes.empty()) {
-    for (auto& fn : ctx.on_commit_) fn();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (outcomes[i].live) finish(batch[i], absl::OkStatus());
-    }
-    return;
-  }
+}
 
-  const absl::Duration started = clock_->Monotonic();
-  absl::Status status = store_->Write(writes, sync);
-  const absl::Duration latency = clock_->Monotonic() - started;
-
-  if (!status.ok()) {
-    for (auto& [part, s] : ctx.staged_) part->next_offset = s.next_offset_before;
-    absl::Status stop = absl::UnavailableError(
-        absl::StrCat("storage write failed (", status.message(),
-                     "); the broker accepts no produce requests until it is restarted"));
-    {
-      absl::MutexLock lock(&mu_);
-      failed_ = stop;
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (outcomes[i].live) finish(batch[i], stop);
-    }
-    return;
-  }
-  last_append_time_ = ctx.now();
-  observer_->OnBatchWritten(requests, static_cast<int>(writes.records.size()), sync, latency);
-  if (sync) observer_->OnWalSynced(latency);
-  {
-    absl::MutexLock lock(&mu_);
-    unsynced_ = !sync;
-  }
-
-  // The batch is durable: publish the new partition state, then wake readers.
+void AppendPipeline::Publish(BatchContext& ctx) {
   for (auto& [key, staged] : ctx.producers_) {
     key.first->producers[key.second] = std::move(staged.state);
   }
@@ -226,65 +167,43 @@ void AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
     observer_->OnHighWatermark(s.topic->name, s.partition, s.meta.next_offset);
   }
   for (auto& fn : wake) fn();
-  std::vector<std::function<void()>> completions;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (!outcomes[i].live) continue;
-    completions.push_back([this, p = std::move(batch[i]), result = std::move(outcomes[i].result)]() mutable {
-      if (p.maintenance) {
-        p.maintenance->done(absl::OkStatus());
-        return;
-      }
-      int64_t records = 0, payload = 0;
-      for (size_t r = 0; r < p.records.size(); ++r) {
-        if (result.positions[r].duplicate) continue;
-        ++records;
-        payload += static_cast<int64_t>(p.records[r].data.PayloadBytes());
-      }
-      observer_->OnProduced(p.topic->name, records, payload);
-      p.done(std::move(result));
-    });
-  }
-  absl::MutexLock lock(&done_mu_);
-  for (auto& c : completions) done_queue_.push_back(std::move(c));
 }
 
-void AppendPipeline::CompletionLoop() {
-  while (true) {
-    std::deque<std::function<void()>> ready;
-    {
-      absl::MutexLock lock(&done_mu_);
-      done_mu_.Await(absl::Condition(
-          +[](AppendPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->done_mu_) {
-            return p->done_stopping_ || !p->done_queue_.empty();
-          },
-          this));
-      if (done_queue_.empty()) return;  // stopping and drained
-      ready.swap(done_queue_);
-    }
-    for (auto& fn : ready) fn();
+void AppendPipeline::Complete(Pending& p, const absl::Status& outcome) {
+  if (p.outcome.state == Outcome::kAnswered) return;
+  if (p.maintenance) return p.maintenance->done(outcome);
+  if (!outcome.ok()) return p.done(outcome);
+  const ProduceResult& result = p.outcome.result;
+  int64_t records = 0, payload = 0;
+  for (size_t r = 0; r < p.records.size(); ++r) {
+    if (result.positions[r].duplicate) continue;
+    ++records;
+    payload += static_cast<int64_t>(p.records[r].data.PayloadBytes());
   }
+  observer_->OnProduced(p.topic->name, records, payload);
+  p.done(std::move(p.outcome.result));
 }
 
 void AppendPipeline::SyncLoop() {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&sync_mu_);
   while (true) {
     if (sync_every_ == absl::InfiniteDuration()) {
-      mu_.Await(absl::Condition(
-          +[](AppendPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+      sync_mu_.Await(absl::Condition(
+          +[](AppendPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->sync_mu_) {
             return p->stopping_ || p->sync_every_ != absl::InfiniteDuration();
           },
           this));
     } else {
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), sync_every_);
+      sync_mu_.AwaitWithTimeout(absl::Condition(&stopping_), sync_every_);
     }
     const bool stopping = stopping_;
     if (unsynced_) {
       unsynced_ = false;
-      mu_.Unlock();
+      sync_mu_.Unlock();
       const absl::Duration started = clock_->Monotonic();
       absl::Status s = store_->SyncWal();
       observer_->OnWalSynced(clock_->Monotonic() - started);
-      mu_.Lock();
+      sync_mu_.Lock();
       if (!s.ok()) unsynced_ = true;  // try again next period
     }
     if (stopping) return;

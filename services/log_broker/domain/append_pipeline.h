@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -13,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/commit/group_commit.h"
 #include "common/time/clock.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_registry.h"
@@ -44,6 +44,8 @@ struct PipelineOptions {
   int64_t max_queued_bytes = 256 << 20;
   // Upper bound on one group-committed WriteBatch.
   int64_t max_batch_bytes = 16 << 20;
+  // While the disk is full, how often the held batch is tried again.
+  absl::Duration disk_full_retry = absl::Milliseconds(200);
 };
 
 // The batch the writer thread is building. Maintenance work (retention, compaction, dedup
@@ -92,16 +94,17 @@ struct MaintenanceOp {
   std::function<void(absl::Status)> done;
 };
 
-// Group commit. Produce requests queue here; one writer thread repeatedly takes everything
-// queued (up to max_batch_bytes), applies the idempotence and dedup rules, assigns offsets per
-// partition in arrival order, writes the lot with one LogStore::Write (one WriteBatch, one WAL
-// fsync when any topic in it is `sync`), and only then publishes the new partition state and
-// wakes waiters. Completing the requests (gRPC sends the replies inline) is handed to a
-// completion thread, so the writer goes straight on to the next batch. A third thread fsyncs the
-// WAL for `interval` topics.
+// The broker's use of the group-commit engine (common/commit/group_commit.h). Produce requests
+// queue there; for each batch it takes (up to max_batch_bytes), the writer thread applies the
+// idempotence and dedup rules, assigns offsets per partition in arrival order, writes the lot
+// with one LogStore::Write (one WriteBatch, one WAL fsync when any topic in it is `sync`), and
+// only then publishes the new partition state and wakes waiters. The engine's completion thread
+// answers the requests. A thread of its own fsyncs the WAL for `interval` topics.
 //
-// A failed write leaves offsets unassigned (nothing was acknowledged) and stops the pipeline:
-// later produces get UNAVAILABLE until restart, because the store's state is then unknown.
+// Failures follow the engine: with the disk full the batch is held and retried, and new produce
+// requests are refused RESOURCE_EXHAUSTED until it is written; any other failed write leaves
+// offsets unassigned (nothing was acknowledged) and stops the pipeline: later produces get
+// UNAVAILABLE until restart, because the store's state is then unknown.
 //
 // Thread-safe.
 class AppendPipeline {
@@ -113,8 +116,9 @@ class AppendPipeline {
   // Seeds the append clock after recovery (append time never goes backwards).
   void SetLastAppendTime(absl::Time t);
 
-  // Queues a request; `done` runs on the writer thread. RESOURCE_EXHAUSTED (without queuing)
-  // when too much is queued; UNAVAILABLE after a storage failure or during shutdown.
+  // Queues a request; `done` runs on the writer thread (an answer that needs no write) or the
+  // completion thread. RESOURCE_EXHAUSTED (without queuing) when too much is queued or the disk
+  // is full; UNAVAILABLE after a storage failure or during shutdown.
   absl::Status Submit(std::shared_ptr<TopicState> topic, std::vector<RoutedRecord> records,
                       std::optional<ProducerStamp> stamp, int64_t bytes, ProduceCallback done);
 
@@ -128,27 +132,39 @@ class AppendPipeline {
   void RequestSyncEvery(absl::Duration interval);
 
  private:
+  struct Outcome {
+    // Answered on the writer thread (nothing to write), or waiting for the write (appended
+    // something, or maintenance); kUnseen if the engine never handed it to WriteBatch.
+    enum State { kUnseen, kAnswered, kLive } state = kUnseen;
+    ProduceResult result;
+  };
   struct Pending {
     std::shared_ptr<TopicState> topic;
     std::vector<RoutedRecord> records;
     std::optional<ProducerStamp> stamp;
-    int64_t bytes = 0;
     ProduceCallback done;
     std::optional<MaintenanceOp> maintenance;
-  };
-  struct Outcome {
-    bool live = false;  // appended something (or is maintenance) and waits for the write
-    ProduceResult result;
+    Outcome outcome;
+
+    // Answers at once, on the writer thread.
+    void Answer(absl::StatusOr<ProduceResult> r) {
+      outcome.state = Outcome::kAnswered;
+      done(std::move(r));
+    }
   };
 
-  void WriterLoop();
   void SyncLoop();
-  void CompletionLoop();
-  void WriteBatch(std::vector<Pending>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Applies one produce request to the batch; completes it at once when nothing is appended
+  absl::Status WriteBatch(std::vector<Pending>& batch) ABSL_LOCKS_EXCLUDED(write_mu_);
+  // Builds the batch's WriteSet: each request's rules, then the staged partition and producer
+  // state.
+  void BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, bool* sync, int* requests);
+  // Publishes a durable batch: producer and dedup state, partition state, waiters.
+  void Publish(BatchContext& ctx);
+  // Applies one produce request to the batch; answers it at once when nothing is appended
   // (error, or every record a duplicate).
-  void AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome, bool* sync);
-  absl::Status Enqueue(Pending pending, bool backpressure);
+  void AddProduce(Pending& p, BatchContext& ctx, bool* sync);
+  // Engine completion thread: the outcome of the write, for requests still waiting on it.
+  void Complete(Pending& p, const absl::Status& outcome);
 
   LogStore* const store_;
   BrokerObserver* const observer_;
@@ -156,26 +172,18 @@ class AppendPipeline {
   const ProducerRegistry* const producers_;
   const PipelineOptions options_;
 
-  absl::Mutex mu_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status failed_ ABSL_GUARDED_BY(mu_);
-  bool unsynced_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Duration sync_every_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
-
-  // Held by the writer while it builds and writes one batch.
-  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Held by WriteBatch (uncontended: one writer thread) and by SetLastAppendTime.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(sync_mu_);
   absl::Time last_append_time_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
-  // Completions of durable batches, run in order by the completion thread.
-  absl::Mutex done_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
-  std::deque<std::function<void()>> done_queue_ ABSL_GUARDED_BY(done_mu_);
-  bool done_stopping_ ABSL_GUARDED_BY(done_mu_) = false;
+  // The interval fsync.
+  absl::Mutex sync_mu_;
+  bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
+  bool unsynced_ ABSL_GUARDED_BY(sync_mu_) = false;
+  absl::Duration sync_every_ ABSL_GUARDED_BY(sync_mu_) = absl::InfiniteDuration();
 
-  std::thread writer_;
+  std::unique_ptr<commit::GroupCommit<Pending>> engine_;  // reset first in the destructor
   std::thread syncer_;
-  std::thread completer_;
 };
 
 }  // namespace conduit::log_broker

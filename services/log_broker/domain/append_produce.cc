@@ -6,18 +6,18 @@
 
 namespace conduit::log_broker {
 
-void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome, bool* sync) {
+void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, bool* sync) {
   TopicState* topic = p.topic.get();
   const TopicConfig config = topic->config();
   const size_t n = p.records.size();
-  outcome->result.positions.resize(n);
-  outcome->result.append_time = ctx.now();
+  p.outcome.result.positions.resize(n);
+  p.outcome.result.append_time = ctx.now();
   // A request answered from records staged in this very batch must wait for the batch to be
   // durable like any append: acknowledging it earlier could acknowledge a record that is lost.
   bool answered_from_batch = false;
   auto wait_for_batch = [&] {
     *sync |= config.durability == Durability::kSync;
-    outcome->live = true;
+    p.outcome.state = Outcome::kLive;
   };
 
   // Idempotence: one verdict per partition the request writes to.
@@ -27,7 +27,7 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome,
     const int64_t producer_id = p.stamp->producer_id;
     const int32_t current = producers_->CurrentEpoch(producer_id);
     if (current < 0) {
-      p.done(absl::FailedPreconditionError(
+      p.Answer(absl::FailedPreconditionError(
           absl::StrCat("unknown producer id ", producer_id, "; call InitProducer")));
       return;
     }
@@ -46,14 +46,14 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome,
       auto verdict = CheckSequence(*state, current, producer_id, p.stamp->epoch,
                                    p.stamp->base_sequences.at(partition), count);
       if (!verdict.ok()) {
-        p.done(verdict.status());
+        p.Answer(verdict.status());
         return;
       }
       if (verdict->kind == SequenceCheck::kDuplicate) originals[partition] = verdict->original;
     }
     if (!originals.empty()) {
       if (originals.size() != counts.size()) {
-        p.done(absl::FailedPreconditionError(
+        p.Answer(absl::FailedPreconditionError(
             "request mixes a retried batch with new records in other partitions"));
         return;
       }
@@ -63,13 +63,13 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome,
         const int32_t partition = p.records[i].partition;
         RecordPosition pos = originals[partition]->PositionOf(partition, seen[partition]++);
         pos.duplicate = true;
-        outcome->result.positions[i] = pos;
+        p.outcome.result.positions[i] = pos;
       }
       observer_->OnDuplicatesDropped(topic->name, static_cast<int64_t>(n));
       if (answered_from_batch) {
         wait_for_batch();
       } else {
-        p.done(std::move(outcome->result));
+        p.Answer(std::move(p.outcome.result));
       }
       return;
     }
@@ -95,7 +95,7 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome,
       if (seen && seen->append_time > ctx.now() - config.dedup_window) {
         RecordPosition pos = seen->position;
         pos.duplicate = true;
-        outcome->result.positions[i] = pos;
+        p.outcome.result.positions[i] = pos;
         ++duplicates;
         if (p.stamp) batches[r.partition].positions.push_back(pos);
         continue;
@@ -113,7 +113,7 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome,
     s.appended = true;
     appended = true;
     ctx.writes_.records.push_back(AppendEntry{topic->id, r.partition, offset, ctx.now(), &r.data});
-    outcome->result.positions[i] = RecordPosition{r.partition, offset};
+    p.outcome.result.positions[i] = RecordPosition{r.partition, offset};
     if (p.stamp) batches[r.partition].positions.push_back(RecordPosition{r.partition, offset});
     if (dedup && !r.data.event_id.empty()) {
       DedupEntry entry{RecordPosition{r.partition, offset}, ctx.now()};
@@ -147,7 +147,7 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, Outcome* outcome,
   }
   // Every record was a duplicate of a durable one and no producer state changes: done now.
   if (!appended && !p.stamp && !answered_from_batch) {
-    p.done(std::move(outcome->result));
+    p.Answer(std::move(p.outcome.result));
     return;
   }
   wait_for_batch();

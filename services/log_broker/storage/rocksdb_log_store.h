@@ -35,6 +35,7 @@ class RocksDbLogStore final : public LogStore {
   absl::StatusOr<std::vector<ProducerInfo>> LoadProducers() override;
   absl::Status SaveProducer(const ProducerInfo& producer) override;
   absl::Status Write(const WriteSet& writes, bool sync) override;
+  absl::Status Resume() override { return db_.Resume(); }
   absl::Status SyncWal() override;
 
   // Compacts the RocksDB key range of a whole topic so deleted records free their space now

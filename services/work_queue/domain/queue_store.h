@@ -37,6 +37,19 @@ struct QueueWrite {
   // False for changes a crash may lose (a lease: losing it equals its expiry). A batch is
   // fsynced when any write in it asks, and later synced writes cover the earlier ones.
   bool sync = true;
+
+  // What the write adds to the commit queue, for its byte cap.
+  static int64_t ApproxBytes(const QueueWrite& w) {
+    int64_t bytes = 64;
+    for (const Job& job : w.puts) {
+      bytes += 128 + static_cast<int64_t>(job.payload.size() + job.tenant.size() +
+                                          job.idempotency_key.size() + job.death_reason.size()) +
+               64 * static_cast<int64_t>(job.attempts.size());
+    }
+    for (const KeyEntry& k : w.key_puts) bytes += 32 + static_cast<int64_t>(k.key.size());
+    for (const AuditEntry& a : w.audit) bytes += 32 + static_cast<int64_t>(a.text.size());
+    return bytes + 16 * static_cast<int64_t>(w.deletes.size() + w.key_deletes.size());
+  }
 };
 
 // Persistence for queues and jobs. The domain (WorkQueueService) owns every rule; a QueueStore
@@ -52,6 +65,9 @@ class QueueStore {
   // Applies all writes as one atomic write (group commit), in order; fsynced unless no write
   // asks for it.
   virtual absl::Status Write(const std::vector<const QueueWrite*>& writes) = 0;
+  // After a write failed because the disk was full: lets writes go on once space is free
+  // (RESOURCE_EXHAUSTED while it still is not).
+  virtual absl::Status Resume() { return absl::OkStatus(); }
 };
 
 }  // namespace conduit::work_queue

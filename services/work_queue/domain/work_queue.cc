@@ -21,9 +21,9 @@ WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptio
       timers_(clock),
       options_(options),
       observer_(observer ? observer : &default_observer_),
-      log_("queue", [store](const std::vector<const QueueWrite*>& writes) {
-        return store->Write(writes);
-      }) {}
+      log_({.service = "queue"}, clock,
+           [store](const std::vector<const QueueWrite*>& writes) { return store->Write(writes); },
+           &QueueWrite::ApproxBytes, [store] { return store->Resume(); }) {}
 
 WorkQueue::~WorkQueue() {
   shutting_down_.store(true);  // long-polls answer at once instead of waiting again

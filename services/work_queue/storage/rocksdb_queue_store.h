@@ -20,6 +20,7 @@ class RocksDbQueueStore final : public QueueStore {
   absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) override;
   absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) override;
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override;
+  absl::Status Resume() override { return db_.Resume(); }
 
   // Audit lines of a queue, oldest first.
   absl::StatusOr<std::vector<std::string>> LoadAudit(uint64_t queue_id);

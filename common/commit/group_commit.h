@@ -1,0 +1,260 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/time/clock.h"
+
+namespace conduit::commit {
+
+struct GroupCommitOptions {
+  std::string service;  // names the service in statuses ("broker", "queue", ...)
+  // Bounded submissions beyond this many queued bytes are refused with RESOURCE_EXHAUSTED.
+  int64_t max_queued_bytes = 256 << 20;
+  // One batch carries at most this many bytes (and always at least one entry).
+  int64_t max_batch_bytes = 16 << 20;
+  // While the disk is full, how often the held batch is tried again.
+  absl::Duration disk_full_retry = absl::Milliseconds(200);
+};
+
+// Whether Submit may refuse an entry because too much is queued.
+enum class Admission { kBounded, kAlways };
+
+// True for the status a store returns when its volume has no space left (RocksDB's NoSpace,
+// mapped by rocksdb_util::ToStatus to RESOURCE_EXHAUSTED).
+inline bool IsDiskFull(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kResourceExhausted;
+}
+
+// The group-commit engine of every service. Entries are submitted in the order the domain made
+// them; one writer thread takes what is queued (up to max_batch_bytes) and hands it to `write`,
+// which makes the batch durable as one storage write (calling WriteDurably for it). The batch
+// then moves to one completion thread, which calls `complete` for each entry in order with the
+// outcome, so replies (gRPC sends them inline) never hold up the next write.
+//
+// Failure rules, the same in every service:
+// - A full disk is not fatal. WriteDurably holds the batch and tries the same write again every
+//   `disk_full_retry` (after `resume`, which lets the store clear its error) until it succeeds;
+//   meanwhile health() and Submit(kBounded) answer RESOURCE_EXHAUSTED "disk is full", so the
+//   domain refuses new changes before making them, while reads go on. Nothing of the held batch
+//   is answered until it is durable (or the engine stops: then UNAVAILABLE, never success).
+// - Any other write failure is sticky: memory and disk may disagree, so every later write is
+//   refused UNAVAILABLE until a restart.
+//
+// Thread-safe. `write` and `resume` run on the writer thread, `complete` on the completion thread.
+template <typename Entry>
+class GroupCommit {
+ public:
+  using WriteFn = std::function<absl::Status(std::vector<Entry>& batch)>;
+  using CompleteFn = std::function<void(Entry& entry, const absl::Status& outcome)>;
+  using ResumeFn = std::function<absl::Status()>;
+
+  GroupCommit(GroupCommitOptions options, const time::Clock* clock, WriteFn write,
+              CompleteFn complete, ResumeFn resume)
+      : options_(std::move(options)),
+        clock_(clock),
+        write_(std::move(write)),
+        complete_(std::move(complete)),
+        resume_(std::move(resume)),
+        writer_([this] { WriterLoop(); }),
+        completer_([this] { CompletionLoop(); }) {}
+
+  // Writes what is queued (a batch held by a full disk is given up: UNAVAILABLE), completes
+  // everything, then joins.
+  ~GroupCommit() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      retry_cv_.SignalAll();
+    }
+    writer_.join();
+    {
+      absl::MutexLock lock(&done_mu_);
+      done_stopping_ = true;
+    }
+    completer_.join();
+  }
+  GroupCommit(const GroupCommit&) = delete;
+  GroupCommit& operator=(const GroupCommit&) = delete;
+
+  // Queues `entry` (`bytes` counts toward the caps). Refused, without queuing, with
+  // RESOURCE_EXHAUSTED when the queue is full (kBounded) or the disk is full (kBounded), and
+  // UNAVAILABLE after a storage failure or during shutdown.
+  absl::Status Submit(Entry entry, int64_t bytes, Admission admission = Admission::kBounded) {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return failed_;
+    if (stopping_) return absl::UnavailableError(absl::StrCat(options_.service, " is shutting down"));
+    if (admission == Admission::kBounded) {
+      if (!disk_full_.ok()) return disk_full_;
+      if (queued_bytes_ > 0 && queued_bytes_ + bytes > options_.max_queued_bytes) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(options_.service, " write queue holds ", queued_bytes_,
+                         " bytes (limit ", options_.max_queued_bytes, "); retry after 50ms"));
+      }
+    }
+    queued_bytes_ += bytes;
+    queue_.push_back(Queued{std::move(entry), bytes});
+    return absl::OkStatus();
+  }
+
+  // OK; RESOURCE_EXHAUSTED while the disk is full or more than max_queued_bytes wait; or the
+  // UNAVAILABLE status of a storage failure. Domains that change memory before they submit
+  // (and so submit kAlways) check it before they change anything.
+  absl::Status health() const {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return failed_;
+    if (!disk_full_.ok()) return disk_full_;
+    if (queued_bytes_ > options_.max_queued_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(options_.service, " write queue holds ", queued_bytes_, " bytes (limit ",
+                       options_.max_queued_bytes, "); retry after 50ms"));
+    }
+    return absl::OkStatus();
+  }
+
+  // For `write`, on the writer thread: runs the storage write `fn`, and while it fails because
+  // the disk is full, resumes the store and runs it again (see the class comment). `fn` must be
+  // the same write each time: the batch is built once. Returns OK,
+  // or the failure (which `write` answers its entries with, after rolling back what it staged).
+  absl::Status WriteDurably(const std::function<absl::Status()>& fn) {
+    absl::Status s = fn();
+    while (IsDiskFull(s)) {
+      {
+        absl::MutexLock lock(&mu_);
+        disk_full_ = absl::ResourceExhaustedError(absl::StrCat(
+            "the ", options_.service, " data volume is full (", s.message(),
+            "); writes are refused until space is freed, reads keep working"));
+        const absl::Duration until = clock_->Monotonic() + options_.disk_full_retry;
+        while (!stopping_ && clock_->Monotonic() < until) {
+          clock_->WaitUntil(&retry_cv_, &mu_, until);
+        }
+        if (stopping_) {
+          gave_up_ = true;
+          return absl::UnavailableError(absl::StrCat(
+              options_.service, " stopped while its disk was full; the change was not written"));
+        }
+      }
+      // The store's own answer decides: a resume may fail only because RocksDB is already
+      // recovering by itself, and a write still failing for space keeps the batch held.
+      (void)resume_();
+      s = fn();
+    }
+    absl::MutexLock lock(&mu_);
+    disk_full_ = absl::OkStatus();
+    return s;
+  }
+
+  // Runs `fn` while no batch is being written (between batches).
+  void RunExclusive(const std::function<void()>& fn) {
+    absl::MutexLock lock(&write_mu_);
+    fn();
+  }
+
+ private:
+  struct Queued {
+    Entry entry;
+    int64_t bytes = 0;
+  };
+  struct Done {
+    std::vector<Entry> batch;
+    absl::Status outcome;
+  };
+
+  void WriterLoop() {
+    while (true) {
+      std::vector<Entry> batch;
+      absl::Status failed;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](GroupCommit* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+              return c->stopping_ || !c->queue_.empty();
+            },
+            this));
+        if (queue_.empty()) return;  // stopping, and everything queued has been written
+        int64_t bytes = 0;
+        while (!queue_.empty() &&
+               (batch.empty() || bytes + queue_.front().bytes <= options_.max_batch_bytes)) {
+          bytes += queue_.front().bytes;
+          batch.push_back(std::move(queue_.front().entry));
+          queue_.pop_front();
+        }
+        queued_bytes_ -= bytes;
+        failed = failed_;
+      }
+      if (failed.ok()) {
+        absl::MutexLock write_lock(&write_mu_);
+        gave_up_ = false;
+        absl::Status s = write_(batch);
+        if (!s.ok() && gave_up_) {
+          failed = s;  // given up at shutdown with the disk full: not a storage failure
+        } else if (!s.ok()) {
+          failed = absl::UnavailableError(
+              absl::StrCat("storage write failed (", s.message(), "); the ", options_.service,
+                           " accepts no changes until it is restarted"));
+          absl::MutexLock lock(&mu_);
+          failed_ = failed;
+        }
+      }
+      absl::MutexLock lock(&done_mu_);
+      done_queue_.push_back(Done{std::move(batch), std::move(failed)});
+    }
+  }
+
+  void CompletionLoop() {
+    while (true) {
+      std::deque<Done> ready;
+      {
+        absl::MutexLock lock(&done_mu_);
+        done_mu_.Await(absl::Condition(
+            +[](GroupCommit* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->done_mu_) {
+              return c->done_stopping_ || !c->done_queue_.empty();
+            },
+            this));
+        if (done_queue_.empty()) return;  // stopping and drained
+        ready.swap(done_queue_);
+      }
+      for (Done& d : ready) {
+        for (Entry& e : d.batch) complete_(e, d.outcome);
+      }
+    }
+  }
+
+  const GroupCommitOptions options_;
+  const time::Clock* const clock_;
+  const WriteFn write_;
+  const CompleteFn complete_;
+  const ResumeFn resume_;
+
+  // Held by the writer while it builds and writes one batch.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  bool gave_up_ = false;  // writer thread only: WriteDurably gave up at shutdown
+
+  mutable absl::Mutex mu_;
+  absl::CondVar retry_cv_;  // wakes a disk-full wait at shutdown
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  absl::Status disk_full_ ABSL_GUARDED_BY(mu_);
+
+  // Completions of written batches, run in order by the completion thread.
+  absl::Mutex done_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  std::deque<Done> done_queue_ ABSL_GUARDED_BY(done_mu_);
+  bool done_stopping_ ABSL_GUARDED_BY(done_mu_) = false;
+
+  std::thread writer_;     // last: start after every other member is constructed
+  std::thread completer_;
+};
+
+}  // namespace conduit::commit
