@@ -12,8 +12,10 @@
 namespace conduit::commit {
 
 // GroupCommit for domains that apply a change in memory and then log it (the coordinator and
-// the queue). Such a change cannot be refused after it is made, so Submit always queues it; the
-// domain asks health() first and refuses the change while the disk or the queue is full.
+// the queue). Such a change cannot be refused after it is made, so Submit always queues it, and
+// a write the store refuses for a full disk is held and retried (WriteDurably) until it is
+// written; the domain asks health() first and refuses the change while the disk or the queue is
+// full.
 //
 // `Write` is the service's description of one change; `write_fn` makes a batch of them durable
 // (for RocksDB: one WriteBatch, synced when any write asks). Thread-safe.
@@ -23,8 +25,7 @@ class CommitLog {
   using WriteFn = std::function<absl::Status(const std::vector<const Write*>&)>;
   using SizeFn = std::function<int64_t(const Write&)>;
 
-  CommitLog(GroupCommitOptions options, const time::Clock* clock, WriteFn write_fn,
-            SizeFn size_fn, std::function<absl::Status()> resume_fn)
+  CommitLog(GroupCommitOptions options, const time::Clock* clock, WriteFn write_fn, SizeFn size_fn)
       : size_fn_(std::move(size_fn)),
         engine_(
             std::move(options), clock,
@@ -34,8 +35,7 @@ class CommitLog {
               for (const Entry& e : batch) writes.push_back(&e.write);
               return engine_.WriteDurably([&] { return write_fn(writes); });
             },
-            [](Entry& e, const absl::Status& outcome) { e.done(outcome); },
-            std::move(resume_fn)) {}
+            [](Entry& e, const absl::Status& outcome) { e.done(outcome); }) {}
 
   // `done` runs on the completion thread once `write` is durable (or failed). An empty write is
   // a barrier: done runs after every earlier write is durable.
@@ -45,8 +45,9 @@ class CommitLog {
     if (!s.ok()) done(std::move(s));  // stopped or failed: nothing will be written
   }
 
-  // See GroupCommit::health.
+  // See GroupCommit::health and GroupCommit::failure.
   absl::Status health() const { return engine_.health(); }
+  absl::Status failure() const { return engine_.failure(); }
 
  private:
   struct Entry {

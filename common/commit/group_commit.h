@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/status/status_macros.h"
 #include "common/time/clock.h"
 
 namespace conduit::commit {
@@ -25,47 +26,52 @@ struct GroupCommitOptions {
   int64_t max_batch_bytes = 16 << 20;
   // While the disk is full, how often the held batch is tried again.
   absl::Duration disk_full_retry = absl::Milliseconds(200);
+  // Optional: RESOURCE_EXHAUSTED while the store's volume is below its reserve (the store's
+  // SpaceGuard), asked by health() and Submit(kBounded) so that changes are refused before they
+  // are made rather than held.
+  std::function<absl::Status()> space_check;
 };
 
 // Whether Submit may refuse an entry because too much is queued.
 enum class Admission { kBounded, kAlways };
 
-// True for the status a store returns when its volume has no space left (RocksDB's NoSpace,
-// mapped by rocksdb_util::ToStatus to RESOURCE_EXHAUSTED).
+// True for the status a store returns when it refuses a write because its volume is nearly
+// full (rocksdb_util::SpaceGuard): nothing was written, and the same write may be tried again.
 inline bool IsDiskFull(const absl::Status& s) {
   return s.code() == absl::StatusCode::kResourceExhausted;
 }
 
 // The group-commit engine of every service. Entries are submitted in the order the domain made
 // them; one writer thread takes what is queued (up to max_batch_bytes) and hands it to `write`,
-// which makes the batch durable as one storage write (calling WriteDurably for it). The batch
-// then moves to one completion thread, which calls `complete` for each entry in order with the
-// outcome, so replies (gRPC sends them inline) never hold up the next write.
+// which makes the batch durable as one storage write. The batch then moves to one completion
+// thread, which calls `complete` for each entry in order with the outcome, so replies (gRPC sends
+// them inline) never hold up the next write.
 //
 // Failure rules, the same in every service:
-// - A full disk is not fatal. WriteDurably holds the batch and tries the same write again every
-//   `disk_full_retry` (after `resume`, which lets the store clear its error) until it succeeds;
-//   meanwhile health() and Submit(kBounded) answer RESOURCE_EXHAUSTED "disk is full", so the
-//   domain refuses new changes before making them, while reads go on. Nothing of the held batch
-//   is answered until it is durable (or the engine stops: then UNAVAILABLE, never success).
+// - A full disk is not fatal: the store refuses the write before writing anything. A domain that
+//   can undo what it staged (the broker) returns that RESOURCE_EXHAUSTED from `write`, and the
+//   batch is answered with it. A domain whose memory is already ahead of the disk (coordinator,
+//   queue) writes through WriteDurably, which holds the batch and tries it again every
+//   `disk_full_retry` until it is written; meanwhile health() and Submit(kBounded) answer
+//   RESOURCE_EXHAUSTED, so new changes are refused before they are made, while reads go on.
+//   Nothing of a held batch is answered until it is durable (or the engine stops: UNAVAILABLE,
+//   never success).
 // - Any other write failure is sticky: memory and disk may disagree, so every later write is
 //   refused UNAVAILABLE until a restart.
 //
-// Thread-safe. `write` and `resume` run on the writer thread, `complete` on the completion thread.
+// Thread-safe. `write` runs on the writer thread, `complete` on the completion thread.
 template <typename Entry>
 class GroupCommit {
  public:
   using WriteFn = std::function<absl::Status(std::vector<Entry>& batch)>;
   using CompleteFn = std::function<void(Entry& entry, const absl::Status& outcome)>;
-  using ResumeFn = std::function<absl::Status()>;
 
   GroupCommit(GroupCommitOptions options, const time::Clock* clock, WriteFn write,
-              CompleteFn complete, ResumeFn resume)
+              CompleteFn complete)
       : options_(std::move(options)),
         clock_(clock),
         write_(std::move(write)),
         complete_(std::move(complete)),
-        resume_(std::move(resume)),
         writer_([this] { WriterLoop(); }),
         completer_([this] { CompletionLoop(); }) {}
 
@@ -96,6 +102,7 @@ class GroupCommit {
     if (stopping_) return absl::UnavailableError(absl::StrCat(options_.service, " is shutting down"));
     if (admission == Admission::kBounded) {
       if (!disk_full_.ok()) return disk_full_;
+      if (options_.space_check) CONDUIT_RETURN_IF_ERROR(options_.space_check());
       if (queued_bytes_ > 0 && queued_bytes_ + bytes > options_.max_queued_bytes) {
         return absl::ResourceExhaustedError(
             absl::StrCat(options_.service, " write queue holds ", queued_bytes_,
@@ -119,21 +126,27 @@ class GroupCommit {
           absl::StrCat(options_.service, " write queue holds ", queued_bytes_, " bytes (limit ",
                        options_.max_queued_bytes, "); retry after 50ms"));
     }
-    return absl::OkStatus();
+    return options_.space_check ? options_.space_check() : absl::OkStatus();
   }
 
-  // For `write`, on the writer thread: runs the storage write `fn`, and while it fails because
-  // the disk is full, resumes the store and runs it again (see the class comment). `fn` must be
-  // the same write each time: the batch is built once. Returns OK,
-  // or the failure (which `write` answers its entries with, after rolling back what it staged).
+  // The sticky storage failure, or OK. For reads: after it memory may hold what the disk does
+  // not, while a full disk or queue changes nothing that is shown.
+  absl::Status failure() const {
+    absl::MutexLock lock(&mu_);
+    return failed_;
+  }
+
+  // For `write`, on the writer thread: runs the storage write `fn`, and while the store refuses
+  // it for a full disk, waits and runs it again (see the class comment). Returns OK, or the
+  // failure `write` returns.
   absl::Status WriteDurably(const std::function<absl::Status()>& fn) {
     absl::Status s = fn();
     while (IsDiskFull(s)) {
       {
         absl::MutexLock lock(&mu_);
-        disk_full_ = absl::ResourceExhaustedError(absl::StrCat(
-            "the ", options_.service, " data volume is full (", s.message(),
-            "); writes are refused until space is freed, reads keep working"));
+        disk_full_ = absl::ResourceExhaustedError(
+            absl::StrCat(s.message(), "; ", options_.service,
+                         " changes are refused until then, reads keep working"));
         const absl::Duration until = clock_->Monotonic() + options_.disk_full_retry;
         while (!stopping_ && clock_->Monotonic() < until) {
           clock_->WaitUntil(&retry_cv_, &mu_, until);
@@ -144,9 +157,6 @@ class GroupCommit {
               options_.service, " stopped while its disk was full; the change was not written"));
         }
       }
-      // The store's own answer decides: a resume may fail only because RocksDB is already
-      // recovering by itself, and a write still failing for space keeps the batch held.
-      (void)resume_();
       s = fn();
     }
     absl::MutexLock lock(&mu_);
@@ -196,8 +206,8 @@ class GroupCommit {
         absl::MutexLock write_lock(&write_mu_);
         gave_up_ = false;
         absl::Status s = write_(batch);
-        if (!s.ok() && gave_up_) {
-          failed = s;  // given up at shutdown with the disk full: not a storage failure
+        if (!s.ok() && (gave_up_ || IsDiskFull(s))) {
+          failed = s;  // refused for space, or given up at shutdown: nothing was written
         } else if (!s.ok()) {
           failed = absl::UnavailableError(
               absl::StrCat("storage write failed (", s.message(), "); the ", options_.service,
@@ -234,7 +244,6 @@ class GroupCommit {
   const time::Clock* const clock_;
   const WriteFn write_;
   const CompleteFn complete_;
-  const ResumeFn resume_;
 
   // Held by the writer while it builds and writes one batch.
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);

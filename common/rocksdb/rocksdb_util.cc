@@ -15,8 +15,6 @@ namespace conduit::rocksdb_util {
 absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context) {
   if (status.ok()) return absl::OkStatus();
   std::string message = absl::StrCat(context, ": ", status.ToString());
-  // A full volume is a condition to wait out, not a fault (commit::IsDiskFull).
-  if (status.IsNoSpace()) return absl::ResourceExhaustedError(message);
   switch (status.code()) {
     case rocksdb::Status::kNotFound:
       return absl::NotFoundError(message);
@@ -32,10 +30,6 @@ absl::Status ToStatus(const rocksdb::Status& status, absl::string_view context) 
     default:
       return absl::InternalError(message);
   }
-}
-
-absl::Status OpenDb::Resume() const {
-  return ToStatus(db_->Resume(), "resume writes after a storage error");
 }
 
 absl::Status Scan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view prefix,

@@ -48,8 +48,6 @@ class OpenDb {
   ~OpenDb();
 
   rocksdb::DB* db() const { return db_.get(); }
-  // Clears a background error that stopped writes (a full disk), once the cause is gone.
-  absl::Status Resume() const;
   const std::vector<Handle>& handles() const { return handles_; }
   // The handle of `name`, or null.
   Handle Find(std::string_view name) const;

@@ -47,9 +47,9 @@ class CoordinatorStore {
   virtual absl::StatusOr<StoredState> Load() = 0;
   // Applies `writes` in order as one atomic, synced write.
   virtual absl::Status Write(const std::vector<const CoordinatorWrite*>& writes) = 0;
-  // After a write failed because the disk was full: lets writes go on once space is free
-  // (RESOURCE_EXHAUSTED while it still is not).
-  virtual absl::Status Resume() { return absl::OkStatus(); }
+  // RESOURCE_EXHAUSTED "disk full" while the volume is below its free-space reserve: writes
+  // that add data would be refused (the domain refuses the change before making it).
+  virtual absl::Status CheckSpace() const { return absl::OkStatus(); }
   // Audit entries of `group` with id < before_id (0: no bound), newest first, at most `limit`.
   virtual absl::StatusOr<std::vector<AuditRecord>> ListAudit(const std::string& group_id,
                                                              uint64_t before_id, int limit) = 0;

@@ -51,11 +51,11 @@ GroupCoordinator::GroupCoordinator(CoordinatorStore* store, TopicSource* topics,
       observer_(observer ? observer : &default_observer_),
       topic_cache_(topics, clock, options.topic_refresh),
       log_(
-          {.service = "coordinator"}, clock,
+          {.service = "coordinator", .space_check = [store] { return store->CheckSpace(); }}, clock,
           [store](const std::vector<const CoordinatorWrite*>& writes) {
             return store->Write(writes);
           },
-          &CoordinatorWrite::ApproxBytes, [store] { return store->Resume(); }) {}
+          &CoordinatorWrite::ApproxBytes) {}
 
 // Answers still on their way from the broker continue commits into the commit log: wait for
 // them before the log drains and the rest goes.

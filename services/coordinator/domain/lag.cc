@@ -10,7 +10,7 @@ namespace conduit::coordinator {
 absl::StatusOr<GroupDescription> GroupCoordinator::Describe(const std::string& group_id) {
   auto found = ExistingGroup(group_id);
   if (!found.ok()) return found.status();
-  CONDUIT_RETURN_IF_ERROR(log_.health());
+  CONDUIT_RETURN_IF_ERROR(log_.failure());
   GroupDescription out;
   CONDUIT_RETURN_IF_ERROR(ComputeLag(**found, &out));
   if (out.group_id.empty()) {

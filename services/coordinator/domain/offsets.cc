@@ -142,7 +142,7 @@ absl::StatusOr<std::vector<OffsetRecord>> GroupCoordinator::FetchOffsets(
   auto found = ExistingGroup(group_id);
   if (!found.ok()) return found.status();
   // After a failed write memory may hold what the disk does not: show nothing.
-  CONDUIT_RETURN_IF_ERROR(log_.health());
+  CONDUIT_RETURN_IF_ERROR(log_.failure());
   std::vector<OffsetRecord> out;
   std::shared_ptr<Waiter> barrier;
   {

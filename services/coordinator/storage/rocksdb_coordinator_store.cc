@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "services/coordinator/storage/key_schema.h"
 #include "services/coordinator/storage/records.pb.h"
 
@@ -128,10 +129,12 @@ absl::StatusOr<std::unique_ptr<RocksDbCoordinatorStore>> RocksDbCoordinatorStore
   auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
                                rocksdb_util::DefaultCfOptions(), cfs);
   if (!db.ok()) return db.status();
-  return std::unique_ptr<RocksDbCoordinatorStore>(new RocksDbCoordinatorStore(*std::move(db)));
+  return std::unique_ptr<RocksDbCoordinatorStore>(
+      new RocksDbCoordinatorStore(*std::move(db), path));
 }
 
-RocksDbCoordinatorStore::RocksDbCoordinatorStore(rocksdb_util::OpenDb db) : db_(std::move(db)) {
+RocksDbCoordinatorStore::RocksDbCoordinatorStore(rocksdb_util::OpenDb db, const std::string& path)
+    : db_(std::move(db)), space_(path) {
   groups_ = db_.Find(keys::kGroupsCf);
   members_ = db_.Find(keys::kMembersCf);
   offsets_ = db_.Find(keys::kOffsetsCf);
@@ -218,6 +221,7 @@ absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
 }
 
 absl::Status RocksDbCoordinatorStore::Write(const std::vector<const CoordinatorWrite*>& writes) {
+  CONDUIT_RETURN_IF_ERROR(space_.Check());
   rocksdb::WriteBatch batch;
   rocksdb::Status s;
   auto check = [&](const rocksdb::Status& st) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/rocksdb/rocksdb_util.h"
+#include "common/rocksdb/space_guard.h"
 #include "services/coordinator/domain/coordinator_store.h"
 
 namespace conduit::coordinator {
@@ -16,14 +17,15 @@ class RocksDbCoordinatorStore final : public CoordinatorStore {
 
   absl::StatusOr<StoredState> Load() override;
   absl::Status Write(const std::vector<const CoordinatorWrite*>& writes) override;
-  absl::Status Resume() override { return db_.Resume(); }
+  absl::Status CheckSpace() const override { return space_.Check(); }
   absl::StatusOr<std::vector<AuditRecord>> ListAudit(const std::string& group_id,
                                                      uint64_t before_id, int limit) override;
 
  private:
-  explicit RocksDbCoordinatorStore(rocksdb_util::OpenDb db);
+  RocksDbCoordinatorStore(rocksdb_util::OpenDb db, const std::string& path);
 
   rocksdb_util::OpenDb db_;
+  const rocksdb_util::SpaceGuard space_;  // checked before every write that adds data
   rocksdb_util::OpenDb::Handle groups_, members_, offsets_, audit_;
 };
 

@@ -29,10 +29,9 @@ AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, const 
       commit::GroupCommitOptions{.service = "broker",
                                  .max_queued_bytes = options.max_queued_bytes,
                                  .max_batch_bytes = options.max_batch_bytes,
-                                 .disk_full_retry = options.disk_full_retry},
+                                 .space_check = [store] { return store->CheckSpace(); }},
       clock, [this](std::vector<Pending>& batch) { return WriteBatch(batch); },
-      [this](Pending& p, const absl::Status& outcome) { Complete(p, outcome); },
-      [store] { return store->Resume(); });
+      [this](Pending& p, const absl::Status& outcome) { Complete(p, outcome); });
   syncer_ = std::thread([this] { SyncLoop(); });
 }
 
@@ -94,7 +93,9 @@ absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
   }
 
   const absl::Duration started = clock_->Monotonic();
-  absl::Status status = engine_->WriteDurably([&] { return store_->Write(writes, sync); });
+  // With the disk full the store refuses the write (RESOURCE_EXHAUSTED) and the engine answers
+  // the batch with it: the broker can undo what it staged, so it need not hold the batch.
+  absl::Status status = store_->Write(writes, sync);
   const absl::Duration latency = clock_->Monotonic() - started;
   if (!status.ok()) {
     for (auto& [part, s] : ctx.staged_) part->next_offset = s.next_offset_before;

@@ -44,8 +44,6 @@ struct PipelineOptions {
   int64_t max_queued_bytes = 256 << 20;
   // Upper bound on one group-committed WriteBatch.
   int64_t max_batch_bytes = 16 << 20;
-  // While the disk is full, how often the held batch is tried again.
-  absl::Duration disk_full_retry = absl::Milliseconds(200);
 };
 
 // The batch the writer thread is building. Maintenance work (retention, compaction, dedup
@@ -101,10 +99,11 @@ struct MaintenanceOp {
 // only then publishes the new partition state and wakes waiters. The engine's completion thread
 // answers the requests. A thread of its own fsyncs the WAL for `interval` topics.
 //
-// Failures follow the engine: with the disk full the batch is held and retried, and new produce
-// requests are refused RESOURCE_EXHAUSTED until it is written; any other failed write leaves
-// offsets unassigned (nothing was acknowledged) and stops the pipeline: later produces get
-// UNAVAILABLE until restart, because the store's state is then unknown.
+// A write the store refuses because the disk is full (RESOURCE_EXHAUSTED, nothing written)
+// leaves offsets unassigned and answers the batch's requests with that status; the next batch
+// tries again. Any other failed write also leaves offsets unassigned (nothing was acknowledged)
+// but stops the pipeline: later produces get UNAVAILABLE until restart, because the store's
+// state is then unknown.
 //
 // Thread-safe.
 class AppendPipeline {

@@ -129,9 +129,9 @@ class LogStore {
 
   // Applies everything atomically; with `sync`, returns only after the WAL is fsynced.
   virtual absl::Status Write(const WriteSet& writes, bool sync) = 0;
-  // After a write failed because the disk was full: lets writes go on once space is free
-  // (RESOURCE_EXHAUSTED while it still is not).
-  virtual absl::Status Resume() { return absl::OkStatus(); }
+  // RESOURCE_EXHAUSTED "disk full" while the volume is below its free-space reserve: writes
+  // that add data would be refused (the domain refuses the change before making it).
+  virtual absl::Status CheckSpace() const { return absl::OkStatus(); }
   // Fsyncs everything written so far.
   virtual absl::Status SyncWal() = 0;
 

@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(const std
                                rocksdb_util::DefaultCfOptions(),
                                {std::string(keys::kMetaColumnFamily)});
   if (!db.ok()) return db.status();
-  std::unique_ptr<RocksDbLogStore> store(new RocksDbLogStore(*std::move(db)));
+  std::unique_ptr<RocksDbLogStore> store(new RocksDbLogStore(*std::move(db), path));
 
   // Attach each topic column family to its metadata; drop orphans left by a crash in the
   // middle of CreateTopic / DeleteTopic.
@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(const std
   return store;
 }
 
-RocksDbLogStore::RocksDbLogStore(rocksdb_util::OpenDb db) : db_(std::move(db)) {
+RocksDbLogStore::RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path)
+    : db_(std::move(db)), space_(path) {
   meta_ = db_.Find(keys::kMetaColumnFamily);
 }
 
@@ -151,6 +152,7 @@ absl::StatusOr<std::vector<WriteSet::DedupPut>> RocksDbLogStore::LoadDedupEntrie
 }
 
 absl::Status RocksDbLogStore::CreateTopic(const TopicMeta& topic) {
+  CONDUIT_RETURN_IF_ERROR(space_.Check());
   // Column family first, metadata second: a crash in between leaves an orphan to drop.
   auto handle = db_.CreateColumnFamily(keys::TopicColumnFamily(topic.id),
                                        rocksdb_util::DefaultCfOptions());
@@ -169,6 +171,7 @@ absl::Status RocksDbLogStore::CreateTopic(const TopicMeta& topic) {
 }
 
 absl::Status RocksDbLogStore::UpdateTopic(const TopicMeta& topic) {
+  CONDUIT_RETURN_IF_ERROR(space_.Check());
   rocksdb::WriteOptions sync;
   sync.sync = true;
   return ToStatus(db_.db()->Put(sync, meta_.get(), keys::TopicMetaKey(topic.id),
@@ -219,6 +222,7 @@ absl::StatusOr<std::vector<ProducerInfo>> RocksDbLogStore::LoadProducers() {
 }
 
 absl::Status RocksDbLogStore::SaveProducer(const ProducerInfo& producer) {
+  CONDUIT_RETURN_IF_ERROR(space_.Check());
   rocksdb::WriteOptions sync;
   sync.sync = true;
   return ToStatus(db_.db()->Put(sync, meta_.get(), keys::ProducerKey(producer.id),
@@ -227,6 +231,8 @@ absl::Status RocksDbLogStore::SaveProducer(const ProducerInfo& producer) {
 }
 
 absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
+  // Only appends are refused for space: retention, compaction and dedup expiry free it.
+  if (!writes.records.empty()) CONDUIT_RETURN_IF_ERROR(space_.Check());
   rocksdb::WriteBatch batch;
   std::string value;
   uint64_t cached_id = 0;

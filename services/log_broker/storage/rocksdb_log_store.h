@@ -1,7 +1,7 @@
 #pragma once
 
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/rocksdb/rocksdb_util.h"
+#include "common/rocksdb/space_guard.h"
 #include "services/log_broker/domain/log_store.h"
 
 namespace conduit::log_broker {
@@ -35,7 +36,7 @@ class RocksDbLogStore final : public LogStore {
   absl::StatusOr<std::vector<ProducerInfo>> LoadProducers() override;
   absl::Status SaveProducer(const ProducerInfo& producer) override;
   absl::Status Write(const WriteSet& writes, bool sync) override;
-  absl::Status Resume() override { return db_.Resume(); }
+  absl::Status CheckSpace() const override { return space_.Check(); }
   absl::Status SyncWal() override;
 
   // Compacts the RocksDB key range of a whole topic so deleted records free their space now
@@ -48,13 +49,14 @@ class RocksDbLogStore final : public LogStore {
                                                  int64_t max_bytes) override;
 
  private:
-  explicit RocksDbLogStore(rocksdb_util::OpenDb db);
+  RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path);
   absl::StatusOr<rocksdb_util::OpenDb::Handle> TopicHandle(uint64_t topic_id) const;
   // Calls fn(key, value) for every meta key starting with `prefix`.
   absl::Status ScanMeta(const std::string& prefix,
                         const std::function<absl::Status(std::string_view, std::string_view)>& fn);
 
   rocksdb_util::OpenDb db_;
+  const rocksdb_util::SpaceGuard space_;  // checked before every write that adds data
   rocksdb_util::OpenDb::Handle meta_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, rocksdb_util::OpenDb::Handle> topics_ ABSL_GUARDED_BY(mu_);

@@ -65,9 +65,9 @@ class QueueStore {
   // Applies all writes as one atomic write (group commit), in order; fsynced unless no write
   // asks for it.
   virtual absl::Status Write(const std::vector<const QueueWrite*>& writes) = 0;
-  // After a write failed because the disk was full: lets writes go on once space is free
-  // (RESOURCE_EXHAUSTED while it still is not).
-  virtual absl::Status Resume() { return absl::OkStatus(); }
+  // RESOURCE_EXHAUSTED "disk full" while the volume is below its free-space reserve: writes
+  // that add data would be refused (the domain refuses the change before making it).
+  virtual absl::Status CheckSpace() const { return absl::OkStatus(); }
 };
 
 }  // namespace conduit::work_queue

@@ -21,9 +21,10 @@ WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptio
       timers_(clock),
       options_(options),
       observer_(observer ? observer : &default_observer_),
-      log_({.service = "queue"}, clock,
-           [store](const std::vector<const QueueWrite*>& writes) { return store->Write(writes); },
-           &QueueWrite::ApproxBytes, [store] { return store->Resume(); }) {}
+      log_(
+          {.service = "queue", .space_check = [store] { return store->CheckSpace(); }}, clock,
+          [store](const std::vector<const QueueWrite*>& writes) { return store->Write(writes); },
+          &QueueWrite::ApproxBytes) {}
 
 WorkQueue::~WorkQueue() {
   shutting_down_.store(true);  // long-polls answer at once instead of waiting again

@@ -253,6 +253,11 @@ class WorkQueue {
   // the domain's lock (a reply that depends on state must not outrun that state).
   template <typename T>
   void ReplyAfterLog(Callback<T> done, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // A refusal for the log's health (disk or write queue full, storage failed) rests on no
+    // change in flight: answered at once, since waiting behind a held write only times out.
+    if (absl::IsResourceExhausted(status) || absl::IsUnavailable(status)) {
+      return done(std::move(status));
+    }
     Commit(QueueWrite{}, [done = std::move(done), status](absl::Status s) {
       done(s.ok() ? status : s);
     });

@@ -1,10 +1,11 @@
 #include "services/work_queue/storage/rocksdb_queue_store.h"
 
-#include <algorithm>
-
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "services/work_queue/storage/codec.h"
 #include "services/work_queue/storage/key_schema.h"
 
@@ -17,14 +18,14 @@ absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(const
   auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
                                rocksdb_util::DefaultCfOptions(), cfs);
   if (!db.ok()) return db.status();
-  return std::unique_ptr<RocksDbQueueStore>(new RocksDbQueueStore(*std::move(db)));
+  return std::unique_ptr<RocksDbQueueStore>(new RocksDbQueueStore(*std::move(db), path));
 }
 
-RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db)
+RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string& path)
     // Audit entries of one queue and microsecond are told apart by this sequence. RocksDB's
     // own sequence number has advanced by at least one for every audit entry written before
     // this open, so starting from it never reuses a key (and needs no wall clock).
-    : db_(std::move(db)), audit_seq_(db_.db()->GetLatestSequenceNumber() + 1) {
+    : db_(std::move(db)), space_(path), audit_seq_(db_.db()->GetLatestSequenceNumber() + 1) {
   queues_ = db_.Find(keys::kQueuesCf);
   jobs_ = db_.Find(keys::kJobsCf);
   idempotency_ = db_.Find(keys::kIdempotencyCf);
@@ -96,6 +97,7 @@ absl::StatusOr<std::vector<std::string>> RocksDbQueueStore::LoadAudit(uint64_t q
 }
 
 absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writes) {
+  CONDUIT_RETURN_IF_ERROR(space_.Check());
   rocksdb::WriteBatch batch;
   rocksdb::Status s;
   auto check = [&](const rocksdb::Status& st) {

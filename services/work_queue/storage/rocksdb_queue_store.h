@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/rocksdb/rocksdb_util.h"
+#include "common/rocksdb/space_guard.h"
 #include "services/work_queue/domain/queue_store.h"
 
 namespace conduit::work_queue {
@@ -20,15 +21,16 @@ class RocksDbQueueStore final : public QueueStore {
   absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) override;
   absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) override;
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override;
-  absl::Status Resume() override { return db_.Resume(); }
+  absl::Status CheckSpace() const override { return space_.Check(); }
 
   // Audit lines of a queue, oldest first.
   absl::StatusOr<std::vector<std::string>> LoadAudit(uint64_t queue_id);
 
  private:
-  explicit RocksDbQueueStore(rocksdb_util::OpenDb db);
+  RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string& path);
 
   rocksdb_util::OpenDb db_;
+  const rocksdb_util::SpaceGuard space_;  // checked before every write that adds data
   rocksdb_util::OpenDb::Handle queues_, jobs_, idempotency_, audit_;
   // Starts from the wall clock so that keys of a later process never overwrite earlier lines.
   std::atomic<uint64_t> audit_seq_;

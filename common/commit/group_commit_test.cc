@@ -1,0 +1,221 @@
+#include "common/commit/group_commit.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/time/clock.h"
+
+namespace conduit::commit {
+namespace {
+
+// An entry: a name, and where its outcome goes.
+struct Entry {
+  std::string name;
+  absl::Status* outcome = nullptr;
+  absl::Notification* done = nullptr;
+};
+
+// The storage side of the test: records each batch, can hold the writer at a gate, and answers
+// each write with `next` (then OK once `next` is used up).
+class FakeStorage {
+ public:
+  absl::Status Write(std::vector<Entry>& batch) {
+    absl::MutexLock lock(&mu_);
+    ++entered_;
+    mu_.Await(absl::Condition(&open_));
+    std::vector<std::string> names;
+    for (const Entry& e : batch) names.push_back(e.name);
+    batches_.push_back(names);
+    if (results_.empty()) return absl::OkStatus();
+    absl::Status s = results_.front();
+    results_.erase(results_.begin());
+    return s;
+  }
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    open_ = false;
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  void Answer(std::vector<absl::Status> results) {
+    absl::MutexLock lock(&mu_);
+    results_ = std::move(results);
+  }
+  std::vector<std::vector<std::string>> batches() {
+    absl::MutexLock lock(&mu_);
+    return batches_;
+  }
+  // Waits until `n` writes have reached the gate.
+  void WaitEntered(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entered_ >= n; };
+    mu_.Await(absl::Condition(&reached));
+  }
+  int writes() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(batches_.size());
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<absl::Status> results_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<std::string>> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+struct Outcome {
+  absl::Status status;
+  absl::Notification done;
+};
+
+class GroupCommitTest : public ::testing::Test {
+ protected:
+  // `durably`: write through WriteDurably (the coordinator's and queue's way) instead of
+  // returning the store's answer (the broker's).
+  void Make(GroupCommitOptions options, bool durably) {
+    options.service = "test";
+    engine_ = std::make_unique<GroupCommit<Entry>>(
+        options, &clock_,
+        [this, durably](std::vector<Entry>& batch) {
+          if (!durably) return storage_.Write(batch);
+          return engine_->WriteDurably([&] { return storage_.Write(batch); });
+        },
+        [](Entry& e, const absl::Status& outcome) {
+          *e.outcome = outcome;
+          e.done->Notify();
+        });
+  }
+  absl::Status Submit(const std::string& name, Outcome* out, int64_t bytes = 1,
+                      Admission admission = Admission::kBounded) {
+    return engine_->Submit(Entry{name, &out->status, &out->done}, bytes, admission);
+  }
+
+  time::FakeClock clock_;
+  FakeStorage storage_;
+  std::unique_ptr<GroupCommit<Entry>> engine_;  // last: stops before the storage goes
+};
+
+TEST_F(GroupCommitTest, BatchesWhatQueuedWhileWritingInOrderUpToTheByteCap) {
+  Make({.max_batch_bytes = 10}, /*durably=*/false);
+  storage_.Close();
+  Outcome first, a, b, c;
+  ASSERT_TRUE(Submit("first", &first).ok());
+  storage_.WaitEntered(1);  // the writer holds "first" at the gate; the rest queue behind it
+  ASSERT_TRUE(Submit("a", &a, 6).ok());
+  ASSERT_TRUE(Submit("b", &b, 4).ok());
+  ASSERT_TRUE(Submit("c", &c, 1).ok());
+  storage_.Open();
+  for (Outcome* o : {&first, &a, &b, &c}) {
+    o->done.WaitForNotification();
+    EXPECT_TRUE(o->status.ok()) << o->status;
+  }
+  // In order; a, b and c queued together, but a batch holds at most 10 bytes.
+  EXPECT_EQ(storage_.batches(),
+            (std::vector<std::vector<std::string>>{{"first"}, {"a", "b"}, {"c"}}));
+}
+
+TEST_F(GroupCommitTest, RefusesBoundedSubmissionsBeyondTheQueueCapButNotUnboundedOnes) {
+  Make({.max_queued_bytes = 100}, /*durably=*/false);
+  storage_.Close();
+  Outcome held, big, over, always;
+  ASSERT_TRUE(Submit("held", &held, 1).ok());
+  storage_.WaitEntered(1);
+  ASSERT_TRUE(Submit("big", &big, 100).ok());  // the first queued entry is never refused
+  absl::Status s = Submit("over", &over, 1);
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_TRUE(Submit("always", &always, 1, Admission::kAlways).ok());
+  storage_.Open();
+  always.done.WaitForNotification();
+  EXPECT_TRUE(always.status.ok());
+  EXPECT_FALSE(over.done.HasBeenNotified());
+}
+
+TEST_F(GroupCommitTest, AStorageFailureIsStickyAndNeverAnsweredAsSuccess) {
+  Make({}, /*durably=*/false);
+  storage_.Answer({absl::InternalError("io error")});
+  Outcome a, b;
+  ASSERT_TRUE(Submit("a", &a).ok());
+  a.done.WaitForNotification();
+  EXPECT_TRUE(absl::IsUnavailable(a.status)) << a.status;
+  EXPECT_TRUE(absl::IsUnavailable(engine_->health()));
+  EXPECT_TRUE(absl::IsUnavailable(engine_->failure()));
+  EXPECT_TRUE(absl::IsUnavailable(Submit("b", &b)));
+  EXPECT_EQ(storage_.writes(), 1);
+}
+
+TEST_F(GroupCommitTest, AWriteRefusedForSpaceIsAnsweredWithItAndIsNotSticky) {
+  Make({}, /*durably=*/false);
+  storage_.Answer({absl::ResourceExhaustedError("disk full: test")});
+  Outcome a, b;
+  ASSERT_TRUE(Submit("a", &a).ok());
+  a.done.WaitForNotification();
+  EXPECT_TRUE(IsDiskFull(a.status)) << a.status;
+  EXPECT_TRUE(engine_->failure().ok());
+  ASSERT_TRUE(Submit("b", &b).ok());
+  b.done.WaitForNotification();
+  EXPECT_TRUE(b.status.ok()) << b.status;
+}
+
+// The coordinator's and the queue's way: memory is ahead of the disk, so a write refused for
+// space is held and tried again on the clock, and nothing is answered until it is written.
+TEST_F(GroupCommitTest, WriteDurablyHoldsABatchWhileTheDiskIsFullAndRefusesNewChanges) {
+  Make({.disk_full_retry = absl::Seconds(1)}, /*durably=*/true);
+  storage_.Answer({absl::ResourceExhaustedError("disk full: test"),
+                   absl::ResourceExhaustedError("disk full: test")});
+  Outcome held, refused;
+  ASSERT_TRUE(Submit("held", &held).ok());
+  while (engine_->health().ok()) absl::SleepFor(absl::Milliseconds(1));  // the first try failed
+  EXPECT_TRUE(IsDiskFull(engine_->health())) << engine_->health();
+  EXPECT_TRUE(engine_->failure().ok());
+  EXPECT_TRUE(IsDiskFull(Submit("refused", &refused)));
+  EXPECT_FALSE(held.done.HasBeenNotified());
+
+  clock_.Advance(absl::Seconds(1));  // the second try: still full
+  storage_.WaitEntered(2);
+  EXPECT_FALSE(held.done.HasBeenNotified());
+  // The third try is written (the clock is moved until the writer has waited its period again).
+  while (!held.done.HasBeenNotified()) {
+    clock_.Advance(absl::Seconds(1));
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_TRUE(held.status.ok()) << held.status;
+  EXPECT_TRUE(engine_->health().ok());
+  EXPECT_EQ(storage_.batches(),
+            (std::vector<std::vector<std::string>>{{"held"}, {"held"}, {"held"}}))
+      << "the same batch, tried three times";
+}
+
+TEST_F(GroupCommitTest, StoppingWhileABatchIsHeldAnswersItUnavailable) {
+  Make({.disk_full_retry = absl::Hours(1)}, /*durably=*/true);
+  storage_.Answer({absl::ResourceExhaustedError("disk full: test")});
+  Outcome held;
+  ASSERT_TRUE(Submit("held", &held).ok());
+  while (engine_->health().ok()) absl::SleepFor(absl::Milliseconds(1));
+  engine_.reset();
+  ASSERT_TRUE(held.done.HasBeenNotified());
+  EXPECT_TRUE(absl::IsUnavailable(held.status)) << held.status;
+  EXPECT_NE(held.status.message().find("not written"), std::string::npos) << held.status;
+}
+
+TEST_F(GroupCommitTest, TheSpaceCheckRefusesBeforeAnythingIsQueued) {
+  absl::Status space = absl::ResourceExhaustedError("disk full: low");
+  Make({.space_check = [&space] { return space; }}, /*durably=*/false);
+  Outcome a, b;
+  EXPECT_TRUE(IsDiskFull(Submit("a", &a)));
+  EXPECT_TRUE(IsDiskFull(engine_->health()));
+  space = absl::OkStatus();
+  EXPECT_TRUE(engine_->health().ok());
+  ASSERT_TRUE(Submit("b", &b).ok());
+  b.done.WaitForNotification();
+  EXPECT_EQ(storage_.batches(), (std::vector<std::vector<std::string>>{{"b"}}));
+}
+
+}  // namespace
+}  // namespace conduit::commit
