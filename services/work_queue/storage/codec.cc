@@ -199,4 +199,28 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
   return q;
 }
 
+std::string EncodeIdempotency(uint64_t job_id, absl::Time at) {
+  std::string out;
+  coding::PutBigEndian64(&out, job_id);
+  coding::PutBigEndian64(&out, static_cast<uint64_t>(absl::ToUnixMicros(at)));
+  return out;
+}
+
+absl::StatusOr<std::pair<uint64_t, absl::Time>> DecodeIdempotency(std::string_view in) {
+  if (in.size() != 16) return Corrupt("idempotency entry");
+  return std::make_pair(coding::ReadBigEndian64(in.data()),
+                        absl::FromUnixMicros(static_cast<int64_t>(coding::ReadBigEndian64(in.data() + 8))));
+}
+
+std::string EncodeCounter(uint64_t value) {
+  std::string out;
+  coding::PutBigEndian64(&out, value);
+  return out;
+}
+
+absl::StatusOr<uint64_t> DecodeCounter(std::string_view in) {
+  if (in.size() != 8) return Corrupt("counter");
+  return coding::ReadBigEndian64(in.data());
+}
+
 }  // namespace conduit::work_queue::codec

@@ -4,8 +4,10 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "services/work_queue/domain/job.h"
 
 namespace conduit::work_queue::codec {
@@ -27,5 +29,13 @@ absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in);
 //   | varint max in flight per tenant
 std::string EncodeQueue(const QueueMeta& queue);
 absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in);
+
+// Idempotency entry: BE64 job id | BE64 at µs. Fixed width, no version byte (like the counters).
+std::string EncodeIdempotency(uint64_t job_id, absl::Time at);
+absl::StatusOr<std::pair<uint64_t, absl::Time>> DecodeIdempotency(std::string_view in);
+
+// A counter (next job id): BE64.
+std::string EncodeCounter(uint64_t value);
+absl::StatusOr<uint64_t> DecodeCounter(std::string_view in);
 
 }  // namespace conduit::work_queue::codec

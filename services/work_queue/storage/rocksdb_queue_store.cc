@@ -18,7 +18,24 @@ absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(const
   auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
                                rocksdb_util::DefaultCfOptions(), cfs);
   if (!db.ok()) return db.status();
-  return std::unique_ptr<RocksDbQueueStore>(new RocksDbQueueStore(*std::move(db), path));
+  std::unique_ptr<RocksDbQueueStore> store(new RocksDbQueueStore(*std::move(db), path));
+  CONDUIT_RETURN_IF_ERROR(store->MoveLegacyNextJobId());
+  return store;
+}
+
+absl::Status RocksDbQueueStore::MoveLegacyNextJobId() {
+  std::string value;
+  rocksdb::Status s =
+      db_.db()->Get(rocksdb::ReadOptions(), queues_.get(), keys::kLegacyNextJobIdKey, &value);
+  if (s.IsNotFound()) return absl::OkStatus();
+  if (!s.ok()) return ToStatus(s, "load next job id");
+  rocksdb::WriteBatch batch;
+  s = batch.Put(counters_.get(), keys::kNextJobIdKey, value);
+  if (s.ok()) s = batch.Delete(queues_.get(), keys::kLegacyNextJobIdKey);
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  if (s.ok()) s = db_.db()->Write(sync, &batch);
+  return ToStatus(s, "move next job id to the counters column family");
 }
 
 RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string& path)
@@ -30,6 +47,7 @@ RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string&
   jobs_ = db_.Find(keys::kJobsCf);
   idempotency_ = db_.Find(keys::kIdempotencyCf);
   audit_ = db_.Find(keys::kAuditCf);
+  counters_ = db_.Find(keys::kCountersCf);
   db_.ForgetHandles();
 }
 
@@ -37,7 +55,9 @@ absl::StatusOr<std::vector<QueueMeta>> RocksDbQueueStore::LoadQueues() {
   std::vector<QueueMeta> out;
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), queues_.get()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (it->key().size() != 8) continue;  // not a queue (keys::kNextJobIdKey)
+    if (!keys::IsQueueKey(it->key().ToStringView())) {
+      return absl::DataLossError("unexpected key in the queues column family");
+    }
     auto q = codec::DecodeQueue(it->value().ToStringView());
     if (!q.ok()) return q.status();
     out.push_back(*std::move(q));
@@ -48,11 +68,11 @@ absl::StatusOr<std::vector<QueueMeta>> RocksDbQueueStore::LoadQueues() {
 
 absl::StatusOr<uint64_t> RocksDbQueueStore::LoadNextJobId() {
   std::string value;
-  rocksdb::Status s = db_.db()->Get(rocksdb::ReadOptions(), queues_.get(), keys::kNextJobIdKey, &value);
+  rocksdb::Status s =
+      db_.db()->Get(rocksdb::ReadOptions(), counters_.get(), keys::kNextJobIdKey, &value);
   if (s.IsNotFound()) return 0;
   if (!s.ok()) return ToStatus(s, "load next job id");
-  if (value.size() != 8) return absl::DataLossError("corrupt next job id");
-  return coding::ReadBigEndian64(value.data());
+  return codec::DecodeCounter(value);
 }
 
 absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(uint64_t queue_id) {
@@ -60,8 +80,9 @@ absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(uint64_t queue_id) 
   const std::string prefix = keys::QueueKey(queue_id);
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), jobs_.get()));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    const uint64_t id = coding::ReadBigEndian64(it->key().data() + 8);
-    auto job = codec::DecodeJob(id, it->value().ToStringView());
+    const std::optional<uint64_t> id = keys::JobIdOfKey(it->key().ToStringView());
+    if (!id) return absl::DataLossError("corrupt job key");
+    auto job = codec::DecodeJob(*id, it->value().ToStringView());
     if (!job.ok()) return job.status();
     out.push_back(*std::move(job));
   }
@@ -75,11 +96,10 @@ absl::StatusOr<std::vector<QueueWrite::KeyEntry>> RocksDbQueueStore::LoadKeys(ui
   std::unique_ptr<rocksdb::Iterator> it(
       db_.db()->NewIterator(rocksdb::ReadOptions(), idempotency_.get()));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    if (it->value().size() != 16) return absl::DataLossError("corrupt idempotency key");
-    out.push_back(QueueWrite::KeyEntry{
-        queue_id, std::string(it->key().ToStringView().substr(8)),
-        coding::ReadBigEndian64(it->value().data()),
-        absl::FromUnixMicros(static_cast<int64_t>(coding::ReadBigEndian64(it->value().data() + 8)))});
+    const std::optional<std::string_view> name = keys::IdempotencyKeyName(it->key().ToStringView());
+    auto entry = codec::DecodeIdempotency(it->value().ToStringView());
+    if (!name || !entry.ok()) return absl::DataLossError("corrupt idempotency key");
+    out.push_back(QueueWrite::KeyEntry{queue_id, std::string(*name), entry->first, entry->second});
   }
   if (!it->status().ok()) return ToStatus(it->status(), "load idempotency keys");
   return out;
@@ -109,9 +129,7 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
       check(batch.Put(queues_.get(), keys::QueueKey(q), codec::EncodeQueue(*w->create_queue)));
     }
     if (w->next_job_id) {
-      std::string value;
-      coding::PutBigEndian64(&value, *w->next_job_id);
-      check(batch.Put(queues_.get(), keys::kNextJobIdKey, value));
+      check(batch.Put(counters_.get(), keys::kNextJobIdKey, codec::EncodeCounter(*w->next_job_id)));
     }
     if (w->drop_queue) {
       check(batch.Delete(queues_.get(), keys::QueueKey(q)));
@@ -127,10 +145,8 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
       check(batch.Delete(idempotency_.get(), keys::IdempotencyKey(q, key)));
     }
     for (const auto& k : w->key_puts) {
-      std::string value;
-      coding::PutBigEndian64(&value, k.job_id);
-      coding::PutBigEndian64(&value, static_cast<uint64_t>(absl::ToUnixMicros(k.at)));
-      check(batch.Put(idempotency_.get(), keys::IdempotencyKey(q, k.key), value));
+      check(batch.Put(idempotency_.get(), keys::IdempotencyKey(q, k.key),
+                      codec::EncodeIdempotency(k.job_id, k.at)));
     }
     for (const auto& a : w->audit) {
       check(batch.Put(audit_.get(), keys::AuditKey(q, absl::ToUnixMicros(a.at), audit_seq_++),

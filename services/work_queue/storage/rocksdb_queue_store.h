@@ -29,9 +29,11 @@ class RocksDbQueueStore final : public QueueStore {
  private:
   RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string& path);
 
+  // Stores written before the counters column family kept the next job id among the queues.
+  absl::Status MoveLegacyNextJobId();
   rocksdb_util::OpenDb db_;
   const rocksdb_util::SpaceGuard space_;  // checked before every write that adds data
-  rocksdb_util::OpenDb::Handle queues_, jobs_, idempotency_, audit_;
+  rocksdb_util::OpenDb::Handle queues_, jobs_, idempotency_, audit_, counters_;
   // Starts from the wall clock so that keys of a later process never overwrite earlier lines.
   std::atomic<uint64_t> audit_seq_;
 };

@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <rocksdb/db.h>
+
+#include "common/rocksdb/rocksdb_util.h"
+#include "common/testing/temp_dir.h"
 #include "services/work_queue/storage/codec.h"
+#include "services/work_queue/storage/key_schema.h"
+#include "services/work_queue/storage/rocksdb_queue_store.h"
 
 namespace conduit::work_queue {
 namespace {
@@ -37,6 +43,58 @@ TEST(QueueCodec, JobAndQueueRoundTrip) {
   q.config.tenant_weights = {{"gold", 3}, {"silver", 1}};
   q.config.max_in_flight_per_tenant = 8;
   EXPECT_EQ(*codec::DecodeQueue(codec::EncodeQueue(q)), q);
+}
+
+// Stores written before the counters column family kept the next job id as an 11-byte key
+// among the 8-byte queue keys. Opening one moves it, so ids are never reused and every key of
+// the queues column family is a queue.
+TEST(QueueStorage, OpeningAnOlderStoreMovesTheNextJobIdToTheCountersColumnFamily) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("queue");
+  {
+    auto store = RocksDbQueueStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    QueueWrite write;
+    write.queue_id = 1;
+    write.create_queue = QueueMeta{1, "jobs", QueueConfig{}, absl::FromUnixSeconds(1)};
+    ASSERT_TRUE((*store)->Write({&write}).ok());
+  }
+  {  // Rewrite it the old way: the counter in the queues column family.
+    auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
+                                 rocksdb_util::DefaultCfOptions(), {});
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE(db->db()
+                    ->Put(rocksdb::WriteOptions(), db->Find(keys::kQueuesCf).get(),
+                          keys::kLegacyNextJobIdKey, codec::EncodeCounter(42))
+                    .ok());
+    db->ForgetHandles();
+  }
+  for (int open = 0; open < 2; ++open) {  // moved at the first open, and found at the second
+    auto store = RocksDbQueueStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto next = (*store)->LoadNextJobId();
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(*next, 42u);
+    auto queues = (*store)->LoadQueues();
+    ASSERT_TRUE(queues.ok()) << queues.status();
+    ASSERT_EQ(queues->size(), 1u);
+    EXPECT_EQ((*queues)[0].name, "jobs");
+  }
+}
+
+TEST(QueueKeys, ParseWhatTheyBuildAndRefuseOtherShapes) {
+  EXPECT_EQ(keys::JobIdOfKey(keys::JobKey(3, 77)), 77u);
+  EXPECT_EQ(keys::JobIdOfKey(keys::QueueKey(3)), std::nullopt);
+  EXPECT_EQ(keys::IdempotencyKeyName(keys::IdempotencyKey(3, "order-9")), "order-9");
+  EXPECT_EQ(keys::IdempotencyKeyName("short"), std::nullopt);
+  EXPECT_TRUE(keys::IsQueueKey(keys::QueueKey(3)));
+  EXPECT_FALSE(keys::IsQueueKey(keys::kLegacyNextJobIdKey));
+  auto entry = codec::DecodeIdempotency(codec::EncodeIdempotency(5, absl::FromUnixMicros(9)));
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ(entry->first, 5u);
+  EXPECT_EQ(entry->second, absl::FromUnixMicros(9));
+  EXPECT_FALSE(codec::DecodeIdempotency("x").ok());
+  EXPECT_FALSE(codec::DecodeCounter("1234567").ok());
 }
 
 }  // namespace
