@@ -112,15 +112,6 @@ absl::Status Corrupt(const char* what, std::string_view key) {
                                           "'"));
 }
 
-// Splits "group NUL rest" keys.
-bool SplitGroup(std::string_view key, std::string* group, std::string_view* rest) {
-  size_t nul = key.find('\0');
-  if (nul == std::string_view::npos) return false;
-  *group = std::string(key.substr(0, nul));
-  *rest = key.substr(nul + 1);
-  return true;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RocksDbCoordinatorStore>> RocksDbCoordinatorStore::Open(
@@ -173,11 +164,10 @@ absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
       [&](std::string_view key, std::string_view value) {
         spb::Member pb;
         MemberRecord m;
-        std::string_view rest;
-        if (!SplitGroup(key, &m.group_id, &rest) || !parse(&pb, value)) {
-          return Corrupt("member", key);
-        }
-        m.member_id = std::string(rest);
+        const auto parts = keys::ParseMemberKey(key);
+        if (!parts || !parse(&pb, value)) return Corrupt("member", key);
+        m.group_id = std::string(parts->group);
+        m.member_id = std::string(parts->member);
         m.instance_id = pb.instance_id();
         m.client_id = pb.client_id();
         m.client_host = pb.client_host();
@@ -198,15 +188,11 @@ absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
       [&](std::string_view key, std::string_view value) {
         spb::Offset pb;
         OffsetRecord o;
-        std::string_view rest;
-        size_t nul = std::string_view::npos;
-        if (!SplitGroup(key, &o.group_id, &rest) ||
-            (nul = rest.find('\0')) == std::string_view::npos || rest.size() != nul + 5 ||
-            !parse(&pb, value)) {
-          return Corrupt("offset", key);
-        }
-        o.tp.topic = std::string(rest.substr(0, nul));
-        o.tp.partition = static_cast<int32_t>(coding::ReadBigEndian32(rest.data() + nul + 1));
+        const auto parts = keys::ParseOffsetKey(key);
+        if (!parts || !parse(&pb, value)) return Corrupt("offset", key);
+        o.group_id = std::string(parts->group);
+        o.tp.topic = std::string(parts->topic);
+        o.tp.partition = parts->partition;
         o.offset = pb.offset();
         o.metadata = pb.metadata();
         o.commit_time = FromMicros(pb.commit_time_micros());
@@ -273,13 +259,13 @@ absl::StatusOr<std::vector<AuditRecord>> RocksDbCoordinatorStore::ListAudit(
     const std::string_view key = it->key().ToStringView();
     if (!key.starts_with(prefix)) break;
     spb::Audit pb;
-    if (key.size() != prefix.size() + 8 ||
-        !pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+    const std::optional<uint64_t> id = keys::AuditIdOfKey(group_id, key);
+    if (!id || !pb.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
       return Corrupt("audit entry", key);
     }
     AuditRecord a = DecodeAudit(pb);
     a.group_id = group_id;
-    a.id = coding::ReadBigEndian64(key.data() + prefix.size());
+    a.id = *id;
     out.push_back(std::move(a));
   }
   if (!it->status().ok()) return ToStatus(it->status(), "list group audit");

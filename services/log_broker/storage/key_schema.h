@@ -82,6 +82,16 @@ inline std::string ProducerStateKey(uint64_t topic_id, int32_t partition, int64_
   return key;
 }
 inline constexpr size_t kProducerStateKeySize = 1 + 8 + 4 + 8;
+struct ProducerStateKeyParts {
+  int32_t partition = 0;
+  int64_t producer_id = 0;
+};
+// The partition and producer of a ProducerStateKey, or nullopt for a key of another shape.
+inline std::optional<ProducerStateKeyParts> ParseProducerStateKey(std::string_view key) {
+  if (key.size() != kProducerStateKeySize || key[0] != kProducerStatePrefix) return std::nullopt;
+  return ProducerStateKeyParts{static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 9)),
+                               static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 13))};
+}
 
 inline std::string DedupKey(uint64_t topic_id, std::string_view event_id) {
   std::string key = TopicScopeKey(kDedupPrefix, topic_id);
@@ -89,11 +99,21 @@ inline std::string DedupKey(uint64_t topic_id, std::string_view event_id) {
   return key;
 }
 inline constexpr size_t kDedupKeyPrefixSize = 1 + 8;
+// The event id of a DedupKey, or nullopt for a key of another shape.
+inline std::optional<std::string_view> EventIdOfDedupKey(std::string_view key) {
+  if (key.size() < kDedupKeyPrefixSize || key[0] != kDedupPrefix) return std::nullopt;
+  return key.substr(kDedupKeyPrefixSize);
+}
 
 inline std::string ProducerKey(int64_t producer_id) {
   std::string key(1, kProducerPrefix);
   coding::PutBigEndian64(&key, static_cast<uint64_t>(producer_id));
   return key;
+}
+// The producer id of a ProducerKey, or nullopt for a key of another shape.
+inline std::optional<int64_t> ProducerIdOfKey(std::string_view key) {
+  if (key.size() != 1 + 8 || key[0] != kProducerPrefix) return std::nullopt;
+  return static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 1));
 }
 
 // Record key: BE32(partition) + BE64(offset), 12 bytes, so a partition's records are one
@@ -115,6 +135,7 @@ inline std::string PartitionEndKey(int32_t partition) {
   return key;
 }
 
+// The offset of a RecordKey (a topic column family holds only record keys; kRecordKeySize bytes).
 inline int64_t OffsetOfRecordKey(std::string_view key) {
   return static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 4));
 }

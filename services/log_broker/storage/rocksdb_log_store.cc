@@ -120,17 +120,17 @@ absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(uint64_t top
 absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> RocksDbLogStore::LoadProducerStates(
     uint64_t topic_id) {
   std::vector<WriteSet::ProducerUpdate> out;
-  absl::Status s = ScanMeta(
-      keys::TopicScopeKey(keys::kProducerStatePrefix, topic_id),
-      [&](std::string_view key, std::string_view value) {
-        if (key.size() != keys::kProducerStateKeySize) return absl::DataLossError("bad producer key");
-        auto state = codec::DecodeProducerState(value);
-        if (!state.ok()) return state.status();
-        out.push_back(WriteSet::ProducerUpdate{
-            topic_id, static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 9)),
-            static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 13)), *std::move(state)});
-        return absl::OkStatus();
-      });
+  absl::Status s =
+      ScanMeta(keys::TopicScopeKey(keys::kProducerStatePrefix, topic_id),
+               [&](std::string_view key, std::string_view value) {
+                 const auto parts = keys::ParseProducerStateKey(key);
+                 if (!parts) return absl::DataLossError("bad producer key");
+                 auto state = codec::DecodeProducerState(value);
+                 if (!state.ok()) return state.status();
+                 out.push_back(WriteSet::ProducerUpdate{topic_id, parts->partition,
+                                                        parts->producer_id, *std::move(state)});
+                 return absl::OkStatus();
+               });
   if (!s.ok()) return s;
   return out;
 }
@@ -138,15 +138,16 @@ absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> RocksDbLogStore::LoadProdu
 absl::StatusOr<std::vector<WriteSet::DedupPut>> RocksDbLogStore::LoadDedupEntries(
     uint64_t topic_id) {
   std::vector<WriteSet::DedupPut> out;
-  absl::Status s = ScanMeta(keys::TopicScopeKey(keys::kDedupPrefix, topic_id),
-                            [&](std::string_view key, std::string_view value) {
-                              auto entry = codec::DecodeDedupEntry(value);
-                              if (!entry.ok()) return entry.status();
-                              out.push_back(WriteSet::DedupPut{
-                                  topic_id, std::string(key.substr(keys::kDedupKeyPrefixSize)),
-                                  *entry});
-                              return absl::OkStatus();
-                            });
+  absl::Status s =
+      ScanMeta(keys::TopicScopeKey(keys::kDedupPrefix, topic_id),
+               [&](std::string_view key, std::string_view value) {
+                 const auto event_id = keys::EventIdOfDedupKey(key);
+                 if (!event_id) return absl::DataLossError("bad dedup key");
+                 auto entry = codec::DecodeDedupEntry(value);
+                 if (!entry.ok()) return entry.status();
+                 out.push_back(WriteSet::DedupPut{topic_id, std::string(*event_id), *entry});
+                 return absl::OkStatus();
+               });
   if (!s.ok()) return s;
   return out;
 }
@@ -209,10 +210,9 @@ absl::StatusOr<std::vector<ProducerInfo>> RocksDbLogStore::LoadProducers() {
   std::vector<ProducerInfo> out;
   absl::Status s = ScanMeta(std::string(1, keys::kProducerPrefix),
                             [&](std::string_view key, std::string_view value) {
-                              if (key.size() != 9) return absl::DataLossError("bad producer key");
-                              auto info = codec::DecodeProducerInfo(
-                                  static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 1)),
-                                  value);
+                              const auto id = keys::ProducerIdOfKey(key);
+                              if (!id) return absl::DataLossError("bad producer key");
+                              auto info = codec::DecodeProducerInfo(*id, value);
                               if (!info.ok()) return info.status();
                               out.push_back(*std::move(info));
                               return absl::OkStatus();

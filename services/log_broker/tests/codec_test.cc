@@ -89,6 +89,18 @@ TEST(KeySchema, RecordKeysSortByPartitionThenOffset) {
   EXPECT_EQ(keys::RecordKey(3, 9).size(), keys::kRecordKeySize);
 }
 
+TEST(KeySchema, MetaKeysParseWhatTheyBuildAndRefuseOtherShapes) {
+  const auto parts = keys::ParseProducerStateKey(keys::ProducerStateKey(5, 3, -9));
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->partition, 3);
+  EXPECT_EQ(parts->producer_id, -9);
+  EXPECT_FALSE(keys::ParseProducerStateKey(keys::ProducerKey(1)).has_value());
+  EXPECT_EQ(keys::EventIdOfDedupKey(keys::DedupKey(5, "evt-1")), "evt-1");
+  EXPECT_EQ(keys::EventIdOfDedupKey(keys::ProducerKey(1)), std::nullopt);
+  EXPECT_EQ(keys::ProducerIdOfKey(keys::ProducerKey(77)), 77);
+  EXPECT_EQ(keys::ProducerIdOfKey(keys::TopicMetaKey(77)), std::nullopt);
+}
+
 TEST(KeySchema, TopicColumnFamilyNames) {
   EXPECT_EQ(keys::TopicIdOfColumnFamily(keys::TopicColumnFamily(17)), 17u);
   EXPECT_FALSE(keys::TopicIdOfColumnFamily("meta").has_value());
