@@ -23,45 +23,11 @@ std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Tim
   std::vector<Job> out;
   const QueueConfig& config = q.meta.config;
   const absl::Duration visibility = args.visibility_timeout.value_or(config.visibility_timeout);
-  // Weighted round-robin over tenants with ready jobs: the tenant at the front takes up to its
-  // weight in jobs, then goes to the back. Tenants at their in-flight limit are passed over; a
-  // full lap of them ends the search.
-  size_t passed_over = 0;
-  while (static_cast<int32_t>(out.size()) < args.max_jobs && !q.tenant_ring.empty() &&
-         passed_over < q.tenant_ring.size()) {
-    const std::string& tenant = q.tenant_ring.front();
-    auto it = q.ready.find(tenant);
-    if (it == q.ready.end() || it->second.empty()) {
-      if (it != q.ready.end()) q.ready.erase(it);
-      q.tenant_ring.pop_front();
-      q.ring_credit = 0;
-      continue;
-    }
-    if (config.max_in_flight_per_tenant > 0) {
-      auto leased = q.leased_by_tenant.find(tenant);
-      if (leased != q.leased_by_tenant.end() && leased->second >= config.max_in_flight_per_tenant) {
-        q.tenant_ring.push_back(std::move(q.tenant_ring.front()));
-        q.tenant_ring.pop_front();
-        q.ring_credit = 0;
-        ++passed_over;
-        continue;
-      }
-    }
-    passed_over = 0;
-    if (q.ring_credit <= 0) q.ring_credit = config.WeightOf(tenant);
-    const ReadyKey key = *it->second.begin();
-    Job& job = q.jobs.at(key.id);
-    Unindex(q, job);
-    if (--q.ring_credit <= 0 || it->second.empty()) {
-      std::string done_tenant = std::move(q.tenant_ring.front());
-      q.tenant_ring.pop_front();
-      q.ring_credit = 0;
-      if (!it->second.empty()) {
-        q.tenant_ring.push_back(std::move(done_tenant));
-      } else {
-        q.ready.erase(it);
-      }
-    }
+  while (static_cast<int32_t>(out.size()) < args.max_jobs) {
+    const std::optional<uint64_t> next = q.ready.TakeNext(config);
+    if (!next) break;
+    Job& job = q.jobs.at(*next);
+    Unindex(q, job);  // the rest of its ready indexes
     job.state = JobState::kLeased;
     job.lease_deadline = now + visibility;
     job.lease_token = absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1,

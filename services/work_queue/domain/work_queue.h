@@ -1,9 +1,9 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,13 +19,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/commit/commit_log.h"
 #include "common/time/clock.h"
 #include "common/time/periodic_task.h"
 #include "common/time/timer_queue.h"
-#include "common/commit/commit_log.h"
 #include "services/work_queue/domain/job.h"
 #include "services/work_queue/domain/queue_store.h"
 #include "services/work_queue/domain/rate_window.h"
+#include "services/work_queue/domain/tenant_ready_index.h"
 
 namespace conduit::work_queue {
 
@@ -193,22 +194,11 @@ class WorkQueue {
   void RunScheduler();
 
  private:
-  struct ReadyKey {
-    int64_t neg_priority;  // int64: negating INT32_MIN must not overflow
-    absl::Time ready_at;
-    uint64_t id;
-    bool operator<(const ReadyKey& o) const {
-      return std::tie(neg_priority, ready_at, id) < std::tie(o.neg_priority, o.ready_at, o.id);
-    }
-  };
   using TimeIndex = std::set<std::pair<absl::Time, uint64_t>>;
   struct Queue {
     QueueMeta meta;
     absl::flat_hash_map<uint64_t, Job> jobs;
-    absl::flat_hash_map<std::string, std::set<ReadyKey>> ready;  // by tenant
-    std::deque<std::string> tenant_ring;  // tenants with ready jobs, each once
-    int32_t ring_credit = 0;  // jobs the tenant at the ring's front may still take this turn
-    absl::flat_hash_map<std::string, int32_t> leased_by_tenant;
+    TenantReadyIndex ready;  // by tenant, in lease order; and leased counts by tenant
     RateWindow enqueues, acks, nacks, expiries;
     TimeIndex ready_by_time, delayed, leases, dead;
     absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>> keys;
