@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 out="${2:-build/fuzz}"
-targets=(log_codec_fuzz queue_codec_fuzz)
+targets=(log_codec_fuzz queue_codec_fuzz request_check_fuzz)
 
 cmake -S tests/fuzz -B "$out" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$out" >/dev/null
