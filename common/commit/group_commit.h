@@ -97,12 +97,15 @@ class GroupCommit {
   // RESOURCE_EXHAUSTED when the queue is full (kBounded) or the disk is full (kBounded), and
   // UNAVAILABLE after a storage failure or during shutdown.
   absl::Status Submit(Entry entry, int64_t bytes, Admission admission = Admission::kBounded) {
+    // A syscall (statvfs): asked before taking the lock every submitter shares.
+    if (admission == Admission::kBounded && options_.space_check) {
+      CONDUIT_RETURN_IF_ERROR(options_.space_check());
+    }
     absl::MutexLock lock(&mu_);
     if (!failed_.ok()) return failed_;
     if (stopping_) return absl::UnavailableError(absl::StrCat(options_.service, " is shutting down"));
     if (admission == Admission::kBounded) {
       if (!disk_full_.ok()) return disk_full_;
-      if (options_.space_check) CONDUIT_RETURN_IF_ERROR(options_.space_check());
       if (queued_bytes_ > 0 && queued_bytes_ + bytes > options_.max_queued_bytes) {
         return absl::ResourceExhaustedError(
             absl::StrCat(options_.service, " write queue holds ", queued_bytes_,
@@ -118,13 +121,15 @@ class GroupCommit {
   // UNAVAILABLE status of a storage failure. Domains that change memory before they submit
   // (and so submit kAlways) check it before they change anything.
   absl::Status health() const {
-    absl::MutexLock lock(&mu_);
-    if (!failed_.ok()) return failed_;
-    if (!disk_full_.ok()) return disk_full_;
-    if (queued_bytes_ > options_.max_queued_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(options_.service, " write queue holds ", queued_bytes_, " bytes (limit ",
-                       options_.max_queued_bytes, "); retry after 50ms"));
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failed_.ok()) return failed_;
+      if (!disk_full_.ok()) return disk_full_;
+      if (queued_bytes_ > options_.max_queued_bytes) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(options_.service, " write queue holds ", queued_bytes_, " bytes (limit ",
+                         options_.max_queued_bytes, "); retry after 50ms"));
+      }
     }
     return options_.space_check ? options_.space_check() : absl::OkStatus();
   }

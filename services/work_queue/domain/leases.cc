@@ -24,7 +24,7 @@ std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Tim
   const QueueConfig& config = q.meta.config;
   const absl::Duration visibility = args.visibility_timeout.value_or(config.visibility_timeout);
   while (static_cast<int32_t>(out.size()) < args.max_jobs) {
-    const std::optional<uint64_t> next = q.ready.TakeNext(config);
+    const std::optional<uint64_t> next = q.ready_index.TakeNext(config);
     if (!next) break;
     Job& job = q.jobs.at(*next);
     Unindex(q, job);  // the rest of its ready indexes

@@ -94,13 +94,13 @@ void WorkQueue::Index(Queue& q, const Job& job, absl::Time now) {
       if (job.ready_at > now) {
         q.delayed.emplace(job.ready_at, job.id);
       } else {
-        q.ready.AddReady(job);
+        q.ready_index.AddReady(job);
         q.ready_by_time.emplace(job.ready_at, job.id);
       }
       break;
     case JobState::kLeased:
       q.leases.emplace(job.lease_deadline, job.id);
-      q.ready.AddLeased(job.tenant);
+      q.ready_index.AddLeased(job.tenant);
       break;
     case JobState::kDead:
       q.dead.emplace(job.died_at, job.id);
@@ -112,12 +112,12 @@ void WorkQueue::Unindex(Queue& q, const Job& job) {
   switch (job.state) {
     case JobState::kQueued:
       if (q.delayed.erase({job.ready_at, job.id}) == 0) {
-        q.ready.RemoveReady(job);
+        q.ready_index.RemoveReady(job);
         q.ready_by_time.erase({job.ready_at, job.id});
       }
       break;
     case JobState::kLeased:
-      if (q.leases.erase({job.lease_deadline, job.id}) > 0) q.ready.RemoveLeased(job.tenant);
+      if (q.leases.erase({job.lease_deadline, job.id}) > 0) q.ready_index.RemoveLeased(job.tenant);
       break;
     case JobState::kDead:
       q.dead.erase({job.died_at, job.id});
@@ -229,12 +229,12 @@ void WorkQueue::Observe(const Queue& q, absl::Time now) {
 
 void WorkQueue::ObserveTenants(const Queue& q) {
   absl::flat_hash_map<std::string, QueueObserver::TenantDepth> by_tenant;
-  for (const auto& [tenant, ready] : q.ready.ready()) {
+  for (const auto& [tenant, ready] : q.ready_index.ready()) {
     auto& d = by_tenant[tenant];
     d.tenant = tenant;
     d.ready = static_cast<int64_t>(ready.size());
   }
-  for (const auto& [tenant, leased] : q.ready.leased()) {
+  for (const auto& [tenant, leased] : q.ready_index.leased()) {
     auto& d = by_tenant[tenant];
     d.tenant = tenant;
     d.leased = leased;

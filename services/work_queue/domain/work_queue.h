@@ -198,7 +198,7 @@ class WorkQueue {
   struct Queue {
     QueueMeta meta;
     absl::flat_hash_map<uint64_t, Job> jobs;
-    TenantReadyIndex ready;  // by tenant, in lease order; and leased counts by tenant
+    TenantReadyIndex ready_index;  // ready jobs by tenant, in lease order; leased counts
     RateWindow enqueues, acks, nacks, expiries;
     TimeIndex ready_by_time, delayed, leases, dead;
     absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>> keys;
