@@ -76,6 +76,15 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d = absl::Seconds(
   return absl::ToChronoTime(absl::Now() + d);
 }
 
+// One WorkQueue call with a deadline.
+template <typename Method, typename Req, typename Resp>
+grpc::Status QueueCall(qpb::WorkQueue::Stub* stub, Method method, const Req& req, Resp* resp,
+                       absl::Duration deadline = absl::Seconds(5)) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(deadline));
+  return (stub->*method)(&ctx, req, resp);
+}
+
 class FullDiskTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -108,13 +117,11 @@ class FullDiskTest : public ::testing::Test {
 
   grpc::Status Enqueue(qpb::WorkQueue::Stub* queue, const std::string& payload,
                        absl::Duration deadline = absl::Seconds(5)) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(deadline));
     qpb::EnqueueRequest req;
     req.set_queue("jobs");
     req.add_jobs()->set_payload(payload);
     qpb::EnqueueResponse resp;
-    grpc::Status s = queue->Enqueue(&ctx, req, &resp);
+    grpc::Status s = QueueCall(queue, &qpb::WorkQueue::Stub::Enqueue, req, &resp, deadline);
     if (s.ok()) acked_jobs_.insert(payload);
     return s;
   }
@@ -146,23 +153,19 @@ class FullDiskTest : public ::testing::Test {
     for (const std::string& v : acked_records_) EXPECT_TRUE(values.count(v)) << "lost record " << v;
 
     if (!lease) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(Deadline());
       qpb::GetQueueStatsRequest req;
       req.set_queue("jobs");
       qpb::GetQueueStatsResponse stats;
-      ASSERT_TRUE(queue->GetQueueStats(&ctx, req, &stats).ok());
+      ASSERT_TRUE(QueueCall(queue, &qpb::WorkQueue::Stub::GetQueueStats, req, &stats).ok());
       EXPECT_GE(stats.ready(), static_cast<int64_t>(acked_jobs_.size()));
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
     qpb::LeaseRequest lease_req;
     lease_req.set_queue("jobs");
     lease_req.set_worker_id("check");
     lease_req.set_max_jobs(1000);
     qpb::LeaseResponse leased;
     if (lease) {
-      ASSERT_TRUE(queue->Lease(&ctx, lease_req, &leased).ok());
+      ASSERT_TRUE(QueueCall(queue, &qpb::WorkQueue::Stub::Lease, lease_req, &leased).ok());
       std::set<std::string> payloads;
       for (const auto& j : leased.jobs()) payloads.insert(j.payload());
       for (const std::string& p : acked_jobs_) {
@@ -195,14 +198,10 @@ TEST_F(FullDiskTest, WritesAreRefusedWhileFullReadsGoOnAndWritesResumeWhenSpaceI
   auto queue = qpb::WorkQueue::NewStub(
       grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   ASSERT_TRUE(log.CreateTopic("events", 1).ok());
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
-    qpb::CreateQueueRequest req;
-    req.set_name("jobs");
-    qpb::CreateQueueResponse resp;
-    ASSERT_TRUE(queue->CreateQueue(&ctx, req, &resp).ok());
-  }
+  qpb::CreateQueueRequest create;
+  create.set_name("jobs");
+  qpb::CreateQueueResponse created;
+  ASSERT_TRUE(QueueCall(queue.get(), &qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(Produce(log, "before-" + std::to_string(i)).ok());
   ASSERT_TRUE(Enqueue(queue.get(), "job-before").ok());
   ASSERT_TRUE(Commit(groups, 50).ok());

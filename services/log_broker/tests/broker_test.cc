@@ -261,6 +261,20 @@ TEST_F(BrokerTest, FailedWriteAssignsNoOffsetsAndStopsProduce) {
   EXPECT_EQ(next->positions[0].offset, 1);
 }
 
+// The race window of a full disk: the space check at Submit passed, then the store refused the
+// write for space. Nothing is acknowledged, no offset is used up, and produce is not stopped.
+TEST_F(BrokerTest, AWriteRefusedForSpaceAssignsNoOffsetsAndProduceGoesOn) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  ASSERT_TRUE(Produce("t", {To(0, "a")}).ok());
+  store_.FailWrites(absl::ResourceExhaustedError("disk full: test"));
+  EXPECT_EQ(Produce("t", {To(0, "b")}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(broker_->DescribeTopic("t")->partitions[0].meta.next_offset, 1);
+  store_.FailWrites(absl::OkStatus());  // space freed: no restart needed
+  auto next = Produce("t", {To(0, "c")});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->positions[0].offset, 1) << "the refused record used up no offset";
+}
+
 TEST_F(BrokerTest, IntervalTopicsAreSyncedInTheBackground) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1,
                                    TopicConfigPatch{.durability = Durability::kInterval,
