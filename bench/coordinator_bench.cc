@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "bench/histogram.h"
 #include "common/grpc/server_runner.h"
+#include "common/runtime/runtime.h"
 #include "common/testing/temp_dir.h"
 #include "services/coordinator/coordinator_node.h"
 #include "services/log_broker/log_broker_node.h"
@@ -50,19 +51,19 @@ namespace co = ::conduit::coordinator;
 struct Server {
   testing::TempDir dir;
   prometheus::Registry registry;
+  runtime::Runtime runtime;
   std::unique_ptr<log_broker::LogBrokerNode> broker;
   std::unique_ptr<co::CoordinatorNode> node;
   std::unique_ptr<grpc_util::RunningServer> server;
 
   Server() {
-    broker = *log_broker::LogBrokerNode::Open(dir.Sub("data"), registry, time::SystemClock::Get());
+    broker = *log_broker::LogBrokerNode::Open(dir.Sub("data"), registry, &runtime);
     co::CoordinatorNodeOptions options;
     options.coordinator.heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_ms));
     options.coordinator.min_session_timeout = absl::Milliseconds(100);
     options.sweep_interval = absl::Milliseconds(50);
     options.lag_interval = absl::Hours(1);
-    node = *co::CoordinatorNode::Open(dir.Sub("data"), registry, time::SystemClock::Get(),
-                                      options);
+    node = *co::CoordinatorNode::Open(dir.Sub("data"), registry, &runtime, options);
     server = *grpc_util::StartServer({}, {broker->service(), node->service()});
     node->SetBrokerAddress(server->address());
     testing::LogClient log(server->address());

@@ -26,6 +26,7 @@
 #include "client/producer.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/server_runner.h"
+#include "common/runtime/runtime.h"
 #include "common/testing/temp_dir.h"
 #include "services/log_broker/log_broker_node.h"
 #include "tests/support/log_client.h"
@@ -60,12 +61,13 @@ std::vector<int> Ints(const std::string& list) {
 struct Server {
   testing::TempDir dir;
   prometheus::Registry registry;
+  runtime::Runtime runtime;
   std::unique_ptr<log_broker::LogBrokerNode> broker;
   std::unique_ptr<grpc_util::RunningServer> server;
   int topics = 0;
 
   Server() {
-    broker = *log_broker::LogBrokerNode::Open(dir.Sub("data"), registry, time::SystemClock::Get());
+    broker = *log_broker::LogBrokerNode::Open(dir.Sub("data"), registry, &runtime);
     server = *grpc_util::StartServer({}, {broker->service()});
   }
   ~Server() {

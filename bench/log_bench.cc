@@ -47,6 +47,7 @@
 #include "common/flags/flags.h"
 #include "common/grpc/server_runner.h"
 #include "common/rocksdb/rocksdb_util.h"
+#include "common/runtime/runtime.h"
 #include "common/testing/temp_dir.h"
 #include "common/time/clock.h"
 #include "conduit/log/v1/log.grpc.pb.h"
@@ -123,7 +124,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 absl::Status RunBroker(const Scenario& s, const Settings& settings, Row* row) {
   testing::TempDir dir;
   prometheus::Registry registry;
-  auto node = lb::LogBrokerNode::Open(dir.Sub("data"), registry, time::SystemClock::Get());
+  runtime::Runtime runtime;
+  auto node = lb::LogBrokerNode::Open(dir.Sub("data"), registry, &runtime);
   if (!node.ok()) return node.status();
   auto server = grpc_util::StartServer(grpc_util::ServerOptions{}, {(*node)->service()});
   if (!server.ok()) return server.status();

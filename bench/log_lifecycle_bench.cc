@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/grpc/server_runner.h"
+#include "common/runtime/runtime.h"
 #include "common/testing/temp_dir.h"
 #include "services/log_broker/log_broker_node.h"
 
@@ -59,7 +60,8 @@ std::chrono::system_clock::time_point Deadline() {
 double ProduceRate(bool sync, bool idempotent) {
   testing::TempDir dir;
   prometheus::Registry registry;
-  auto node = *lb::LogBrokerNode::Open(dir.Sub("data"), registry, time::SystemClock::Get());
+  runtime::Runtime runtime;
+  auto node = *lb::LogBrokerNode::Open(dir.Sub("data"), registry, &runtime);
   auto server = *grpc_util::StartServer({}, {node->service()});
   const int producers = absl::GetFlag(FLAGS_producers);
   const int batch = absl::GetFlag(FLAGS_batch);
@@ -128,9 +130,10 @@ double ProduceRate(bool sync, bool idempotent) {
 void Compaction() {
   testing::TempDir dir;
   prometheus::Registry registry;
+  runtime::Runtime runtime;
   lb::BrokerOptions options;
   options.maintenance_interval = absl::ZeroDuration();  // passes are run and timed here
-  auto node = *lb::LogBrokerNode::Open(dir.Sub("data"), registry, time::SystemClock::Get(), options);
+  auto node = *lb::LogBrokerNode::Open(dir.Sub("data"), registry, &runtime, options);
   lb::Broker* broker = node->broker();
   lb::TopicConfigPatch config;
   config.cleanup_policy = lb::CleanupPolicy::kCompact;

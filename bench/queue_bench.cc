@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "bench/histogram.h"
 #include "common/grpc/server_runner.h"
+#include "common/runtime/runtime.h"
 #include "common/testing/temp_dir.h"
 #include "services/work_queue/queue_node.h"
 
@@ -39,11 +40,12 @@ auto Deadline() { return absl::ToChronoTime(absl::Now() + absl::Seconds(10)); }
 struct Server {
   testing::TempDir dir;
   prometheus::Registry registry;
+  runtime::Runtime runtime;
   std::unique_ptr<wq::QueueNode> node;
   std::unique_ptr<grpc_util::RunningServer> server;
 
   Server() {
-    node = *wq::QueueNode::Open(dir.Sub("data"), registry, time::SystemClock::Get());
+    node = *wq::QueueNode::Open(dir.Sub("data"), registry, &runtime);
     server = *grpc_util::StartServer({}, {node->service()});
     auto stub = NewStub();
     grpc::ClientContext ctx;
@@ -150,9 +152,10 @@ void LeaseAckCycles(int workers) {
 void DeadLetterListing() {
   testing::TempDir dir;
   prometheus::Registry registry;
+  runtime::Runtime runtime;
   wq::WorkQueueOptions options;
   options.scheduler_interval = absl::ZeroDuration();
-  auto node = *wq::QueueNode::Open(dir.Sub("data"), registry, time::SystemClock::Get(), options);
+  auto node = *wq::QueueNode::Open(dir.Sub("data"), registry, &runtime, options);
   wq::WorkQueue* queue = node->queue();
   auto wait = [](auto call) {
     absl::Notification done;

@@ -24,19 +24,17 @@ namespace conduit::client {
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto broker =
-        log_broker::LogBrokerNode::Open(dir_.path(), registry_, time::SystemClock::Get());
+    auto broker = log_broker::LogBrokerNode::Open(dir_.path(), registry_, &runtime_);
     ASSERT_TRUE(broker.ok()) << broker.status();
     broker_ = *std::move(broker);
     coordinator::CoordinatorNodeOptions options;
     options.sweep_interval = absl::Milliseconds(100);
     options.coordinator.min_session_timeout = absl::Milliseconds(100);
     options.coordinator.heartbeat_interval = absl::Milliseconds(100);
-    auto node = coordinator::CoordinatorNode::Open(dir_.path(), registry_,
-                                                   time::SystemClock::Get(), options);
+    auto node = coordinator::CoordinatorNode::Open(dir_.path(), registry_, &runtime_, options);
     ASSERT_TRUE(node.ok()) << node.status();
     coordinator_ = *std::move(node);
-    auto queue = work_queue::QueueNode::Open(dir_.path(), registry_, time::SystemClock::Get());
+    auto queue = work_queue::QueueNode::Open(dir_.path(), registry_, &runtime_);
     ASSERT_TRUE(queue.ok()) << queue.status();
     queue_ = *std::move(queue);
     auto server = grpc_util::StartServer(
@@ -87,6 +85,7 @@ class ClientTest : public ::testing::Test {
 
   testing::TempDir dir_;
   prometheus::Registry registry_;
+  runtime::Runtime runtime_;
   std::unique_ptr<log_broker::LogBrokerNode> broker_;
   std::unique_ptr<coordinator::CoordinatorNode> coordinator_;
   std::unique_ptr<work_queue::QueueNode> queue_;

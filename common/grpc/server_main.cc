@@ -36,6 +36,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
       return 1;
     }
   }
+  runtime::Runtime runtime;  // outlives every component (teardown runs before it goes)
   std::vector<grpc::Service*> services;
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   ServerOptions options;
@@ -46,7 +47,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
   };
   for (; built < components.size(); ++built) {
     ServerComponent& c = components[built];
-    if (auto s = c.build(data_dir, *metrics.registry(), &services); !s.ok()) {
+    if (auto s = c.build(data_dir, *metrics.registry(), &runtime, &services); !s.ok()) {
       spdlog::critical("{}: cannot start: {}", name, s.ToString());
       teardown();
       return 1;

@@ -8,14 +8,16 @@
 #include <prometheus/registry.h>
 
 #include "absl/status/status.h"
+#include "common/runtime/runtime.h"
 
 namespace conduit::grpc_util {
 
 // One service a server binary hosts: builds itself (and its gRPC services) on the data
-// directory, is told when shutdown begins, and is torn down after the server has drained.
+// directory and the process's one Runtime (its threads), is told when shutdown begins, and is
+// torn down after the server has drained.
 struct ServerComponent {
   std::function<absl::Status(const std::string& data_dir, prometheus::Registry& registry,
-                             std::vector<grpc::Service*>* services)>
+                             runtime::Runtime* runtime, std::vector<grpc::Service*>* services)>
       build;
   // Told the address the server is serving on, before the port file is written.
   std::function<void(const std::string& address)> started = [](const std::string&) {};
@@ -27,8 +29,8 @@ struct ServerComponent {
 
 // The main() of every Conduit server: parses the common flags (--data-dir, --listen,
 // --metrics-listen, --port-file, --log-level and the components' own), serves metrics and gRPC
-// for every component, prints the address, waits for SIGTERM/SIGINT, drains, tears down in
-// reverse order. Returns the process exit code.
+// for every component on one Runtime, prints the address, waits for SIGTERM/SIGINT, drains,
+// tears down in reverse order. Returns the process exit code.
 int ServerMain(const std::string& name, int argc, char** argv,
                std::vector<ServerComponent> components);
 

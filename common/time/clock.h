@@ -23,7 +23,7 @@ class Clock {
   // Time since an arbitrary start; only differences mean anything.
   virtual absl::Duration Monotonic() const = 0;
   // With `mu` held, waits on `cv` until Monotonic() reaches `deadline` or `cv` is signalled
-  // (spurious returns allowed: callers re-check). For timer threads (TimerQueue).
+  // (spurious returns allowed: callers re-check). For timer threads (runtime::Scheduler).
   virtual void WaitUntil(absl::CondVar* cv, absl::Mutex* mu, absl::Duration deadline) const = 0;
 };
 

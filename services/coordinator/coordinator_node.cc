@@ -16,7 +16,7 @@ ABSL_FLAG(absl::Duration, session_timeout, absl::Seconds(45),
 namespace conduit::coordinator {
 
 absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
-    const std::string& data_dir, prometheus::Registry& registry, const time::Clock* clock,
+    const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
     CoordinatorNodeOptions options) {
   CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<CoordinatorNode> node(new CoordinatorNode());
@@ -25,39 +25,34 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
   node->store_ = *std::move(store);
   node->topics_ = std::make_unique<GrpcTopicSource>(options.broker_address);
   node->metrics_ = std::make_unique<api::CoordinatorMetrics>(registry);
-  node->coordinator_ = std::make_unique<GroupCoordinator>(
-      node->store_.get(), node->topics_.get(), clock, options.coordinator, node->metrics_.get());
+  node->coordinator_ =
+      std::make_unique<GroupCoordinator>(node->store_.get(), node->topics_.get(), runtime->clock(),
+                                         options.coordinator, node->metrics_.get());
   CONDUIT_RETURN_IF_ERROR(node->coordinator_->Recover());
-  node->executor_ = std::make_unique<executor::BoundedExecutor>("coordinator", 16, 4096);
+  node->scope_ = std::make_unique<runtime::Scope>(runtime, runtime::Pool::kRemote);
   node->service_ =
-      std::make_unique<api::CoordinatorService>(node->coordinator_.get(), node->executor_.get());
+      std::make_unique<api::CoordinatorService>(node->coordinator_.get(), node->scope_.get());
   if (options.run_sweeper) {
-    // Apart: a lag pass may wait on a slow broker, and session expiry must not wait for it.
     GroupCoordinator* c = node->coordinator_.get();
-    node->sweeper_ =
-        std::make_unique<time::PeriodicTask>(clock, options.sweep_interval, [c] { c->Sweep(); });
-    node->lag_sampler_ = std::make_unique<time::PeriodicTask>(clock, options.lag_interval,
-                                                              [c] { c->SampleLag(); });
+    node->scope_->Every(options.sweep_interval, [c] { c->Sweep(); });
+    node->scope_->Every(options.lag_interval, [c] { c->SampleLag(); });
   }
   return node;
 }
 
-CoordinatorNode::~CoordinatorNode() {
-  sweeper_.reset();
-  lag_sampler_.reset();
-  executor_.reset();  // finishes queued calls while the coordinator still exists
-}
+CoordinatorNode::~CoordinatorNode() { scope_.reset(); }
 
 grpc_util::ServerComponent CoordinatorNode::Component() {
   auto node = std::make_shared<std::unique_ptr<CoordinatorNode>>();
   grpc_util::ServerComponent component;
   component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
+                           runtime::Runtime* runtime,
                            std::vector<grpc::Service*>* services) -> absl::Status {
     CoordinatorNodeOptions options;
     options.broker_address = absl::GetFlag(FLAGS_broker_address);
     options.lag_interval = absl::GetFlag(FLAGS_lag_interval);
     options.coordinator.default_session_timeout = absl::GetFlag(FLAGS_session_timeout);
-    auto opened = Open(data_dir, registry, time::SystemClock::Get(), options);
+    auto opened = Open(data_dir, registry, runtime, options);
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());

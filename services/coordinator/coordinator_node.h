@@ -1,15 +1,13 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
-#include <functional>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/executor/bounded_executor.h"
 #include "common/grpc/server_main.h"
-#include "common/time/clock.h"
-#include "common/time/periodic_task.h"
+#include "common/runtime/runtime.h"
 #include "services/coordinator/api/coordinator_metrics.h"
 #include "services/coordinator/api/coordinator_service.h"
 #include "services/coordinator/broker/grpc_topic_source.h"
@@ -23,21 +21,22 @@ struct CoordinatorNodeOptions {
   // points it at its own address once serving).
   std::string broker_address;
   CoordinatorOptions coordinator;
-  // Background sweep (session expiry, topic changes) and lag sampling for metrics, on the real
-  // clock. Off in tests that drive a fake clock.
+  // Background sweep (session expiry, topic changes) and lag sampling for metrics, periodic
+  // work on the runtime. Off in tests that drive a fake clock.
   bool run_sweeper = true;
   absl::Duration sweep_interval = absl::Seconds(1);
   absl::Duration lag_interval = absl::Seconds(15);
 };
 
 // The group coordinator wired together: RocksDB under <data_dir>/coordinator, the broker
-// client, the GroupCoordinator (recovered), its sweeper and its gRPC service. Used by
-// conduit-coordinator, conduit-standalone and the tests.
+// client, the GroupCoordinator (recovered), its gRPC service, and its Scope on the runtime's
+// remote pool (calls and periodic passes may wait on the broker). Used by conduit-coordinator,
+// conduit-standalone and the tests.
 class CoordinatorNode {
  public:
   static absl::StatusOr<std::unique_ptr<CoordinatorNode>> Open(const std::string& data_dir,
                                                                prometheus::Registry& registry,
-                                                               const time::Clock* clock,
+                                                               runtime::Runtime* runtime,
                                                                CoordinatorNodeOptions options);
   // The coordinator as a component of a server binary; flags --broker-address (empty: this
   // server's own address), --lag-interval, --session-timeout.
@@ -55,10 +54,11 @@ class CoordinatorNode {
   std::unique_ptr<GrpcTopicSource> topics_;
   std::unique_ptr<api::CoordinatorMetrics> metrics_;
   std::unique_ptr<GroupCoordinator> coordinator_;
-  std::unique_ptr<executor::BoundedExecutor> executor_;
+  // Calls, the sweep (session expiry, topic changes) and lag sampling; reset first in the
+  // destructor, which waits for them while the coordinator still exists. The sweep and the lag
+  // pass are apart, so session expiry never waits for a slow broker.
+  std::unique_ptr<runtime::Scope> scope_;
   std::unique_ptr<api::CoordinatorService> service_;
-  std::unique_ptr<time::PeriodicTask> sweeper_;      // session expiry, topic changes
-  std::unique_ptr<time::PeriodicTask> lag_sampler_;  // lag metrics (may wait on the broker)
 };
 
 }  // namespace conduit::coordinator

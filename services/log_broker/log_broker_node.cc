@@ -14,10 +14,11 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
   auto node = std::make_shared<std::unique_ptr<LogBrokerNode>>();
   grpc_util::ServerComponent component;
   component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
+                           runtime::Runtime* runtime,
                            std::vector<grpc::Service*>* services) -> absl::Status {
     BrokerOptions options;
     options.maintenance_interval = absl::GetFlag(FLAGS_log_maintenance_interval);
-    auto opened = Open(data_dir, registry, time::SystemClock::Get(), options);
+    auto opened = Open(data_dir, registry, runtime, options);
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());
@@ -31,7 +32,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
 
 absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(const std::string& data_dir,
                                                                    prometheus::Registry& registry,
-                                                                   const time::Clock* clock,
+                                                                   runtime::Runtime* runtime,
                                                                    BrokerOptions options) {
   CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<LogBrokerNode> node(new LogBrokerNode());
@@ -39,7 +40,8 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(const std::st
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
   node->metrics_ = std::make_unique<api::LogMetrics>(registry);
-  node->broker_ = std::make_unique<Broker>(node->store_.get(), clock, node->metrics_.get(), options);
+  node->broker_ =
+      std::make_unique<Broker>(node->store_.get(), runtime, node->metrics_.get(), options);
   CONDUIT_RETURN_IF_ERROR(node->broker_->Recover());
   node->service_ = std::make_unique<api::LogService>(node->broker_.get(), node->metrics_.get());
   return node;

@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/grpc/server_main.h"
-#include "common/time/clock.h"
+#include "common/runtime/runtime.h"
 #include "services/log_broker/api/log_metrics.h"
 #include "services/log_broker/api/log_service.h"
 #include "services/log_broker/domain/broker.h"
@@ -22,7 +22,7 @@ class LogBrokerNode {
  public:
   static absl::StatusOr<std::unique_ptr<LogBrokerNode>> Open(const std::string& data_dir,
                                                              prometheus::Registry& registry,
-                                                             const time::Clock* clock,
+                                                             runtime::Runtime* runtime,
                                                              BrokerOptions options = {});
 
   // The broker as a component of a server binary, configured from flags

@@ -8,7 +8,7 @@ namespace conduit::work_queue {
 
 absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& data_dir,
                                                            prometheus::Registry& registry,
-                                                           const time::Clock* clock,
+                                                           runtime::Runtime* runtime,
                                                            WorkQueueOptions options) {
   CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<QueueNode> node(new QueueNode());
@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
   node->store_ = *std::move(store);
   node->metrics_ = std::make_unique<api::QueueMetrics>(registry);
   node->queue_ =
-      std::make_unique<WorkQueue>(node->store_.get(), clock, options, node->metrics_.get());
+      std::make_unique<WorkQueue>(node->store_.get(), runtime, options, node->metrics_.get());
   CONDUIT_RETURN_IF_ERROR(node->queue_->Recover());
   node->service_ = std::make_unique<api::QueueService>(node->queue_.get());
   return node;
@@ -27,8 +27,9 @@ grpc_util::ServerComponent QueueNode::Component() {
   auto node = std::make_shared<std::unique_ptr<QueueNode>>();
   grpc_util::ServerComponent component;
   component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
+                           runtime::Runtime* runtime,
                            std::vector<grpc::Service*>* services) -> absl::Status {
-    auto opened = Open(data_dir, registry, time::SystemClock::Get());
+    auto opened = Open(data_dir, registry, runtime);
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());

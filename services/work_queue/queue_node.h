@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/grpc/server_main.h"
-#include "common/time/clock.h"
+#include "common/runtime/runtime.h"
 #include "services/work_queue/api/queue_metrics.h"
 #include "services/work_queue/api/queue_service.h"
 #include "services/work_queue/domain/work_queue.h"
@@ -19,7 +19,7 @@ class QueueNode {
  public:
   static absl::StatusOr<std::unique_ptr<QueueNode>> Open(const std::string& data_dir,
                                                          prometheus::Registry& registry,
-                                                         const time::Clock* clock,
+                                                         runtime::Runtime* runtime,
                                                          WorkQueueOptions options = {});
   // The queue as a component of a server binary.
   static grpc_util::ServerComponent Component();

@@ -20,13 +20,12 @@ using grpc_util::FromTimestamp;
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto broker = log_broker::LogBrokerNode::Open(dir_.path(), registry_, time::SystemClock::Get());
+    auto broker = log_broker::LogBrokerNode::Open(dir_.path(), registry_, &runtime_);
     ASSERT_TRUE(broker.ok()) << broker.status();
     broker_ = *std::move(broker);
     coordinator::CoordinatorNodeOptions options;
     options.run_sweeper = false;
-    auto node = coordinator::CoordinatorNode::Open(dir_.path(), registry_,
-                                                   time::SystemClock::Get(), options);
+    auto node = coordinator::CoordinatorNode::Open(dir_.path(), registry_, &runtime_, options);
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
     auto server = grpc_util::StartServer({}, {broker_->service(), node_->service()});
@@ -86,6 +85,7 @@ class CoordinatorServiceTest : public ::testing::Test {
 
   TempDir dir_;
   prometheus::Registry registry_;
+  runtime::Runtime runtime_;
   std::unique_ptr<log_broker::LogBrokerNode> broker_;
   std::unique_ptr<coordinator::CoordinatorNode> node_;
   std::unique_ptr<grpc_util::RunningServer> server_;

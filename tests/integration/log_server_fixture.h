@@ -19,7 +19,7 @@ class LogServerTest : public ::testing::Test {
 
   void Start() {
     registry_ = std::make_shared<prometheus::Registry>();
-    auto node = log_broker::LogBrokerNode::Open(dir_.path(), *registry_, time::SystemClock::Get());
+    auto node = log_broker::LogBrokerNode::Open(dir_.path(), *registry_, &runtime_);
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
     auto server = grpc_util::StartServer({}, {node_->service()});
@@ -48,6 +48,7 @@ class LogServerTest : public ::testing::Test {
  private:
   TempDir dir_;
   std::shared_ptr<prometheus::Registry> registry_;
+  runtime::Runtime runtime_;
   std::unique_ptr<log_broker::LogBrokerNode> node_;
   std::unique_ptr<grpc_util::RunningServer> server_;
   std::unique_ptr<LogClient> client_;

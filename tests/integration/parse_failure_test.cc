@@ -38,7 +38,8 @@ grpc::Status RawCall(const std::string& address, const std::string& method,
 TEST(ParseFailures, AreInvalidArgumentOnlyForTheServicesTheServerHosts) {
   TempDir dir;
   prometheus::Registry registry;
-  auto node = log_broker::LogBrokerNode::Open(dir.path(), registry, time::SystemClock::Get());
+  runtime::Runtime runtime;
+  auto node = log_broker::LogBrokerNode::Open(dir.path(), registry, &runtime);
   ASSERT_TRUE(node.ok()) << node.status();
   grpc_util::ServerOptions options;
   options.health_services = {"conduit.log.v1.LogService"};

@@ -24,7 +24,7 @@ class QueueServerTest : public ::testing::Test {
 
   void Start() {
     registry_ = std::make_shared<prometheus::Registry>();
-    auto node = work_queue::QueueNode::Open(dir_.path(), *registry_, time::SystemClock::Get());
+    auto node = work_queue::QueueNode::Open(dir_.path(), *registry_, &runtime_);
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
     auto server = grpc_util::StartServer({}, {node_->service()});
@@ -62,6 +62,7 @@ class QueueServerTest : public ::testing::Test {
 
   TempDir dir_;
   std::shared_ptr<prometheus::Registry> registry_;
+  runtime::Runtime runtime_;
   std::unique_ptr<work_queue::QueueNode> node_;
   std::unique_ptr<grpc_util::RunningServer> server_;
   std::unique_ptr<qpb::WorkQueue::Stub> stub_;

@@ -9,6 +9,8 @@
 - common/ never includes services/.
 - domain/ and storage/ never read the time themselves (absl::Now(), std::chrono clocks): time
   comes from the injected Clock, so tests drive it.
+- domain/ starts no threads of its own (std::thread, an executor): it gets a runtime::Scope on
+  the process's Runtime, so there is one executor and one scheduler per process.
 
 Usage: check_layers.py REPO_ROOT   (exit 1 and one line per violation when broken)
        check_layers.py --self-test (the checker catches each kind of violation)
@@ -20,6 +22,7 @@ import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 CLOCK_READ = re.compile(r'absl::Now\(\)|(system|steady|high_resolution)_clock::now')
+THREAD_START = re.compile(r'std::j?thread\b|\bBoundedExecutor\b|std::async\b')
 
 # (pattern over the include path, why) per layer; "<" or '"' is part of the matched text.
 NOT_IN_DOMAIN = [
@@ -85,6 +88,9 @@ def check(root):
                             if CLOCK_READ.search(code):
                                 problems.append(f"{path}:{number}: {parts[2]}/ reads the time "
                                                 f"without the injected Clock: {line.strip()}")
+                            if parts[2] == "domain" and THREAD_START.search(code):
+                                problems.append(f"{path}:{number}: domain/ owns a thread or an "
+                                                f"executor (use a runtime::Scope): {line.strip()}")
                 for inc, via in reached:
                     for pattern, why in rules:
                         if pattern.search(inc):
@@ -117,6 +123,8 @@ def self_test():
         "common/up.h": '#include "services/a/domain/clean.h"\n',
         "services/a/domain/clock.cc": 'int f() { return absl::ToUnixSeconds(absl::Now()); }\n'
                                       '// absl::Now() in a comment is fine\n',
+        "services/a/domain/threads.cc": 'void f() { std::this_thread::yield(); }\n'
+                                        'std::thread t_;\n',
     }
     with tempfile.TemporaryDirectory() as root:
         for path, text in files.items():
@@ -125,7 +133,8 @@ def self_test():
                 f.write(text)
         problems = check(root)
     expected = ["direct.cc", "through.cc", "proto.cc", "api.cc", "store.cc",
-                "service.h: service a includes service b", "common/up.h", "clock.cc:1:"]
+                "service.h: service a includes service b", "common/up.h", "clock.cc:1:",
+                "threads.cc:2:"]
     missing = [e for e in expected if not any(e in p for p in problems)]
     wrong = [p for p in problems if "clean.h:" in p or "standalone" in p or "rocksdb" in p.lower()
              and "store.cc" in p]
@@ -146,7 +155,8 @@ def main():
     if problems:
         print(f"{len(problems)} layering violations")
         return 1
-    print("layers hold: domain/ sees no gRPC, protobuf or RocksDB; no service includes another")
+    print("layers hold: domain/ sees no gRPC, protobuf or RocksDB and owns no threads; "
+          "no service includes another")
     return 0
 
 

@@ -22,7 +22,7 @@ grpc::ServerUnaryReactor* CoordinatorService::RunAsync(grpc::CallbackServerConte
   }
   // A call that waited in the queue past its deadline is not started: its caller has gone.
   const absl::Time deadline = absl::FromChrono(ctx->deadline());
-  if (!executor_->TrySubmit([reactor, deadline, work = std::move(work)]() mutable {
+  if (!scope_->Submit([reactor, deadline, work = std::move(work)]() mutable {
         if (absl::Now() >= deadline) {
           reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                        "the call's deadline passed while it waited to run; "

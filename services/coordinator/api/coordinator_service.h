@@ -1,6 +1,6 @@
 #pragma once
 
-#include "common/executor/bounded_executor.h"
+#include "common/runtime/runtime.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "services/coordinator/domain/group_coordinator.h"
 
@@ -9,12 +9,12 @@ namespace conduit::coordinator::api {
 namespace pb = ::conduit::coordinator::v1;
 
 // gRPC adapter of conduit.coordinator.v1.GroupCoordinator (callback API). Each call is handed
-// to `executor`, because the domain may block on the broker or on fsync; a full executor
-// answers RESOURCE_EXHAUSTED. Thread-safe; both must outlive it.
+// to `scope` (the runtime's remote pool), because the domain may wait on the broker; a full
+// scope answers RESOURCE_EXHAUSTED. Thread-safe; both must outlive it.
 class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
  public:
-  CoordinatorService(GroupCoordinator* coordinator, executor::BoundedExecutor* executor)
-      : coordinator_(coordinator), executor_(executor) {}
+  CoordinatorService(GroupCoordinator* coordinator, runtime::Scope* scope)
+      : coordinator_(coordinator), scope_(scope) {}
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext*, const pb::HeartbeatRequest*,
                                       pb::HeartbeatResponse*) override;
@@ -43,7 +43,7 @@ class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
 
  private:
   // Checks the request's times, then runs `work(deadline)` (returning absl::Status, filling the
-  // response) on the executor and finishes. A call whose deadline passes while it waits for a
+  // response) on the scope and finishes. A call whose deadline passes while it waits for a
   // thread is answered DEADLINE_EXCEEDED without running.
   template <typename Work>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx,
@@ -56,7 +56,7 @@ class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
                                      const google::protobuf::Message& request, Work work);
 
   GroupCoordinator* const coordinator_;
-  executor::BoundedExecutor* const executor_;
+  runtime::Scope* const scope_;
 };
 
 }  // namespace conduit::coordinator::api

@@ -22,27 +22,30 @@ BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) 
   return it->second;
 }
 
-AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, const time::Clock* clock,
+AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, runtime::Scope* scope,
                                const ProducerRegistry* producers, PipelineOptions options)
-    : store_(store), observer_(observer), clock_(clock), producers_(producers), options_(options) {
+    : store_(store),
+      observer_(observer),
+      clock_(scope->clock()),
+      producers_(producers),
+      options_(options),
+      scope_(scope) {
   engine_ = std::make_unique<commit::GroupCommit<Pending>>(
       commit::GroupCommitOptions{.service = "broker",
                                  .max_queued_bytes = options.max_queued_bytes,
                                  .max_batch_bytes = options.max_batch_bytes,
                                  .space_check = [store] { return store->CheckSpace(); }},
-      clock, [this](std::vector<Pending>& batch) { return WriteBatch(batch); },
+      clock_, [this](std::vector<Pending>& batch) { return WriteBatch(batch); },
       [this](Pending& p, const absl::Status& outcome) { Complete(p, outcome); });
-  syncer_ = std::thread([this] { SyncLoop(); });
 }
 
 AppendPipeline::~AppendPipeline() {
   engine_.reset();  // writes and answers what is queued
   {
-    absl::MutexLock lock(&sync_mu_);
-    stopping_ = true;
+    absl::MutexLock lock(&sync_task_mu_);
+    if (sync_task_ != 0) scope_->StopEvery(sync_task_);
   }
-  syncer_.join();
-  // The writer may have written after the syncer's last pass: leave nothing unsynced.
+  // The writer may have written after the last fsync pass: leave nothing unsynced.
   bool unsynced;
   {
     absl::MutexLock lock(&sync_mu_);
@@ -75,8 +78,11 @@ absl::Status AppendPipeline::SubmitMaintenance(MaintenanceOp op) {
 void AppendPipeline::RunExclusive(const std::function<void()>& fn) { engine_->RunExclusive(fn); }
 
 void AppendPipeline::RequestSyncEvery(absl::Duration interval) {
-  absl::MutexLock lock(&sync_mu_);
-  sync_every_ = std::min(sync_every_, interval);
+  absl::MutexLock lock(&sync_task_mu_);
+  if (interval >= sync_every_) return;
+  sync_every_ = interval;
+  if (sync_task_ != 0) scope_->StopEvery(sync_task_);
+  sync_task_ = scope_->Every(interval, [this] { SyncWalIfNeeded(); });
 }
 
 absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
@@ -185,29 +191,18 @@ void AppendPipeline::Complete(Pending& p, const absl::Status& outcome) {
   p.done(std::move(p.outcome.result));
 }
 
-void AppendPipeline::SyncLoop() {
-  absl::MutexLock lock(&sync_mu_);
-  while (true) {
-    if (sync_every_ == absl::InfiniteDuration()) {
-      sync_mu_.Await(absl::Condition(
-          +[](AppendPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->sync_mu_) {
-            return p->stopping_ || p->sync_every_ != absl::InfiniteDuration();
-          },
-          this));
-    } else {
-      sync_mu_.AwaitWithTimeout(absl::Condition(&stopping_), sync_every_);
-    }
-    const bool stopping = stopping_;
-    if (unsynced_) {
-      unsynced_ = false;
-      sync_mu_.Unlock();
-      const absl::Duration started = clock_->Monotonic();
-      absl::Status s = store_->SyncWal();
-      observer_->OnWalSynced(clock_->Monotonic() - started);
-      sync_mu_.Lock();
-      if (!s.ok()) unsynced_ = true;  // try again next period
-    }
-    if (stopping) return;
+void AppendPipeline::SyncWalIfNeeded() {
+  {
+    absl::MutexLock lock(&sync_mu_);
+    if (!unsynced_) return;
+    unsynced_ = false;
+  }
+  const absl::Duration started = clock_->Monotonic();
+  absl::Status s = store_->SyncWal();
+  observer_->OnWalSynced(clock_->Monotonic() - started);
+  if (!s.ok()) {
+    absl::MutexLock lock(&sync_mu_);
+    unsynced_ = true;  // try again next period
   }
 }
 

@@ -4,7 +4,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -13,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/commit/group_commit.h"
+#include "common/runtime/runtime.h"
 #include "common/time/clock.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_registry.h"
@@ -97,7 +97,8 @@ struct MaintenanceOp {
 // idempotence and dedup rules, assigns offsets per partition in arrival order, writes the lot
 // with one LogStore::Write (one WriteBatch, one WAL fsync when any topic in it is `sync`), and
 // only then publishes the new partition state and wakes waiters. The engine's completion thread
-// answers the requests. A thread of its own fsyncs the WAL for `interval` topics.
+// answers the requests. Periodic work on the broker's scope fsyncs the WAL for `interval`
+// topics.
 //
 // A write the store refuses because the disk is full (RESOURCE_EXHAUSTED, nothing written)
 // leaves offsets unassigned and answers the batch's requests with that status; the next batch
@@ -108,9 +109,10 @@ struct MaintenanceOp {
 // Thread-safe.
 class AppendPipeline {
  public:
-  AppendPipeline(LogStore* store, BrokerObserver* observer, const time::Clock* clock,
+  // The interval fsync runs as periodic work on `scope`, which must outlive the pipeline.
+  AppendPipeline(LogStore* store, BrokerObserver* observer, runtime::Scope* scope,
                  const ProducerRegistry* producers, PipelineOptions options);
-  ~AppendPipeline();  // completes queued requests, then joins
+  ~AppendPipeline();  // completes queued requests and stops the interval fsync
 
   // Seeds the append clock after recovery (append time never goes backwards).
   void SetLastAppendTime(absl::Time t);
@@ -152,7 +154,8 @@ class AppendPipeline {
     }
   };
 
-  void SyncLoop();
+  // The interval fsync's periodic work: syncs the WAL if a write since the last pass did not.
+  void SyncWalIfNeeded();
   absl::Status WriteBatch(std::vector<Pending>& batch) ABSL_LOCKS_EXCLUDED(write_mu_);
   // Builds the batch's WriteSet: each request's rules, then the staged partition and producer
   // state.
@@ -175,14 +178,15 @@ class AppendPipeline {
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(sync_mu_);
   absl::Time last_append_time_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
-  // The interval fsync.
+  // The interval fsync: periodic work on scope_, restarted when its period is lowered.
+  runtime::Scope* const scope_;
+  absl::Mutex sync_task_mu_ ABSL_ACQUIRED_BEFORE(sync_mu_);  // held while (re)starting it
+  absl::Duration sync_every_ ABSL_GUARDED_BY(sync_task_mu_) = absl::InfiniteDuration();
+  runtime::Scope::PeriodicId sync_task_ ABSL_GUARDED_BY(sync_task_mu_) = 0;
   absl::Mutex sync_mu_;
-  bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
   bool unsynced_ ABSL_GUARDED_BY(sync_mu_) = false;
-  absl::Duration sync_every_ ABSL_GUARDED_BY(sync_mu_) = absl::InfiniteDuration();
 
   std::unique_ptr<commit::GroupCommit<Pending>> engine_;  // reset first in the destructor
-  std::thread syncer_;
 };
 
 }  // namespace conduit::log_broker

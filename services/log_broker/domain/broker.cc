@@ -18,19 +18,18 @@ constexpr int64_t kRecordOverheadBytes = 32;
 
 }  // namespace
 
-Broker::Broker(LogStore* store, const time::Clock* clock, BrokerObserver* observer,
+Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* observer,
                BrokerOptions options)
     : store_(store),
-      clock_(clock),
-      timers_(clock),
+      clock_(runtime->clock()),
       observer_(observer),
       options_(options),
       producers_(store),
-      reads_("log-reads", options.storage_threads, options.max_queued_reads),
-      pipeline_(store, observer, clock, &producers_, options.pipeline),
-      cleaner_(store, &pipeline_, clock, observer, options.cleaner) {}
+      scope_(runtime, runtime::Pool::kStorage, options.max_queued_reads),
+      pipeline_(store, observer, &scope_, &producers_, options.pipeline),
+      cleaner_(store, &pipeline_, clock_, observer, options.cleaner) {}
 
-Broker::~Broker() { maintenance_.reset(); }  // before the members its runs use
+Broker::~Broker() { scope_.StopEvery(maintenance_); }  // before the members its runs use
 
 absl::Status Broker::Recover() {
   CONDUIT_RETURN_IF_ERROR(producers_.Recover());
@@ -81,8 +80,7 @@ absl::Status Broker::Recover() {
   }
   pipeline_.SetLastAppendTime(latest_append);
   if (options_.maintenance_interval > absl::ZeroDuration()) {
-    maintenance_ = std::make_unique<time::PeriodicTask>(clock_, options_.maintenance_interval,
-                                                        [this] { RunMaintenance(); });
+    maintenance_ = scope_.Every(options_.maintenance_interval, [this] { RunMaintenance(); });
   }
   return absl::OkStatus();
 }
@@ -190,7 +188,7 @@ absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) 
 }
 
 absl::Status Broker::RunBlocking(std::function<void()> fn) {
-  if (!reads_.TrySubmit(std::move(fn))) {
+  if (!scope_.Submit(std::move(fn))) {
     return absl::ResourceExhaustedError("storage executor is busy; retry after 10ms");
   }
   return absl::OkStatus();

@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,10 +15,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/executor/bounded_executor.h"
+#include "common/runtime/runtime.h"
 #include "common/time/clock.h"
-#include "common/time/periodic_task.h"
-#include "common/time/timer_queue.h"
 #include "services/log_broker/domain/append_pipeline.h"
 #include "services/log_broker/domain/log_cleaner.h"
 #include "services/log_broker/domain/log_store.h"
@@ -87,7 +84,7 @@ class PendingFetch {
   std::shared_ptr<TopicState> topic_;  // keeps part_ alive
   PartitionState* part_ = nullptr;
   uint64_t waiter_id_ = 0;
-  std::atomic<time::TimerQueue::TimerId> timer_{0};
+  std::atomic<runtime::Scope::TimerId> timer_{0};
   std::function<void()> read_;
   std::atomic<bool> fired_{false};
 };
@@ -97,10 +94,9 @@ enum class OffsetQuery { kEarliest, kLatest, kTimestamp };
 struct BrokerOptions {
   PipelineOptions pipeline;
   CleanerOptions cleaner;
-  int storage_threads = 4;
-  size_t max_queued_reads = 4096;
-  // Period of the background retention / compaction / dedup-expiry pass (real time). Zero: no
-  // background thread; call RunMaintenance() (tests, with a FakeClock).
+  size_t max_queued_reads = 4096;  // blocking work queued or running on the storage pool
+  // Period of the background retention / compaction / dedup-expiry pass. Zero: none; call
+  // RunMaintenance() (tests, with a FakeClock).
   absl::Duration maintenance_interval = absl::Seconds(5);
 };
 
@@ -108,10 +104,13 @@ struct BrokerOptions {
 // AppendPipeline's group commit), reads with long-poll, offsets. No gRPC, protobuf or RocksDB
 // here; persistence is a LogStore.
 //
-// Thread-safe. Callbacks (produce, fetch) run on broker threads and must not block.
+// Thread-safe. Owns no threads: blocking work runs on the runtime's storage pool, long-poll
+// timeouts and the maintenance pass on its scheduler (one Scope). Callbacks (produce, fetch)
+// run on those threads or the group-commit engine's and must not block.
 class Broker {
  public:
-  Broker(LogStore* store, const time::Clock* clock, BrokerObserver* observer,
+  // `runtime` (and its clock) must outlive the broker.
+  Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* observer,
          BrokerOptions options = {});
   ~Broker();  // finishes queued appends and reads, then stops
 
@@ -186,14 +185,13 @@ class Broker {
   std::vector<std::shared_ptr<TopicState>> TopicsSnapshot() const;
 
   ProducerRegistry producers_;
-  // Destroyed in reverse order: the maintenance thread first, then the pipeline (completing
-  // appends and waking waiters), timers (running pending long-poll timeouts), and the executor
-  // (running their reads).
-  executor::BoundedExecutor reads_;
-  time::TimerQueue timers_;
+  // Destroyed in reverse order, after the destructor has stopped the maintenance pass: the
+  // pipeline (completing appends and waking waiters), then the scope (running pending
+  // long-poll timeouts and waiting for every read they start).
+  runtime::Scope scope_;
   AppendPipeline pipeline_;
   LogCleaner cleaner_;
-  std::unique_ptr<time::PeriodicTask> maintenance_;  // unset when maintenance_interval is 0
+  runtime::Scope::PeriodicId maintenance_ = 0;  // 0 when maintenance_interval is 0
 };
 
 }  // namespace conduit::log_broker

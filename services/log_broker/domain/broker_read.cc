@@ -62,7 +62,7 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   wait->part_ = &part;
   wait->waiter_id_ = next_waiter_id_.fetch_add(1);
   wait->read_ = [this, topic, args, done]() { StartRead(topic, args, done); };
-  wait->timer_.store(timers_.ScheduleAfter(args.max_wait, [wait] { wait->Fire(); }));
+  wait->timer_.store(scope_.After(args.max_wait, [wait] { wait->Fire(); }));
   // The caller learns of the wait before anything can complete it.
   if (on_wait) on_wait(wait);
   bool read_now = false;
@@ -81,7 +81,7 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
 
 void PendingFetch::Fire() {
   if (fired_.exchange(true)) return;
-  broker_->timers_.Cancel(timer_.load());
+  broker_->scope_.Cancel(timer_.load());
   {
     absl::MutexLock lock(&part_->mu);
     part_->waiters.erase(waiter_id_);
@@ -131,7 +131,7 @@ void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchC
     result.records = *std::move(records);
     done(std::move(result));
   };
-  if (!reads_.TrySubmit(read)) {
+  if (!scope_.Submit(read)) {
     done(absl::ResourceExhaustedError("storage read queue is full; retry after 10ms"));
   }
 }

@@ -46,7 +46,7 @@ class BrokerTest : public ::testing::Test {
     broker_.reset();
     BrokerOptions options;
     options.maintenance_interval = absl::ZeroDuration();  // tests run passes themselves
-    broker_ = std::make_unique<Broker>(&store_, &clock_, &observer_, options);
+    broker_ = std::make_unique<Broker>(&store_, &runtime_, &observer_, options);
     ASSERT_TRUE(broker_->Recover().ok());
   }
 
@@ -78,6 +78,7 @@ class BrokerTest : public ::testing::Test {
 
   FakeLogStore store_;
   time::FakeClock clock_;
+  runtime::Runtime runtime_{&clock_};
   BrokerObserver observer_;
   std::unique_ptr<Broker> broker_;
 };

@@ -284,7 +284,11 @@ TEST_F(BrokerTest, IntervalTopicsAreSyncedInTheBackground) {
   const int sync_writes_before = store_.sync_writes();
   ASSERT_TRUE(Produce("t", {To(0, "a")}).ok());
   EXPECT_EQ(store_.sync_writes(), sync_writes_before) << "interval produce does not fsync inline";
-  // The background syncer runs on real time (5 ms period here); wait for it, bounded.
+  // The fsync pass is periodic work on the injected clock: none before the period has passed.
+  clock_.Advance(absl::Milliseconds(4));
+  absl::SleepFor(absl::Milliseconds(20));  // a chance to sync early, if it would
+  EXPECT_EQ(store_.syncs(), syncs_before);
+  clock_.Advance(absl::Milliseconds(1));
   for (int i = 0; i < 2000 && store_.syncs() == syncs_before; ++i) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_GT(store_.syncs(), syncs_before);
 }

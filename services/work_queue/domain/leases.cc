@@ -84,7 +84,7 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
     };
     q.waiters.emplace(id, retry);
     const std::string queue = args.queue;
-    timers_.ScheduleAfter(deadline - clock_->Monotonic(), [this, queue, id, retry]() mutable {
+    scope_.After(deadline - clock_->Monotonic(), [this, queue, id, retry]() mutable {
       {
         absl::MutexLock lock(&mu_);
         auto q = Find(queue);
@@ -115,7 +115,7 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
 
 void WorkQueue::WakeWaiters(Queue& q) {
   // Retried from the timer thread: never call back into the domain under mu_.
-  for (auto& [id, waiter] : q.waiters) timers_.ScheduleAfter(absl::ZeroDuration(), std::move(waiter));
+  for (auto& [id, waiter] : q.waiters) scope_.After(absl::ZeroDuration(), std::move(waiter));
   q.waiters.clear();
 }
 

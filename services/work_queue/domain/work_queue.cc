@@ -14,21 +14,21 @@ absl::Status NotFound(const std::string& what) { return absl::NotFoundError(what
 
 }  // namespace
 
-WorkQueue::WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options,
+WorkQueue::WorkQueue(QueueStore* store, runtime::Runtime* runtime, WorkQueueOptions options,
                      QueueObserver* observer)
     : store_(store),
-      clock_(clock),
-      timers_(clock),
+      clock_(runtime->clock()),
       options_(options),
       observer_(observer ? observer : &default_observer_),
       log_(
-          {.service = "queue", .space_check = [store] { return store->CheckSpace(); }}, clock,
+          {.service = "queue", .space_check = [store] { return store->CheckSpace(); }}, clock_,
           [store](const std::vector<const QueueWrite*>& writes) { return store->Write(writes); },
-          &QueueWrite::ApproxBytes) {}
+          &QueueWrite::ApproxBytes),
+      scope_(runtime, runtime::Pool::kStorage) {}
 
 WorkQueue::~WorkQueue() {
   shutting_down_.store(true);  // long-polls answer at once instead of waiting again
-  scheduler_.reset();
+  scope_.StopEvery(scheduler_);
 }
 
 absl::Time WorkQueue::Now() const { return absl::FromUnixMicros(absl::ToUnixMicros(clock_->Now())); }
@@ -65,8 +65,7 @@ absl::Status WorkQueue::Recover() {
     }
   }
   if (options_.scheduler_interval > absl::ZeroDuration()) {
-    scheduler_ = std::make_unique<time::PeriodicTask>(clock_, options_.scheduler_interval,
-                                                      [this] { RunScheduler(); });
+    scheduler_ = scope_.Every(options_.scheduler_interval, [this] { RunScheduler(); });
   }
   return absl::OkStatus();
 }
@@ -166,7 +165,7 @@ void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
   write.drop_queue = true;
-  for (auto& [id, waiter] : (*q)->waiters) timers_.ScheduleAfter(absl::ZeroDuration(), std::move(waiter));
+  for (auto& [id, waiter] : (*q)->waiters) scope_.After(absl::ZeroDuration(), std::move(waiter));
   observer_->OnQueueDeleted(name);
   queues_.erase(name);
   Commit(std::move(write), [done](absl::Status s) {

@@ -9,7 +9,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -20,9 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/commit/commit_log.h"
+#include "common/runtime/runtime.h"
 #include "common/time/clock.h"
-#include "common/time/periodic_task.h"
-#include "common/time/timer_queue.h"
 #include "services/work_queue/domain/job.h"
 #include "services/work_queue/domain/queue_store.h"
 #include "services/work_queue/domain/rate_window.h"
@@ -134,8 +132,8 @@ class QueueObserver {
 };
 
 struct WorkQueueOptions {
-  // Period of the background pass that makes delayed jobs ready and expires leases (real time).
-  // Zero: no thread; call RunScheduler() (tests, with a FakeClock).
+  // Period of the background pass that makes delayed jobs ready and expires leases (periodic
+  // work on the runtime). Zero: none; call RunScheduler() (tests, with a FakeClock).
   absl::Duration scheduler_interval = absl::Milliseconds(100);
 };
 
@@ -145,11 +143,13 @@ struct WorkQueueOptions {
 // change is applied in memory and handed to the CommitLog in the same critical section; callers
 // are answered once it is durable. Known limit of this first slice: payloads are held in memory.
 //
-// Thread-safe. Callbacks run on the commit log's thread (or inline for errors) and must not
-// block.
+// Thread-safe. Owns no threads but the commit log's: lease waits and the scheduler pass run on
+// the runtime (one Scope). Callbacks run on the commit log's thread (or inline for errors) and
+// must not block.
 class WorkQueue {
  public:
-  WorkQueue(QueueStore* store, const time::Clock* clock, WorkQueueOptions options = {},
+  // `runtime` (and its clock) must outlive the queue.
+  WorkQueue(QueueStore* store, runtime::Runtime* runtime, WorkQueueOptions options = {},
             QueueObserver* observer = nullptr);
   ~WorkQueue();
 
@@ -268,8 +268,8 @@ class WorkQueue {
 
   commit::CommitLog<QueueWrite> log_;
   std::atomic<bool> shutting_down_{false};
-  time::TimerQueue timers_;
-  std::unique_ptr<time::PeriodicTask> scheduler_;  // unset when scheduler_interval is 0
+  runtime::Scope scope_;  // before log_ goes: runs pending lease waits, which may reply through it
+  runtime::Scope::PeriodicId scheduler_ = 0;  // 0 when scheduler_interval is 0
 };
 
 }  // namespace conduit::work_queue

@@ -69,7 +69,7 @@ class WorkQueueTest : public ::testing::Test {
     flaky_ = std::make_unique<FlakyQueueStore>(store_.get());
     WorkQueueOptions options;
     options.scheduler_interval = absl::ZeroDuration();
-    queue_ = std::make_unique<WorkQueue>(flaky_.get(), &clock_, options);
+    queue_ = std::make_unique<WorkQueue>(flaky_.get(), &runtime_, options);
     ASSERT_TRUE(queue_->Recover().ok());
   }
 
@@ -98,6 +98,7 @@ class WorkQueueTest : public ::testing::Test {
 
   conduit::testing::TempDir dir_;
   time::FakeClock clock_;
+  runtime::Runtime runtime_{&clock_};
   std::unique_ptr<RocksDbQueueStore> store_;
   std::unique_ptr<FlakyQueueStore> flaky_;
   std::unique_ptr<WorkQueue> queue_;

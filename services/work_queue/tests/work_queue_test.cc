@@ -210,10 +210,11 @@ TEST(WorkQueueMetrics, TenantDepthIsBoundedToTheBusiestTenants) {
   conduit::testing::TempDir dir;
   auto store = *RocksDbQueueStore::Open(dir.path());
   time::FakeClock clock;
+  runtime::Runtime runtime(&clock);
   TenantRecorder recorder;
   WorkQueueOptions options;
   options.scheduler_interval = absl::ZeroDuration();
-  WorkQueue queue(store.get(), &clock, options, &recorder);
+  WorkQueue queue(store.get(), &runtime, options, &recorder);
   ASSERT_TRUE(queue.Recover().ok());
   ASSERT_TRUE(Wait<QueueMeta>([&](auto cb) { queue.CreateQueue("q", {}, cb); }).ok());
   std::vector<NewJob> jobs;
