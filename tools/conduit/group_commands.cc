@@ -86,12 +86,42 @@ int Reset(const Globals& g, const ResetFlags& f) {
       });
 }
 
-}  // namespace
+using Stub = cpb::GroupCoordinator::Stub;
 
-void AddGroupCommands(CLI::App& app, const Globals& g, Action* run) {
-  CLI::App* group = app.add_subcommand("group", "consumer groups: list, describe, reset offsets");
-  group->require_subcommand(1);
-  using Stub = cpb::GroupCoordinator::Stub;
+// The group, its members and the lag of each partition, as tables.
+void PrintGroupDescription(const cpb::DescribeGroupResponse& d) {
+  std::printf(
+      "group %s: %s, epoch %d, %d members, %lld rebalances; max lag %lld "
+      "records, %s\n",
+      d.group_id().c_str(), StateName(d.state()).c_str(), d.group_epoch(), d.members_size(),
+      static_cast<long long>(d.rebalances()), static_cast<long long>(d.max_lag_records()),
+      Seconds(d.max_lag_seconds()).c_str());
+  if (!d.broker_error().empty()) {
+    std::printf("(lag incomplete: %s)\n", d.broker_error().c_str());
+  }
+  Table members({"MEMBER", "INSTANCE", "CLIENT", "HOST", "EPOCH", "ASSIGNMENT"});
+  for (const auto& m : d.members()) {
+    members.Add({m.member_id(), m.instance_id().empty() ? "-" : m.instance_id(),
+                 m.client_id().empty() ? "-" : m.client_id(), m.client_host(),
+                 std::to_string(m.member_epoch()), PartitionsText(m.assignment())});
+  }
+  members.Print();
+  std::puts("");
+  Table lag({"TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "LAG-TIME", "CATCH-UP",
+             "OWNER"});
+  for (const auto& p : d.partitions()) {
+    lag.Add({p.topic(), std::to_string(p.partition()),
+             p.has_committed_offset() ? std::to_string(p.committed_offset()) : "-",
+             std::to_string(p.high_watermark()), std::to_string(p.lag_records()),
+             Seconds(p.lag_seconds()),
+             p.has_catch_up_seconds() ? Seconds(p.catch_up_seconds())
+                                      : (p.lag_records() ? "never" : "-"),
+             p.owner_member_id().empty() ? "-" : p.owner_member_id()});
+  }
+  lag.Print();
+}
+
+void AddGroupList(CLI::App* group, const Globals& g, Action* run) {
   Command(group, "list", "list groups", run, [&g] {
     return [&g] {
       return Call<cpb::ListGroupsRequest, cpb::ListGroupsResponse>(
@@ -105,80 +135,64 @@ void AddGroupCommands(CLI::App& app, const Globals& g, Action* run) {
           });
     };
   });
-  {
-    auto name = std::make_shared<std::string>();
-    auto* cmd = Command(group, "describe", "members, assignment, lag in records and time", run,
-                        [&g, name] {
-      return [&g, name] {
-        cpb::DescribeGroupRequest req;
-        req.set_group_id(*name);
-        return Call<cpb::DescribeGroupRequest, cpb::DescribeGroupResponse>(
-            g, &Stub::DescribeGroup, req, [](const cpb::DescribeGroupResponse& d) {
-              std::printf("group %s: %s, epoch %d, %d members, %lld rebalances; max lag %lld "
-                          "records, %s\n",
-                          d.group_id().c_str(), StateName(d.state()).c_str(), d.group_epoch(),
-                          d.members_size(), static_cast<long long>(d.rebalances()),
-                          static_cast<long long>(d.max_lag_records()),
-                          Seconds(d.max_lag_seconds()).c_str());
-              if (!d.broker_error().empty()) {
-                std::printf("(lag incomplete: %s)\n", d.broker_error().c_str());
-              }
-              Table members({"MEMBER", "INSTANCE", "CLIENT", "HOST", "EPOCH", "ASSIGNMENT"});
-              for (const auto& m : d.members()) {
-                members.Add({m.member_id(), m.instance_id().empty() ? "-" : m.instance_id(),
-                             m.client_id().empty() ? "-" : m.client_id(), m.client_host(),
-                             std::to_string(m.member_epoch()), PartitionsText(m.assignment())});
-              }
-              members.Print();
-              std::puts("");
-              Table lag({"TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "LAG-TIME",
-                         "CATCH-UP", "OWNER"});
-              for (const auto& p : d.partitions()) {
-                lag.Add({p.topic(), std::to_string(p.partition()),
-                         p.has_committed_offset() ? std::to_string(p.committed_offset()) : "-",
-                         std::to_string(p.high_watermark()), std::to_string(p.lag_records()),
-                         Seconds(p.lag_seconds()),
-                         p.has_catch_up_seconds() ? Seconds(p.catch_up_seconds())
-                                                  : (p.lag_records() ? "never" : "-"),
-                         p.owner_member_id().empty() ? "-" : p.owner_member_id()});
-              }
-              lag.Print();
-            });
-      };
-    });
-    cmd->add_option("group", *name, "group id")->required();
-  }
-  {
-    auto f = std::make_shared<ResetFlags>();
-    auto* cmd = group->add_subcommand(
-        "reset-offsets", "move a group's committed offsets (a dry run unless --execute)");
-    cmd->add_option("group", f->group, "group id")->required();
-    cmd->add_option("--topic", f->topic, "topic")->required();
-    cmd->add_option("--partitions", f->partitions, "only these partitions")->delimiter(',');
-    cmd->add_flag("--to-earliest", f->to_earliest, "to the log start");
-    cmd->add_flag("--to-latest", f->to_latest, "to the high watermark (skip the backlog)");
-    cmd->add_option("--to-datetime", f->to_datetime, "to the first record appended at or after");
-    cmd->add_option("--to-offset", f->to_offset, "to this offset");
-    cmd->add_option("--shift-by", f->shift_by, "by N (negative: back), clamped to the log");
-    cmd->add_flag("--execute", f->execute, "apply (default: show what would change)");
-    cmd->add_option("--actor", f->actor, "who asks, for the audit (default: $USER)");
-    cmd->add_option("--reason", f->reason, "why, for the audit");
-    cmd->callback([&g, run, f] { *run = [&g, f] { return Reset(g, *f); }; });
-  }
-  {
-    auto name = std::make_shared<std::string>();
-    auto* cmd = Command(group, "delete", "delete a group without members, and its offsets", run,
-                        [&g, name] {
-      return [&g, name] {
-        cpb::DeleteGroupRequest req;
-        req.set_group_id(*name);
-        return Call<cpb::DeleteGroupRequest, cpb::DeleteGroupResponse>(
-            g, &Stub::DeleteGroup, req,
-            [&](const auto&) { std::printf("deleted group %s\n", name->c_str()); });
-      };
-    });
-    cmd->add_option("group", *name, "group id")->required();
-  }
+}
+
+void AddGroupDescribe(CLI::App* group, const Globals& g, Action* run) {
+  auto name = std::make_shared<std::string>();
+  auto* cmd =
+      Command(group, "describe", "members, assignment, lag in records and time", run, [&g, name] {
+        return [&g, name] {
+          cpb::DescribeGroupRequest req;
+          req.set_group_id(*name);
+          return Call<cpb::DescribeGroupRequest, cpb::DescribeGroupResponse>(
+              g, &Stub::DescribeGroup, req, PrintGroupDescription);
+        };
+      });
+  cmd->add_option("group", *name, "group id")->required();
+}
+
+void AddGroupResetOffsets(CLI::App* group, const Globals& g, Action* run) {
+  auto f = std::make_shared<ResetFlags>();
+  auto* cmd = group->add_subcommand(
+      "reset-offsets", "move a group's committed offsets (a dry run unless --execute)");
+  cmd->add_option("group", f->group, "group id")->required();
+  cmd->add_option("--topic", f->topic, "topic")->required();
+  cmd->add_option("--partitions", f->partitions, "only these partitions")->delimiter(',');
+  cmd->add_flag("--to-earliest", f->to_earliest, "to the log start");
+  cmd->add_flag("--to-latest", f->to_latest, "to the high watermark (skip the backlog)");
+  cmd->add_option("--to-datetime", f->to_datetime, "to the first record appended at or after");
+  cmd->add_option("--to-offset", f->to_offset, "to this offset");
+  cmd->add_option("--shift-by", f->shift_by, "by N (negative: back), clamped to the log");
+  cmd->add_flag("--execute", f->execute, "apply (default: show what would change)");
+  cmd->add_option("--actor", f->actor, "who asks, for the audit (default: $USER)");
+  cmd->add_option("--reason", f->reason, "why, for the audit");
+  cmd->callback([&g, run, f] { *run = [&g, f] { return Reset(g, *f); }; });
+}
+
+void AddGroupDelete(CLI::App* group, const Globals& g, Action* run) {
+  auto name = std::make_shared<std::string>();
+  auto* cmd =
+      Command(group, "delete", "delete a group without members, and its offsets", run, [&g, name] {
+        return [&g, name] {
+          cpb::DeleteGroupRequest req;
+          req.set_group_id(*name);
+          return Call<cpb::DeleteGroupRequest, cpb::DeleteGroupResponse>(
+              g, &Stub::DeleteGroup, req,
+              [&](const auto&) { std::printf("deleted group %s\n", name->c_str()); });
+        };
+      });
+  cmd->add_option("group", *name, "group id")->required();
+}
+
+}  // namespace
+
+void AddGroupCommands(CLI::App& app, const Globals& g, Action* run) {
+  CLI::App* group = app.add_subcommand("group", "consumer groups: list, describe, reset offsets");
+  group->require_subcommand(1);
+  AddGroupList(group, g, run);
+  AddGroupDescribe(group, g, run);
+  AddGroupResetOffsets(group, g, run);
+  AddGroupDelete(group, g, run);
 }
 
 }  // namespace conduit::cli

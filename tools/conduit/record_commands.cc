@@ -25,13 +25,50 @@ struct ProduceFlags {
   std::vector<std::string> headers;
 };
 
-int Produce(const Globals& g, const ProduceFlags& f) {
-  std::vector<std::pair<std::string, std::string>> headers;
-  for (const std::string& h : f.headers) {
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Parses --header key=value flags into `out`; an error message for a bad one.
+std::string ParseHeaders(const std::vector<std::string>& flags, Headers* out) {
+  for (const std::string& h : flags) {
     std::pair<std::string, std::string> kv = absl::StrSplit(h, absl::MaxSplits('=', 1));
-    if (h.find('=') == std::string::npos) return UsageError("--header wants key=value: " + h);
-    headers.push_back(std::move(kv));
+    if (h.find('=') == std::string::npos) return "--header wants key=value: " + h;
+    out->push_back(std::move(kv));
   }
+  return "";
+}
+
+// The record one input line becomes: key and value split at --key-separator when given.
+client::ProducerRecord LineRecord(const std::string& line, const ProduceFlags& f,
+                                  const Headers& headers) {
+  client::ProducerRecord r;
+  r.value = line;
+  if (!f.key_separator.empty()) {
+    size_t at = line.find(f.key_separator);
+    if (at != std::string::npos) {
+      r.key = line.substr(0, at);
+      r.value = line.substr(at + f.key_separator.size());
+    }
+  }
+  if (f.partition >= 0) r.partition = f.partition;
+  r.headers = headers;
+  return r;
+}
+
+void PrintProduceSummary(const Globals& g, const std::string& topic, int64_t sent, int64_t failed,
+                         double secs) {
+  if (g.json()) {
+    std::printf("{\"topic\": \"%s\", \"sent\": %lld, \"produced\": %lld, \"failed\": %lld}\n",
+                topic.c_str(), static_cast<long long>(sent), static_cast<long long>(sent - failed),
+                static_cast<long long>(failed));
+  } else {
+    std::printf("produced %lld records to %s in %.2f s (%.0f/s)\n",
+                static_cast<long long>(sent - failed), topic.c_str(), secs, (sent - failed) / secs);
+  }
+}
+
+int Produce(const Globals& g, const ProduceFlags& f) {
+  Headers headers;
+  if (std::string err = ParseHeaders(f.headers, &headers); !err.empty()) return UsageError(err);
   std::ifstream file;
   if (!f.file.empty()) {
     file.open(f.file);
@@ -50,20 +87,10 @@ int Produce(const Globals& g, const ProduceFlags& f) {
   absl::Time next_progress = start + absl::Seconds(1);
   std::string line;
   while (std::getline(in, line)) {
-    client::ProducerRecord r;
-    if (!f.key_separator.empty()) {
-      size_t at = line.find(f.key_separator);
-      if (at != std::string::npos) {
-        r.key = line.substr(0, at);
-        line = line.substr(at + f.key_separator.size());
-      }
-    }
-    r.value = line;
-    if (f.partition >= 0) r.partition = f.partition;
-    r.headers = headers;
-    (*producer)->Send(std::move(r), [&failed](absl::StatusOr<client::RecordPosition> p) {
-      if (!p.ok()) failed.fetch_add(1);
-    });
+    (*producer)->Send(LineRecord(line, f, headers),
+                      [&failed](absl::StatusOr<client::RecordPosition> p) {
+                        if (!p.ok()) failed.fetch_add(1);
+                      });
     ++sent;
     if (absl::Now() >= next_progress) {  // progress for long inputs, on stderr
       const double secs = absl::ToDoubleSeconds(absl::Now() - start);
@@ -75,16 +102,7 @@ int Produce(const Globals& g, const ProduceFlags& f) {
   absl::Status flushed = (*producer)->Flush();
   const double secs = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start));
   if (next_progress > start + absl::Seconds(1)) std::fputc('\n', stderr);
-  if (g.json()) {
-    std::printf("{\"topic\": \"%s\", \"sent\": %lld, \"produced\": %lld, \"failed\": %lld}\n",
-                f.topic.c_str(), static_cast<long long>(sent),
-                static_cast<long long>(sent - failed.load()),
-                static_cast<long long>(failed.load()));
-  } else {
-    std::printf("produced %lld records to %s in %.2f s (%.0f/s)\n",
-                static_cast<long long>(sent - failed.load()), f.topic.c_str(), secs,
-                (sent - failed.load()) / secs);
-  }
+  PrintProduceSummary(g, f.topic, sent, failed.load(), secs);
   if (!flushed.ok() || failed.load() > 0) {
     return Fail(absl::Status(flushed.ok() ? absl::StatusCode::kUnknown : flushed.code(),
                              absl::StrCat(failed.load(), " records failed; first error: ",
@@ -171,6 +189,42 @@ int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
   return kExitOk;
 }
 
+using Positions = std::vector<std::pair<int32_t, int64_t>>;  // partition → next offset
+
+// Moves each position to the first record appended at or after --from-time; the exit code.
+int SeekToTime(lpb::LogService::Stub& stub, const Globals& g, const ConsumeFlags& f,
+               Positions* positions) {
+  absl::Time t;
+  if (!ParseTime(f.from_time, &t)) return UsageError("bad --from-time " + f.from_time);
+  for (auto& [partition, offset] : *positions) {
+    lpb::ListOffsetsRequest req;
+    req.set_topic(f.topic);
+    req.add_partitions(partition);
+    req.set_spec(lpb::OFFSET_SPEC_TIMESTAMP);
+    grpc_util::SetTimestamp(t, req.mutable_timestamp());
+    lpb::ListOffsetsResponse resp;
+    if (auto s = stub.ListOffsets(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+    offset = resp.offsets(0).offset();
+  }
+  return kExitOk;
+}
+
+void PrintFetched(const Globals& g, const ConsumeFlags& f, int32_t partition,
+                  const lpb::Record& r) {
+  if (g.json()) {
+    PrintJson(r);
+    return;
+  }
+  std::optional<std::string> key, value;
+  if (r.has_key()) key = r.key();
+  if (r.has_value()) value = r.value();
+  std::optional<absl::Time> event;
+  if (r.has_event_time()) event = grpc_util::FromTimestamp(r.event_time());
+  std::puts(Render(f, f.topic, partition, r.offset(), key, value,
+                   grpc_util::FromTimestamp(r.append_time()), event)
+                .c_str());
+}
+
 int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
   auto stub = lpb::LogService::NewStub(g.Channel());
   lpb::DescribeTopicRequest dreq;
@@ -181,7 +235,7 @@ int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
     return UsageError("--offset needs --partition: topic " + f.topic + " has " +
                       std::to_string(topic.partitions_size()) + " partitions");
   }
-  std::vector<std::pair<int32_t, int64_t>> positions;  // partition → next offset
+  Positions positions;
   for (const auto& p : topic.partitions()) {
     if (f.partition >= 0 && p.partition() != f.partition) continue;
     positions.emplace_back(p.partition(), f.offset >= 0 ? f.offset : p.log_start_offset());
@@ -190,18 +244,7 @@ int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
     return UsageError(absl::StrCat("topic ", f.topic, " has no partition ", f.partition));
   }
   if (!f.from_time.empty()) {
-    absl::Time t;
-    if (!ParseTime(f.from_time, &t)) return UsageError("bad --from-time " + f.from_time);
-    for (auto& [partition, offset] : positions) {
-      lpb::ListOffsetsRequest req;
-      req.set_topic(f.topic);
-      req.add_partitions(partition);
-      req.set_spec(lpb::OFFSET_SPEC_TIMESTAMP);
-      grpc_util::SetTimestamp(t, req.mutable_timestamp());
-      lpb::ListOffsetsResponse resp;
-      if (auto s = stub->ListOffsets(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
-      offset = resp.offsets(0).offset();
-    }
+    if (int code = SeekToTime(*stub, g, f, &positions); code != kExitOk) return code;
   }
   int64_t printed = 0;
   while (f.max < 0 || printed < f.max) {
@@ -217,17 +260,7 @@ int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
       if (auto s = stub->Fetch(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
       for (const lpb::Record& r : resp.records()) {
         if (f.max >= 0 && printed >= f.max) break;
-        if (g.json()) {
-          PrintJson(r);
-        } else {
-          std::optional<std::string> key, value;
-          if (r.has_key()) key = r.key();
-          if (r.has_value()) value = r.value();
-          std::optional<absl::Time> event;
-          if (r.has_event_time()) event = grpc_util::FromTimestamp(r.event_time());
-          std::puts(Render(f, f.topic, partition, r.offset(), key, value,
-                           grpc_util::FromTimestamp(r.append_time()), event).c_str());
-        }
+        PrintFetched(g, f, partition, r);
         ++printed;
         any = true;
       }

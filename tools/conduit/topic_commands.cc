@@ -60,34 +60,32 @@ std::string ConfigText(const lpb::TopicConfig& c) {
   return out;
 }
 
-}  // namespace
+using Stub = lpb::LogService::Stub;
 
-void AddTopicCommands(CLI::App& app, const Globals& g, Action* run) {
-  CLI::App* topic = app.add_subcommand("topic", "create, list, describe, alter, delete topics");
-  topic->require_subcommand(1);
-  using Stub = lpb::LogService::Stub;
-  {
-    auto name = std::make_shared<std::string>();
-    auto partitions = std::make_shared<int>(1);
-    auto flags = std::make_shared<ConfigFlags>();
-    auto* cmd = Command(topic, "create", "create a topic", run, [&g, name, partitions, flags] {
-      return [&g, name, partitions, flags] {
-        lpb::CreateTopicRequest req;
-        req.set_name(*name);
-        req.set_partitions(*partitions);
-        if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
-          return UsageError(err);
-        }
-        return Call<lpb::CreateTopicRequest, lpb::CreateTopicResponse>(
-            g, &Stub::CreateTopic, req, [&](const auto&) {
-              std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
-            });
-      };
-    });
-    cmd->add_option("name", *name, "topic name")->required();
-    cmd->add_option("--partitions,-p", *partitions, "partition count")->capture_default_str();
-    flags->Add(cmd);
-  }
+void AddTopicCreate(CLI::App* topic, const Globals& g, Action* run) {
+  auto name = std::make_shared<std::string>();
+  auto partitions = std::make_shared<int>(1);
+  auto flags = std::make_shared<ConfigFlags>();
+  auto* cmd = Command(topic, "create", "create a topic", run, [&g, name, partitions, flags] {
+    return [&g, name, partitions, flags] {
+      lpb::CreateTopicRequest req;
+      req.set_name(*name);
+      req.set_partitions(*partitions);
+      if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
+        return UsageError(err);
+      }
+      return Call<lpb::CreateTopicRequest, lpb::CreateTopicResponse>(
+          g, &Stub::CreateTopic, req, [&](const auto&) {
+            std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
+          });
+    };
+  });
+  cmd->add_option("name", *name, "topic name")->required();
+  cmd->add_option("--partitions,-p", *partitions, "partition count")->capture_default_str();
+  flags->Add(cmd);
+}
+
+void AddTopicList(CLI::App* topic, const Globals& g, Action* run) {
   Command(topic, "list", "list topics", run, [&g] {
     return [&g] {
       return Call<lpb::ListTopicsRequest, lpb::ListTopicsResponse>(
@@ -101,67 +99,80 @@ void AddTopicCommands(CLI::App& app, const Globals& g, Action* run) {
           });
     };
   });
-  {
-    auto name = std::make_shared<std::string>();
-    auto* cmd = Command(topic, "describe", "partitions: log start, high watermark, size", run,
-                        [&g, name] {
-      return [&g, name] {
-        lpb::DescribeTopicRequest req;
-        req.set_name(*name);
-        return Call<lpb::DescribeTopicRequest, lpb::DescribeTopicResponse>(
-            g, &Stub::DescribeTopic, req, [](const lpb::DescribeTopicResponse& resp) {
-              std::printf("topic %s: %d partitions, %s\n", resp.topic().name().c_str(),
-                          resp.topic().partitions(), ConfigText(resp.topic().config()).c_str());
-              Table t({"PARTITION", "LOG-START", "HIGH-WATERMARK", "RECORDS", "BYTES",
-                       "NEWEST-APPEND"});
-              for (const auto& p : resp.partitions()) {
-                t.Add({std::to_string(p.partition()), std::to_string(p.log_start_offset()),
-                       std::to_string(p.high_watermark()), std::to_string(p.record_count()),
-                       std::to_string(p.bytes()),
-                       p.has_newest_append_time()
-                           ? TimeText(grpc_util::FromTimestamp(p.newest_append_time()))
-                           : "-"});
-              }
-              t.Print();
-            });
-      };
-    });
-    cmd->add_option("name", *name, "topic name")->required();
-  }
-  {
-    auto name = std::make_shared<std::string>();
-    auto flags = std::make_shared<ConfigFlags>();
-    auto* cmd = Command(topic, "alter", "change settings (only those given)", run,
-                        [&g, name, flags] {
-      return [&g, name, flags] {
-        lpb::UpdateTopicConfigRequest req;
-        req.set_name(*name);
-        if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
-          return UsageError(err);
-        }
-        return Call<lpb::UpdateTopicConfigRequest, lpb::UpdateTopicConfigResponse>(
-            g, &Stub::UpdateTopicConfig, req, [&](const lpb::UpdateTopicConfigResponse& resp) {
-              std::printf("topic %s: %s\n", name->c_str(),
-                          ConfigText(resp.topic().config()).c_str());
-            });
-      };
-    });
-    cmd->add_option("name", *name, "topic name")->required();
-    flags->Add(cmd);
-  }
-  {
-    auto name = std::make_shared<std::string>();
-    auto* cmd = Command(topic, "delete", "delete a topic and its records", run, [&g, name] {
-      return [&g, name] {
-        lpb::DeleteTopicRequest req;
-        req.set_name(*name);
-        return Call<lpb::DeleteTopicRequest, lpb::DeleteTopicResponse>(
-            g, &Stub::DeleteTopic, req,
-            [&](const auto&) { std::printf("deleted topic %s\n", name->c_str()); });
-      };
-    });
-    cmd->add_option("name", *name, "topic name")->required();
-  }
+}
+
+void AddTopicDescribe(CLI::App* topic, const Globals& g, Action* run) {
+  auto name = std::make_shared<std::string>();
+  auto* cmd =
+      Command(topic, "describe", "partitions: log start, high watermark, size", run, [&g, name] {
+        return [&g, name] {
+          lpb::DescribeTopicRequest req;
+          req.set_name(*name);
+          return Call<lpb::DescribeTopicRequest, lpb::DescribeTopicResponse>(
+              g, &Stub::DescribeTopic, req, [](const lpb::DescribeTopicResponse& resp) {
+                std::printf("topic %s: %d partitions, %s\n", resp.topic().name().c_str(),
+                            resp.topic().partitions(), ConfigText(resp.topic().config()).c_str());
+                Table t({"PARTITION", "LOG-START", "HIGH-WATERMARK", "RECORDS", "BYTES",
+                         "NEWEST-APPEND"});
+                for (const auto& p : resp.partitions()) {
+                  t.Add({std::to_string(p.partition()), std::to_string(p.log_start_offset()),
+                         std::to_string(p.high_watermark()), std::to_string(p.record_count()),
+                         std::to_string(p.bytes()),
+                         p.has_newest_append_time()
+                             ? TimeText(grpc_util::FromTimestamp(p.newest_append_time()))
+                             : "-"});
+                }
+                t.Print();
+              });
+        };
+      });
+  cmd->add_option("name", *name, "topic name")->required();
+}
+
+void AddTopicAlter(CLI::App* topic, const Globals& g, Action* run) {
+  auto name = std::make_shared<std::string>();
+  auto flags = std::make_shared<ConfigFlags>();
+  auto* cmd = Command(topic, "alter", "change settings (only those given)", run, [&g, name, flags] {
+    return [&g, name, flags] {
+      lpb::UpdateTopicConfigRequest req;
+      req.set_name(*name);
+      if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
+        return UsageError(err);
+      }
+      return Call<lpb::UpdateTopicConfigRequest, lpb::UpdateTopicConfigResponse>(
+          g, &Stub::UpdateTopicConfig, req, [&](const lpb::UpdateTopicConfigResponse& resp) {
+            std::printf("topic %s: %s\n", name->c_str(), ConfigText(resp.topic().config()).c_str());
+          });
+    };
+  });
+  cmd->add_option("name", *name, "topic name")->required();
+  flags->Add(cmd);
+}
+
+void AddTopicDelete(CLI::App* topic, const Globals& g, Action* run) {
+  auto name = std::make_shared<std::string>();
+  auto* cmd = Command(topic, "delete", "delete a topic and its records", run, [&g, name] {
+    return [&g, name] {
+      lpb::DeleteTopicRequest req;
+      req.set_name(*name);
+      return Call<lpb::DeleteTopicRequest, lpb::DeleteTopicResponse>(
+          g, &Stub::DeleteTopic, req,
+          [&](const auto&) { std::printf("deleted topic %s\n", name->c_str()); });
+    };
+  });
+  cmd->add_option("name", *name, "topic name")->required();
+}
+
+}  // namespace
+
+void AddTopicCommands(CLI::App& app, const Globals& g, Action* run) {
+  CLI::App* topic = app.add_subcommand("topic", "create, list, describe, alter, delete topics");
+  topic->require_subcommand(1);
+  AddTopicCreate(topic, g, run);
+  AddTopicList(topic, g, run);
+  AddTopicDescribe(topic, g, run);
+  AddTopicAlter(topic, g, run);
+  AddTopicDelete(topic, g, run);
 }
 
 }  // namespace conduit::cli

@@ -112,6 +112,67 @@ absl::Status Corrupt(const char* what, std::string_view key) {
                                           "'"));
 }
 
+template <typename Pb>
+bool ParseValue(std::string_view value, Pb* pb) {
+  return pb->ParseFromArray(value.data(), static_cast<int>(value.size()));
+}
+
+// The group stored at `key` (its id); DATA_LOSS when the value does not parse.
+absl::StatusOr<GroupRecord> DecodeGroup(std::string_view key, std::string_view value) {
+  spb::Group pb;
+  if (!ParseValue(value, &pb)) return Corrupt("group", key);
+  GroupRecord g;
+  g.group_id = std::string(key);
+  g.epoch = pb.epoch();
+  g.rebalances = pb.rebalances();
+  g.next_audit_id = pb.next_audit_id();
+  g.created = FromMicros(pb.created_micros());
+  for (const spb::AssignmentEntry& e : pb.target()) {
+    PartitionSet& set = g.target[e.member_id()];
+    for (const auto& p : e.partitions()) set.insert(GetPartition(p));
+  }
+  g.partition_counts.insert(pb.partition_counts().begin(), pb.partition_counts().end());
+  return g;
+}
+
+// The member stored at `key`; DATA_LOSS when the key or the value does not parse.
+absl::StatusOr<MemberRecord> DecodeMember(std::string_view key, std::string_view value) {
+  spb::Member pb;
+  MemberRecord m;
+  const auto parts = keys::ParseMemberKey(key);
+  if (!parts || !ParseValue(value, &pb)) return Corrupt("member", key);
+  m.group_id = std::string(parts->group);
+  m.member_id = std::string(parts->member);
+  m.instance_id = pb.instance_id();
+  m.client_id = pb.client_id();
+  m.client_host = pb.client_host();
+  m.epoch = pb.epoch();
+  m.subscription.assign(pb.subscription().begin(), pb.subscription().end());
+  m.session_timeout = absl::Microseconds(pb.session_timeout_micros());
+  for (const auto& p : pb.owned()) m.owned[GetPartition(p)] = p.epoch();
+  for (const auto& p : pb.revoking()) m.revoking.insert(GetPartition(p));
+  for (const auto& p : pb.resets()) m.resets.insert(GetPartition(p));
+  m.resets_epoch = pb.resets_epoch();
+  return m;
+}
+
+// The committed offset stored at `key`; DATA_LOSS when the key or the value does not parse.
+absl::StatusOr<OffsetRecord> DecodeOffset(std::string_view key, std::string_view value) {
+  spb::Offset pb;
+  OffsetRecord o;
+  const auto parts = keys::ParseOffsetKey(key);
+  if (!parts || !ParseValue(value, &pb)) return Corrupt("offset", key);
+  o.group_id = std::string(parts->group);
+  o.tp.topic = std::string(parts->topic);
+  o.tp.partition = parts->partition;
+  o.offset = pb.offset();
+  o.metadata = pb.metadata();
+  o.commit_time = FromMicros(pb.commit_time_micros());
+  o.committed_by = pb.committed_by();
+  o.member_epoch = pb.member_epoch();
+  return o;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RocksDbCoordinatorStore>> RocksDbCoordinatorStore::Open(
@@ -135,26 +196,12 @@ RocksDbCoordinatorStore::RocksDbCoordinatorStore(rocksdb_util::OpenDb db, const 
 
 absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
   StoredState out;
-  auto parse = [](auto* pb, std::string_view value) {
-    return pb->ParseFromArray(value.data(), static_cast<int>(value.size()));
-  };
   absl::Status s = rocksdb_util::Scan(
       db_.db(), groups_.get(), "",
       [&](std::string_view key, std::string_view value) {
-        spb::Group pb;
-        if (!parse(&pb, value)) return Corrupt("group", key);
-        GroupRecord g;
-        g.group_id = std::string(key);
-        g.epoch = pb.epoch();
-        g.rebalances = pb.rebalances();
-        g.next_audit_id = pb.next_audit_id();
-        g.created = FromMicros(pb.created_micros());
-        for (const spb::AssignmentEntry& e : pb.target()) {
-          PartitionSet& set = g.target[e.member_id()];
-          for (const auto& p : e.partitions()) set.insert(GetPartition(p));
-        }
-        g.partition_counts.insert(pb.partition_counts().begin(), pb.partition_counts().end());
-        out.groups.push_back(std::move(g));
+        auto g = DecodeGroup(key, value);
+        if (!g.ok()) return g.status();
+        out.groups.push_back(*std::move(g));
         return absl::OkStatus();
       },
       "load groups");
@@ -162,23 +209,9 @@ absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
   s = rocksdb_util::Scan(
       db_.db(), members_.get(), "",
       [&](std::string_view key, std::string_view value) {
-        spb::Member pb;
-        MemberRecord m;
-        const auto parts = keys::ParseMemberKey(key);
-        if (!parts || !parse(&pb, value)) return Corrupt("member", key);
-        m.group_id = std::string(parts->group);
-        m.member_id = std::string(parts->member);
-        m.instance_id = pb.instance_id();
-        m.client_id = pb.client_id();
-        m.client_host = pb.client_host();
-        m.epoch = pb.epoch();
-        m.subscription.assign(pb.subscription().begin(), pb.subscription().end());
-        m.session_timeout = absl::Microseconds(pb.session_timeout_micros());
-        for (const auto& p : pb.owned()) m.owned[GetPartition(p)] = p.epoch();
-        for (const auto& p : pb.revoking()) m.revoking.insert(GetPartition(p));
-        for (const auto& p : pb.resets()) m.resets.insert(GetPartition(p));
-        m.resets_epoch = pb.resets_epoch();
-        out.members.push_back(std::move(m));
+        auto m = DecodeMember(key, value);
+        if (!m.ok()) return m.status();
+        out.members.push_back(*std::move(m));
         return absl::OkStatus();
       },
       "load members");
@@ -186,19 +219,9 @@ absl::StatusOr<StoredState> RocksDbCoordinatorStore::Load() {
   s = rocksdb_util::Scan(
       db_.db(), offsets_.get(), "",
       [&](std::string_view key, std::string_view value) {
-        spb::Offset pb;
-        OffsetRecord o;
-        const auto parts = keys::ParseOffsetKey(key);
-        if (!parts || !parse(&pb, value)) return Corrupt("offset", key);
-        o.group_id = std::string(parts->group);
-        o.tp.topic = std::string(parts->topic);
-        o.tp.partition = parts->partition;
-        o.offset = pb.offset();
-        o.metadata = pb.metadata();
-        o.commit_time = FromMicros(pb.commit_time_micros());
-        o.committed_by = pb.committed_by();
-        o.member_epoch = pb.member_epoch();
-        out.offsets.push_back(std::move(o));
+        auto o = DecodeOffset(key, value);
+        if (!o.ok()) return o.status();
+        out.offsets.push_back(*std::move(o));
         return absl::OkStatus();
       },
       "load offsets");

@@ -165,6 +165,29 @@ class AppendPipeline {
   // Applies one produce request to the batch; answers it at once when nothing is appended
   // (error, or every record a duplicate).
   void AddProduce(Pending& p, BatchContext& ctx, bool* sync);
+  // AddProduce's steps (append_produce.cc). The idempotent-producer check, one verdict per
+  // partition of `counts` (records per partition): the original batch of each partition when
+  // the request retries one already appended, an empty map when it is new, or the status to
+  // answer with. Sets *answered_from_batch when it read producer state staged in `ctx`.
+  absl::StatusOr<absl::flat_hash_map<int32_t, const ProducerBatch*>> CheckSequences(
+      const Pending& p, BatchContext& ctx, const absl::flat_hash_map<int32_t, int32_t>& counts,
+      bool* answered_from_batch) const;
+  // Stages every record that is not an event-id duplicate within the dedup window, filling the
+  // request's positions (and, for an idempotent producer, `batches`). Returns whether any
+  // record was appended.
+  bool AppendRecords(Pending& p, BatchContext& ctx, const TopicConfig& config,
+                     absl::flat_hash_map<int32_t, ProducerBatch>* batches,
+                     bool* answered_from_batch);
+  // The entry of `event_id` younger than the dedup window, staged in `ctx` or durable; nullptr
+  // when none. Sets *answered_from_batch when the event id was staged in `ctx`.
+  static const DedupEntry* FindRecentDuplicate(BatchContext& ctx, TopicState* topic,
+                                               const TopicConfig& config,
+                                               const std::string& event_id,
+                                               bool* answered_from_batch);
+  // Records the request's batch in each partition's staged producer state.
+  static void StageProducerBatches(const Pending& p, BatchContext& ctx,
+                                   const absl::flat_hash_map<int32_t, int32_t>& counts,
+                                   absl::flat_hash_map<int32_t, ProducerBatch> batches);
   // Engine completion thread: the outcome of the write, for requests still waiting on it.
   void Complete(Pending& p, const absl::Status& outcome);
 

@@ -16,14 +16,8 @@ absl::Status OutOfRange(const FetchArgs& args, int64_t start, int64_t hw) {
       args.partition, args.topic, start, hw));
 }
 
-}  // namespace
-
-absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
-                           std::function<void(std::shared_ptr<PendingFetch>)> on_wait) {
-  auto found = FindTopic(args.topic);
-  if (!found.ok()) return found.status();
-  std::shared_ptr<TopicState> topic = *std::move(found);
-  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, args.partition));
+// INVALID_ARGUMENT when the offset is negative or a limit is out of its bounds.
+absl::Status CheckFetchLimits(const FetchArgs& args) {
   if (args.offset < 0) {
     return absl::InvalidArgumentError(absl::StrCat("offset must be >= 0, got ", args.offset));
   }
@@ -40,6 +34,18 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
         absl::StrCat("max_wait must be between 0 and ", absl::FormatDuration(kMaxFetchWait),
                      ", got ", absl::FormatDuration(args.max_wait)));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
+                           std::function<void(std::shared_ptr<PendingFetch>)> on_wait) {
+  auto found = FindTopic(args.topic);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<TopicState> topic = *std::move(found);
+  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, args.partition));
+  CONDUIT_RETURN_IF_ERROR(CheckFetchLimits(args));
 
   PartitionState& part = topic->partitions[args.partition];
   int64_t hw, start;

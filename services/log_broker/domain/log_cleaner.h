@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,10 +63,46 @@ class LogCleaner {
     absl::Time last_sweep = absl::InfinitePast();
   };
 
+  // A partition's log bounds and size, read under its mutex.
+  struct Snapshot {
+    int64_t start;
+    int64_t end;  // high watermark
+    int64_t bytes;
+  };
+  static Snapshot Snap(const PartitionState& part);
+
+  // What one retention pass removes: the records before new_start.
+  struct RetentionCut {
+    int64_t new_start = 0;
+    int64_t removed = 0;
+    int64_t removed_bytes = 0;
+    std::optional<absl::Time> survivor_time;  // append time of the first record kept, if read
+  };
+
   void ApplyRetention(const std::shared_ptr<TopicState>& topic, int32_t partition,
                       const TopicConfig& config, absl::Time now);
+  // Scans from the log start for the records retention removes: those before `time_target`,
+  // and the oldest while the partition is over retention_bytes. nullopt when a read fails.
+  std::optional<RetentionCut> FindRetentionCut(const TopicState& topic, int32_t partition,
+                                               const TopicConfig& config, const Snapshot& snap,
+                                               int64_t time_target);
+  // Writes the cut (one range delete), unless the log start moved from `old_start` meanwhile.
+  absl::Status AdvanceLogStart(const std::shared_ptr<TopicState>& topic, int32_t partition,
+                               int64_t old_start, const RetentionCut& cut);
+
   void Compact(const std::shared_ptr<TopicState>& topic, int32_t partition,
                const TopicConfig& config, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
+  // Compact's phases, each one step of `job`. They return false when the pass should stop (no
+  // work, a failed read or write, or a completed round); kMap and kSweep spend `budget`.
+  // kIdle: starts a round when records were appended or tombstones may have expired.
+  bool StartCompactionRound(CompactionJob& job, const Snapshot& snap, const TopicConfig& config,
+                            absl::Time now);
+  // kMap: maps keys of the dirty section to their latest offsets, one chunk.
+  bool MapDirtyKeys(CompactionJob& job, const TopicState& topic, int32_t partition,
+                    const Snapshot& snap, int64_t* budget);
+  // kSweep: deletes the superseded records and expired tombstones of one chunk.
+  bool SweepChunk(CompactionJob& job, const std::shared_ptr<TopicState>& topic, int32_t partition,
+                  const TopicConfig& config, absl::Time now, const Snapshot& snap, int64_t* budget);
   // Re-reads the first record's append time after a cleanup removed the first records without
   // seeing the next one.
   void RefreshOldest(const std::shared_ptr<TopicState>& topic, int32_t partition);

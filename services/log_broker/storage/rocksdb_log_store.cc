@@ -11,6 +11,37 @@ namespace conduit::log_broker {
 
 using rocksdb_util::ToStatus;
 
+namespace {
+
+// Keeps the first failure of a WriteBatch's Put and Delete calls in `*s`.
+void KeepFirstError(rocksdb::Status* s, const rocksdb::Status& st) {
+  if (s->ok()) *s = st;
+}
+
+// Adds the WriteSet's changes to the meta column family: partition, producer and dedup state.
+void AddMetaWrites(const WriteSet& writes, rocksdb::ColumnFamilyHandle* meta,
+                   rocksdb::WriteBatch* batch, rocksdb::Status* s) {
+  for (const auto& p : writes.partitions) {
+    KeepFirstError(s, batch->Put(meta, keys::PartitionMetaKey(p.topic_id, p.partition),
+                                 codec::EncodePartitionMeta(p.meta)));
+  }
+  for (const auto& p : writes.producers) {
+    KeepFirstError(s,
+                   batch->Put(meta, keys::ProducerStateKey(p.topic_id, p.partition, p.producer_id),
+                              codec::EncodeProducerState(p.state)));
+  }
+  // Deletes before puts: an id expired and re-appended in the same batch keeps its new entry.
+  for (const auto& d : writes.dedup_deletes) {
+    KeepFirstError(s, batch->Delete(meta, keys::DedupKey(d.topic_id, d.event_id)));
+  }
+  for (const auto& d : writes.dedup_puts) {
+    KeepFirstError(s, batch->Put(meta, keys::DedupKey(d.topic_id, d.event_id),
+                                 codec::EncodeDedupEntry(d.entry)));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(const std::string& path) {
   auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
                                rocksdb_util::DefaultCfOptions(),
@@ -247,9 +278,7 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
     return cached.get();
   };
   rocksdb::Status s;
-  auto check = [&](const rocksdb::Status& st) {
-    if (s.ok()) s = st;
-  };
+  auto check = [&](const rocksdb::Status& st) { KeepFirstError(&s, st); };
   for (const auto& d : writes.range_deletes) {
     auto cf = topic_cf(d.topic_id);
     if (!cf.ok()) return cf.status();
@@ -266,22 +295,7 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
     codec::EncodeRecord(*e.data, e.append_time, &value);
     check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), value));
   }
-  for (const auto& p : writes.partitions) {
-    check(batch.Put(meta_.get(), keys::PartitionMetaKey(p.topic_id, p.partition),
-                    codec::EncodePartitionMeta(p.meta)));
-  }
-  for (const auto& p : writes.producers) {
-    check(batch.Put(meta_.get(), keys::ProducerStateKey(p.topic_id, p.partition, p.producer_id),
-                    codec::EncodeProducerState(p.state)));
-  }
-  // Deletes before puts: an id expired and re-appended in the same batch keeps its new entry.
-  for (const auto& d : writes.dedup_deletes) {
-    check(batch.Delete(meta_.get(), keys::DedupKey(d.topic_id, d.event_id)));
-  }
-  for (const auto& d : writes.dedup_puts) {
-    check(batch.Put(meta_.get(), keys::DedupKey(d.topic_id, d.event_id),
-                    codec::EncodeDedupEntry(d.entry)));
-  }
+  AddMetaWrites(writes, meta_.get(), &batch, &s);
   if (!s.ok()) return ToStatus(s, "build write batch");
   rocksdb::WriteOptions options;
   options.sync = sync;

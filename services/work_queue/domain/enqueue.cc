@@ -6,6 +6,106 @@
 #include "services/work_queue/domain/work_queue.h"
 
 namespace conduit::work_queue {
+namespace {
+
+// A queue's idempotency keys: key → (job id, enqueue time), as in WorkQueue::Queue::keys.
+using IdempotencyKeys = absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>>;
+
+// INVALID_ARGUMENT when the request has no jobs or a job breaks a limit that needs no clock.
+absl::Status ValidateJobs(const std::vector<NewJob>& jobs) {
+  if (jobs.empty()) return absl::InvalidArgumentError("enqueue request has no jobs");
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const NewJob& j = jobs[i];
+    if (j.payload.size() > kMaxPayloadBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "job %d: payload is %d bytes; the limit is %d", i, j.payload.size(), kMaxPayloadBytes));
+    }
+    if (j.delay && j.not_before) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("job %d: set delay or not_before, not both", i));
+    }
+    if (j.delay && (*j.delay < absl::ZeroDuration() || *j.delay > kMaxDelay)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("job %d: delay must be between 0 and %s, got %s", i,
+                          absl::FormatDuration(kMaxDelay), absl::FormatDuration(*j.delay)));
+    }
+    if (j.tenant.size() > kMaxTenantBytes || j.idempotency_key.size() > kMaxTenantBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "job %d: tenant and idempotency key are limited to %d bytes", i, kMaxTenantBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// INVALID_ARGUMENT when a job's not_before is more than kMaxDelay after `now`.
+absl::Status CheckNotBefore(const std::vector<NewJob>& jobs, absl::Time now) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].not_before && *jobs[i].not_before > now + kMaxDelay) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "job %d: not_before is more than %s from now", i, absl::FormatDuration(kMaxDelay)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The jobs the request adds: those without an idempotency key, and one per key neither known to
+// the queue nor seen earlier in the request.
+int64_t CountNewJobs(const std::vector<NewJob>& jobs, const IdempotencyKeys& known) {
+  int64_t new_jobs = 0;
+  absl::flat_hash_map<std::string, bool> keys_in_request;
+  for (const NewJob& j : jobs) {
+    if (j.idempotency_key.empty()) {
+      ++new_jobs;
+    } else if (!known.contains(j.idempotency_key) &&
+               keys_in_request.emplace(j.idempotency_key, true).second) {
+      ++new_jobs;
+    }
+  }
+  return new_jobs;
+}
+
+// RESOURCE_EXHAUSTED when `new_jobs` would take the queue beyond max_depth live jobs.
+absl::Status CheckDepth(const std::string& queue, const QueueConfig& config, int64_t live,
+                        int64_t new_jobs) {
+  if (config.max_depth > 0 && new_jobs > 0 && live + new_jobs > config.max_depth) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "queue '%s' holds %d live jobs (max_depth %d); retry after 1s, once workers catch up",
+        queue, live, config.max_depth));
+  }
+  return absl::OkStatus();
+}
+
+// RESOURCE_EXHAUSTED when the request adds jobs while the oldest ready one waits longer than
+// max_ready_age.
+absl::Status CheckReadyAge(const std::string& queue, const QueueConfig& config,
+                           absl::Duration oldest_ready_age, int64_t new_jobs) {
+  if (oldest_ready_age > config.max_ready_age && new_jobs > 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "queue '", queue, "': the oldest ready job waits ", absl::FormatDuration(oldest_ready_age),
+        " (max_ready_age ", absl::FormatDuration(config.max_ready_age),
+        "); retry after 1s, once workers catch up"));
+  }
+  return absl::OkStatus();
+}
+
+// The job `j` becomes, with id `id`; moves its payload, headers, tenant and source out.
+Job MakeJob(NewJob& j, uint64_t id, absl::Time now) {
+  Job job;
+  job.id = id;
+  job.payload = std::move(j.payload);
+  job.headers = std::move(j.headers);
+  job.tenant = std::move(j.tenant);
+  job.priority = j.priority;
+  job.idempotency_key = j.idempotency_key;
+  job.source = std::move(j.source);
+  job.enqueued_at = now;
+  job.ready_at =
+      j.not_before ? std::max(now, *j.not_before) : now + j.delay.value_or(absl::ZeroDuration());
+  return job;
+}
+
+}  // namespace
+
 void WorkQueue::ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) {
   const absl::Time cutoff = now - q.meta.config.idempotency_window;
   while (!q.key_order.empty() && q.key_order.front().first <= cutoff) {
@@ -20,67 +120,23 @@ void WorkQueue::ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) {
 
 void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
                         Callback<std::vector<EnqueuedJob>> done) {
-  if (jobs.empty()) return done(absl::InvalidArgumentError("enqueue request has no jobs"));
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const NewJob& j = jobs[i];
-    if (j.payload.size() > kMaxPayloadBytes) {
-      return done(absl::InvalidArgumentError(absl::StrFormat(
-          "job %d: payload is %d bytes; the limit is %d", i, j.payload.size(), kMaxPayloadBytes)));
-    }
-    if (j.delay && j.not_before) {
-      return done(absl::InvalidArgumentError(
-          absl::StrFormat("job %d: set delay or not_before, not both", i)));
-    }
-    if (j.delay && (*j.delay < absl::ZeroDuration() || *j.delay > kMaxDelay)) {
-      return done(absl::InvalidArgumentError(
-          absl::StrFormat("job %d: delay must be between 0 and %s, got %s", i,
-                          absl::FormatDuration(kMaxDelay), absl::FormatDuration(*j.delay))));
-    }
-    if (j.tenant.size() > kMaxTenantBytes || j.idempotency_key.size() > kMaxTenantBytes) {
-      return done(absl::InvalidArgumentError(absl::StrFormat(
-          "job %d: tenant and idempotency key are limited to %d bytes", i, kMaxTenantBytes)));
-    }
-  }
+  if (absl::Status invalid = ValidateJobs(jobs); !invalid.ok()) return done(invalid);
   absl::MutexLock lock(&mu_);
   auto found = FindForChange(queue);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].not_before && *jobs[i].not_before > now + kMaxDelay) {
-      return ReplyAfterLog(std::move(done), absl::InvalidArgumentError(absl::StrFormat(
-                                                "job %d: not_before is more than %s from now", i,
-                                                absl::FormatDuration(kMaxDelay))));
-    }
+  if (absl::Status late = CheckNotBefore(jobs, now); !late.ok()) {
+    return ReplyAfterLog(std::move(done), std::move(late));
   }
   // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.
-  int64_t new_jobs = 0;
-  {
-    absl::flat_hash_map<std::string, bool> keys_in_request;
-    for (const NewJob& j : jobs) {
-      if (j.idempotency_key.empty()) {
-        ++new_jobs;
-      } else if (!q.keys.contains(j.idempotency_key) &&
-                 keys_in_request.emplace(j.idempotency_key, true).second) {
-        ++new_jobs;
-      }
-    }
-  }
+  const int64_t new_jobs = CountNewJobs(jobs, q.keys);
   const int64_t live = static_cast<int64_t>(q.jobs.size() - q.dead.size());
-  if (q.meta.config.max_depth > 0 && new_jobs > 0 && live + new_jobs > q.meta.config.max_depth) {
-    return ReplyAfterLog(std::move(done), absl::ResourceExhaustedError(absl::StrFormat(
-        "queue '%s' holds %d live jobs (max_depth %d); retry after 1s, once workers catch up",
-        queue, live, q.meta.config.max_depth)));
+  absl::Status full = CheckDepth(queue, q.meta.config, live, new_jobs);
+  if (full.ok() && q.meta.config.max_ready_age > absl::ZeroDuration()) {
+    full = CheckReadyAge(queue, q.meta.config, StatsOf(q, now).oldest_ready_age, new_jobs);
   }
-  if (q.meta.config.max_ready_age > absl::ZeroDuration()) {
-    const absl::Duration age = StatsOf(q, now).oldest_ready_age;
-    if (age > q.meta.config.max_ready_age && new_jobs > 0) {
-      return ReplyAfterLog(std::move(done), absl::ResourceExhaustedError(absl::StrCat(
-          "queue '", queue, "': the oldest ready job waits ", absl::FormatDuration(age),
-          " (max_ready_age ", absl::FormatDuration(q.meta.config.max_ready_age),
-          "); retry after 1s, once workers catch up")));
-    }
-  }
+  if (!full.ok()) return ReplyAfterLog(std::move(done), std::move(full));
   QueueWrite write;
   write.queue_id = q.meta.id;
   ExpireKeys(q, now, &write);
@@ -93,16 +149,7 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
         continue;
       }
     }
-    Job job;
-    job.id = next_job_id_++;
-    job.payload = std::move(j.payload);
-    job.headers = std::move(j.headers);
-    job.tenant = std::move(j.tenant);
-    job.priority = j.priority;
-    job.idempotency_key = j.idempotency_key;
-    job.source = std::move(j.source);
-    job.enqueued_at = now;
-    job.ready_at = j.not_before ? std::max(now, *j.not_before) : now + j.delay.value_or(absl::ZeroDuration());
+    Job job = MakeJob(j, next_job_id_++, now);
     made_ready |= job.ready_at <= now;
     if (!j.idempotency_key.empty()) {
       q.keys[j.idempotency_key] = {job.id, now};
