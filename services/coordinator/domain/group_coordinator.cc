@@ -50,6 +50,9 @@ GroupCoordinator::GroupCoordinator(CoordinatorStore* store, TopicSource* topics,
       options_(options),
       observer_(observer ? observer : &default_observer_),
       topic_cache_(topics, clock, options.topic_refresh),
+      membership_context_{
+          &options_, observer_,
+          [this](const std::string& topic) { return topic_cache_.CachedCount(topic); }},
       log_(
           {.service = "coordinator", .space_check = [store] { return store->CheckSpace(); }}, clock,
           [store](const std::vector<const CoordinatorWrite*>& writes) {
@@ -67,35 +70,34 @@ absl::Status GroupCoordinator::Recover() {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   for (GroupRecord& record : state->groups) {
-    auto g = std::make_shared<Group>();
+    GroupPtr g = NewGroup(record.group_id);
     absl::MutexLock glock(&g->mu);
     g->persisted = true;
-    g->record = std::move(record);
-    groups_[g->record.group_id] = g;
+    g->membership.RestoreRecord(std::move(record));
+    groups_[g->membership.record().group_id] = g;
   }
   for (MemberRecord& record : state->members) {
     auto it = groups_.find(record.group_id);
     if (it == groups_.end()) continue;  // cannot happen: a group is deleted with its members
-    Group& g = *it->second;
-    absl::MutexLock glock(&g.mu);
-    for (const auto& [tp, since] : record.owned) g.owner[tp] = record.member_id;
-    Member& m = g.members[record.member_id];
-    m.deadline = now + record.session_timeout;
-    m.last_heartbeat = now;
-    if (!record.revoking.empty()) m.revoke_deadline = m.deadline;
-    m.record = std::move(record);
+    absl::MutexLock glock(&it->second->mu);
+    it->second->membership.RestoreMember(std::move(record), now);
   }
   for (OffsetRecord& record : state->offsets) {
     auto it = groups_.find(record.group_id);
     if (it == groups_.end()) continue;
     absl::MutexLock glock(&it->second->mu);
-    it->second->offsets[record.tp] = std::move(record);
+    it->second->offsets.Restore(std::move(record));
   }
   for (auto& [id, g] : groups_) {
     absl::MutexLock glock(&g->mu);
-    observer_->OnMembers(id, static_cast<int>(g->members.size()));
+    observer_->OnMembers(id, static_cast<int>(g->membership.members().size()));
   }
   return absl::OkStatus();
+}
+
+GroupCoordinator::GroupPtr GroupCoordinator::NewGroup(const std::string& group_id) const {
+  return std::make_shared<Group>(&membership_context_, group_id, clock_->Now(),
+                                 options_.lag_window);
 }
 
 GroupCoordinator::GroupPtr GroupCoordinator::FindGroup(const std::string& group_id) {
@@ -107,12 +109,7 @@ GroupCoordinator::GroupPtr GroupCoordinator::FindGroup(const std::string& group_
 GroupCoordinator::GroupPtr GroupCoordinator::FindOrCreateGroup(const std::string& group_id) {
   absl::MutexLock lock(&mu_);
   GroupPtr& g = groups_[group_id];
-  if (!g) {
-    g = std::make_shared<Group>();
-    absl::MutexLock glock(&g->mu);
-    g->record.group_id = group_id;
-    g->record.created = clock_->Now();
-  }
+  if (!g) g = NewGroup(group_id);
   return g;
 }
 
@@ -124,18 +121,24 @@ absl::StatusOr<GroupCoordinator::GroupPtr> GroupCoordinator::ExistingGroup(
   return g;
 }
 
-std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitLocked(Group& g, Change change) {
+std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitLocked(Group& g,
+                                                                         GroupChange change) {
   if (!g.persisted) {
     change.group_dirty = true;
     g.persisted = true;
   }
-  if (change.group_dirty) change.write.put_groups.push_back(g.record);
+  if (change.group_dirty) change.write.put_groups.push_back(g.membership.record());
   for (const std::string& id : change.dirty_members) {
-    auto it = g.members.find(id);
-    if (it != g.members.end()) change.write.put_members.push_back(it->second.record);
+    if (const Member* m = g.membership.Find(id)) change.write.put_members.push_back(m->record);
   }
   if (change.write.empty()) return BarrierLocked(g);
   return SubmitWrite(std::move(change.write), g.shared_from_this());
+}
+
+void GroupCoordinator::ExpireLocked(Group& g) {
+  GroupChange change;
+  g.membership.Expire(clock_->Now(), &change);
+  (void)SubmitLocked(g, std::move(change));  // expiry is recovered anyway after a crash
 }
 
 std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::BarrierLocked(Group& g) {
@@ -188,11 +191,10 @@ std::vector<GroupListing> GroupCoordinator::List() {
   for (GroupPtr& g : groups) {
     absl::MutexLock lock(&g->mu);
     if (g->deleted) continue;
-    Change change;
-    ExpireLocked(*g, clock_->Now(), &change);
-    (void)SubmitLocked(*g, std::move(change));  // expiry is recovered anyway after a crash
-    out.push_back(GroupListing{g->record.group_id, StateLocked(*g), g->record.epoch,
-                               static_cast<int>(g->members.size())});
+    ExpireLocked(*g);
+    const GroupMembership& m = g->membership;
+    out.push_back(GroupListing{m.record().group_id, m.State(), m.record().epoch,
+                               static_cast<int>(m.members().size())});
   }
   return out;
 }
@@ -207,12 +209,12 @@ absl::Status GroupCoordinator::DeleteGroup(const std::string& group_id) {
     absl::MutexLock lock(&mu_);  // nobody may find the group while it goes
     absl::MutexLock glock(&g->mu);
     if (g->deleted) return absl::NotFoundError(absl::StrCat("group '", group_id, "' does not exist"));
-    Change change;
-    ExpireLocked(*g, clock_->Now(), &change);
-    if (!g->members.empty()) {
+    GroupChange change;
+    g->membership.Expire(clock_->Now(), &change);
+    if (const size_t members = g->membership.members().size(); members > 0) {
       (void)SubmitLocked(*g, std::move(change));
       return absl::FailedPreconditionError(absl::StrCat(
-          "group '", group_id, "' has ", g->members.size(),
+          "group '", group_id, "' has ", members,
           " active members; stop them (or wait for their sessions to expire) before deleting it"));
     }
     change.write.delete_groups.push_back(group_id);
@@ -236,21 +238,6 @@ absl::StatusOr<std::vector<AuditRecord>> GroupCoordinator::ListAudit(const std::
   }
   CONDUIT_RETURN_IF_ERROR(Wait(barrier));
   return store_->ListAudit(group_id, before_id, limit);
-}
-
-absl::btree_map<std::string, int32_t> GroupCoordinator::CountsForLocked(Group& g) {
-  absl::btree_map<std::string, int32_t> out;
-  for (const auto& [id, m] : g.members) {
-    for (const std::string& topic : m.record.subscription) {
-      if (auto count = topic_cache_.CachedCount(topic)) {
-        out[topic] = *count;
-      } else if (auto old = g.record.partition_counts.find(topic);
-                 old != g.record.partition_counts.end()) {
-        out[topic] = old->second;
-      }
-    }
-  }
-  return out;
 }
 
 namespace {
@@ -335,20 +322,16 @@ void GroupCoordinator::Sweep() {
   absl::btree_set<std::string> subscribed;
   for (GroupPtr& g : groups) {
     absl::MutexLock lock(&g->mu);
-    for (auto& [id, m] : g->members) {
-      subscribed.insert(m.record.subscription.begin(), m.record.subscription.end());
-    }
+    subscribed.merge(g->membership.SubscribedTopics());
   }
   for (const std::string& topic : subscribed) (void)topic_cache_.Get(topic);
   topic_cache_.Evict(subscribed);
   for (GroupPtr& g : groups) {
     absl::MutexLock lock(&g->mu);
     if (g->deleted) continue;
-    Change change;
-    ExpireLocked(*g, clock_->Now(), &change);
-    if (!g->members.empty() && CountsForLocked(*g) != g->record.partition_counts) {
-      RebalanceLocked(*g, &change);
-    }
+    GroupChange change;
+    g->membership.Expire(clock_->Now(), &change);
+    g->membership.RebalanceIfCountsChanged(&change);
     (void)SubmitLocked(*g, std::move(change));
   }
 }

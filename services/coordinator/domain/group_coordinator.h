@@ -18,145 +18,20 @@
 #include "common/commit/commit_log.h"
 #include "common/time/clock.h"
 #include "services/coordinator/domain/await.h"
+#include "services/coordinator/domain/calls.h"
 #include "services/coordinator/domain/coordinator_store.h"
+#include "services/coordinator/domain/group_membership.h"
+#include "services/coordinator/domain/lag_tracker.h"
+#include "services/coordinator/domain/offset_book.h"
 #include "services/coordinator/domain/topic_cache.h"
 #include "services/coordinator/domain/topic_source.h"
 #include "services/coordinator/domain/types.h"
 
 namespace conduit::coordinator {
 
-struct CoordinatorOptions {
-  absl::Duration default_session_timeout = absl::Seconds(45);
-  absl::Duration min_session_timeout = absl::Seconds(1);
-  absl::Duration max_session_timeout = absl::Minutes(30);
-  // Told to members; never more than a third of their session timeout.
-  absl::Duration heartbeat_interval = absl::Seconds(3);
-  // How long partition counts and high watermarks are trusted before the broker is asked again
-  // (a commit past the cached high watermark always asks).
-  absl::Duration topic_refresh = absl::Seconds(30);
-  // Lag samples older than this are dropped; the drain rate spans what is left.
-  absl::Duration lag_window = absl::Minutes(5);
-};
-
-// Told about changes, for metrics. Called without locks held except where noted.
-class CoordinatorObserver {
- public:
-  virtual ~CoordinatorObserver() = default;
-  virtual void OnMembers(const std::string& group, int members) {}
-  virtual void OnRebalance(const std::string& group) {}
-  virtual void OnCommit(const std::string& group) {}
-  virtual void OnCommitRejected(const std::string& group, const std::string& reason) {}
-  virtual void OnHeartbeat() {}
-  virtual void OnLag(const std::string& group, const TopicPartition& tp, int64_t records,
-                     double seconds) {}
-  // The topic no longer exists: its lag is not a figure any more.
-  virtual void OnLagGone(const std::string& group, const std::string& topic) {}
-  virtual void OnGroupDeleted(const std::string& group) {}
-};
-
-enum class GroupState { kEmpty, kStable, kReconciling };
-
-struct HeartbeatInput {
-  std::string group_id;
-  std::string member_id;
-  int32_t member_epoch = 0;
-  std::string instance_id;
-  std::vector<std::string> subscription;  // sorted, unique; empty after join: unchanged
-  PartitionSet owned;
-  std::optional<absl::Duration> session_timeout;
-  std::string client_id;
-  std::string client_host;
-  // The caller's deadline: a heartbeat still waiting for the broker then changes nothing.
-  absl::Time deadline = absl::InfiniteFuture();
-};
-
-struct HeartbeatOutput {
-  std::string member_id;
-  int32_t member_epoch = 0;
-  absl::Duration heartbeat_interval;
-  PartitionSet assignment;
-  PartitionSet pending;
-  PartitionSet resets;
-  int32_t group_epoch = 0;
-};
-
-struct CommitInput {
-  std::string group_id;
-  std::string member_id;
-  int32_t member_epoch = 0;
-  struct Entry {
-    TopicPartition tp;
-    int64_t offset = 0;
-    std::string metadata;
-  };
-  std::vector<Entry> entries;
-  // The caller's deadline: a commit still waiting for the broker's marks then changes nothing.
-  absl::Time deadline = absl::InfiniteFuture();
-};
-
-struct MemberView {
-  MemberRecord record;
-  PartitionSet pending;
-  absl::Time last_heartbeat;
-};
-
-struct PartitionLagView {
-  TopicPartition tp;
-  std::string owner;
-  std::optional<OffsetRecord> committed;
-  int64_t log_start = 0;
-  int64_t high_watermark = 0;
-  int64_t lag_records = 0;
-  double lag_seconds = 0;
-  std::optional<absl::Time> first_unprocessed_append_time;
-  double drain_rate = 0;
-  std::optional<double> catch_up_seconds;
-};
-
-struct GroupDescription {
-  std::string group_id;
-  GroupState state = GroupState::kEmpty;
-  int32_t epoch = 0;
-  int64_t rebalances = 0;
-  std::vector<MemberView> members;
-  std::vector<PartitionLagView> partitions;
-  int64_t max_lag_records = 0;
-  double max_lag_seconds = 0;
-  std::string broker_error;
-};
-
-struct GroupListing {
-  std::string group_id;
-  GroupState state = GroupState::kEmpty;
-  int32_t epoch = 0;
-  int members = 0;
-};
-
-struct ResetInput {
-  enum class Kind { kEarliest, kLatest, kTimestamp, kOffset, kShift };
-  std::string group_id;
-  std::string topic;
-  std::vector<int32_t> partitions;  // empty: all
-  Kind kind = Kind::kEarliest;
-  absl::Time timestamp;
-  int64_t value = 0;  // the offset, or the shift
-  bool execute = false;
-  std::string actor;
-  std::string peer;
-  std::string reason;
-  // The caller's deadline: an executed reset still waiting for the broker then changes nothing.
-  absl::Time deadline = absl::InfiniteFuture();
-};
-
-struct ResetOutput {
-  bool executed = false;
-  std::vector<PartitionReset> partitions;
-  int32_t group_epoch = 0;
-  uint64_t audit_id = 0;
-};
-
-// Consumer groups: membership and incremental assignment (KIP-848 style), fenced offsets, lag,
-// resets. See services/coordinator/README.md for the rules.
+// Consumer groups: the coordinator of each group's GroupMembership (membership and incremental
+// assignment, KIP-848 style), OffsetBook (fenced offsets, resets) and LagTracker, with their
+// persistence and the broker's view. See services/coordinator/README.md for the rules.
 //
 // Thread-safe. Each group has its own mutex; a change is applied in memory and queued on the
 // commit log under it, and the call returns once the change is durable. Calls may block (broker,
@@ -199,47 +74,35 @@ class GroupCoordinator {
   void SampleLag();
 
  private:
-  struct Member {
-    MemberRecord record;
-    absl::Time deadline;
-    absl::Time last_heartbeat;
-    std::optional<absl::Time> revoke_deadline;  // set while it has partitions to release
-  };
-  struct LagSample {
-    absl::Time at;
-    int64_t lag = 0;
-  };
   struct Group : std::enable_shared_from_this<Group> {
+    Group(const MembershipContext* context, std::string group_id, absl::Time created,
+          absl::Duration lag_window)
+        : membership(context, std::move(group_id), created), lag(lag_window) {}
     absl::Mutex mu;
-    GroupRecord record ABSL_GUARDED_BY(mu);
-    absl::btree_map<std::string, Member> members ABSL_GUARDED_BY(mu);
-    absl::btree_map<TopicPartition, std::string> owner ABSL_GUARDED_BY(mu);
-    absl::btree_map<TopicPartition, OffsetRecord> offsets ABSL_GUARDED_BY(mu);
-    absl::btree_map<TopicPartition, std::deque<LagSample>> lag_history ABSL_GUARDED_BY(mu);
+    GroupMembership membership ABSL_GUARDED_BY(mu);
+    OffsetBook offsets ABSL_GUARDED_BY(mu);
+    LagTracker lag ABSL_GUARDED_BY(mu);
     bool deleted ABSL_GUARDED_BY(mu) = false;
     bool persisted ABSL_GUARDED_BY(mu) = false;  // its record is (or is queued to be) stored
     std::atomic<int> inflight{0};                 // writes queued and not yet durable
   };
   using GroupPtr = std::shared_ptr<Group>;
-
-  // A change collected under a group's mutex, then submitted.
-  struct Change {
-    CoordinatorWrite write;
-    bool group_dirty = false;
-    absl::btree_set<std::string> dirty_members;
-  };
   struct Waiter;
 
+  GroupPtr NewGroup(const std::string& group_id) const;
   std::vector<GroupPtr> AllGroups();
   GroupPtr FindGroup(const std::string& group_id);
   GroupPtr FindOrCreateGroup(const std::string& group_id);
   absl::StatusOr<GroupPtr> ExistingGroup(const std::string& group_id);
 
-  // Fills `change` with the group and member records it names and queues it on the log. Returns
-  // what to wait on (nullptr when there was nothing to write and nothing in flight).
-  std::shared_ptr<Waiter> SubmitLocked(Group& g, Change change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  // Adds the group and member records `change` names and queues it on the log. Returns what to
+  // wait on (nullptr when there was nothing to write and nothing in flight).
+  std::shared_ptr<Waiter> SubmitLocked(Group& g, GroupChange change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   // A barrier when the group has writes in flight, so that a read never shows what is not durable.
   std::shared_ptr<Waiter> BarrierLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
+  // Expires the group's silent members and queues what that changed.
+  void ExpireLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   // Hands `write` to the commit log; the waiter is notified once it is durable. `inflight`, if
   // set, counts the write among its group's unfinished ones until then.
   std::shared_ptr<Waiter> SubmitWrite(CoordinatorWrite write, GroupPtr inflight);
@@ -254,23 +117,6 @@ class GroupCoordinator {
   absl::StatusOr<HeartbeatOutput> StartHeartbeat(const HeartbeatInput& in,
                                                  std::shared_ptr<Waiter>* queued);
 
-  // Membership (membership.cc).
-  void ExpireLocked(Group& g, absl::Time now, Change* change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  void RemoveMemberLocked(Group& g, const std::string& member_id, Change* change)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  void RebalanceLocked(Group& g, Change* change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  void ReconcileLocked(Group& g, Member& m, absl::Time now, Change* change)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  PartitionSet PendingLocked(Group& g, const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  GroupState StateLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  absl::StatusOr<HeartbeatOutput> HeartbeatLocked(Group& g, const HeartbeatInput& in,
-                                                  Change* change)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-
-  // The counts a target for `g` is computed with: the broker's where known (0: the topic does
-  // not exist), else the ones the current target used. Looks up only `g`'s topics.
-  absl::btree_map<std::string, int32_t> CountsForLocked(Group& g)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   // Calls `done` with OK when every entry's offset is at most its partition's high watermark, as
   // the broker says now (one question per topic, asked without blocking): a deleted topic
   // refuses commits at once (NOT_FOUND), and one recreated since is told by its new marks.
@@ -281,10 +127,20 @@ class GroupCoordinator {
   // The status of a call whose deadline passed before it changed anything.
   static absl::Status DeadlinePassed();
 
+  // Resets (offsets.cc): the partitions a reset names, checked against the log, and the offsets
+  // for a timestamp reset (asked of the broker, outside any mutex).
+  absl::StatusOr<std::vector<int32_t>> ResetPartitions(const ResetInput& in,
+                                                       const std::vector<PartitionMarks>& marks,
+                                                       absl::flat_hash_map<int32_t, int64_t>* at);
+
   // Lag (lag.cc).
   // Topic → the broker's marks, asked once per topic while it lives (one lag sampling pass).
   using MarksMemo = absl::flat_hash_map<std::string, absl::StatusOr<std::vector<PartitionMarks>>>;
+  struct LagSnapshot;
   absl::Status ComputeLag(Group& g, GroupDescription* out, MarksMemo* memo = nullptr);
+  // The figures of one topic's partitions, from the broker's marks (outside any mutex).
+  void TopicLag(const std::string& topic, const LagSnapshot& snapshot, absl::Time now,
+                MarksMemo* memo, GroupDescription* out);
 
   CoordinatorStore* const store_;
   TopicSource* const topics_;
@@ -298,6 +154,7 @@ class GroupCoordinator {
 
   // Holds the topics members subscribe to; the sweep drops the others.
   TopicCache topic_cache_;
+  const MembershipContext membership_context_;
 
   commit::CommitLog<CoordinatorWrite> log_;  // last: drains before the rest is destroyed
 };

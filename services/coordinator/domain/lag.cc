@@ -19,96 +19,47 @@ absl::StatusOr<GroupDescription> GroupCoordinator::Describe(const std::string& g
   return out;
 }
 
-absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, MarksMemo* memo) {
-  // 1. Snapshot the group.
+// What ComputeLag reads of a group under its mutex, to ask the broker about outside it.
+struct GroupCoordinator::LagSnapshot {
   absl::btree_set<std::string> topics;
   absl::btree_map<TopicPartition, std::string> owner;
   absl::btree_map<TopicPartition, OffsetRecord> offsets;
+};
+
+absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, MarksMemo* memo) {
+  // 1. Snapshot the group.
+  LagSnapshot snapshot;
   std::shared_ptr<Waiter> barrier;
   {
     absl::MutexLock lock(&g.mu);
     if (g.deleted) return absl::OkStatus();
-    Change change;
-    ExpireLocked(g, clock_->Now(), &change);
-    (void)SubmitLocked(g, std::move(change));
-    out->group_id = g.record.group_id;
-    out->state = StateLocked(g);
-    out->epoch = g.record.epoch;
-    out->rebalances = g.record.rebalances;
-    for (const auto& [id, m] : g.members) {
-      out->members.push_back(MemberView{m.record, PendingLocked(g, m), m.last_heartbeat});
-      topics.insert(m.record.subscription.begin(), m.record.subscription.end());
+    ExpireLocked(g);
+    const GroupMembership& m = g.membership;
+    out->group_id = m.record().group_id;
+    out->state = m.State();
+    out->epoch = m.record().epoch;
+    out->rebalances = m.record().rebalances;
+    for (const auto& [id, member] : m.members()) {
+      out->members.push_back(MemberView{member.record, m.Pending(member), member.last_heartbeat});
     }
-    for (const auto& [tp, record] : g.offsets) topics.insert(tp.topic);
-    owner = g.owner;
-    offsets = g.offsets;
+    snapshot.topics = m.SubscribedTopics();
+    for (const auto& [tp, record] : g.offsets.offsets()) snapshot.topics.insert(tp.topic);
+    snapshot.owner = m.owner();
+    snapshot.offsets = g.offsets.offsets();
     barrier = BarrierLocked(g);
   }
   CONDUIT_RETURN_IF_ERROR(Wait(barrier));
   // 2. Ask the broker, outside the mutex.
   const absl::Time now = clock_->Now();
-  for (const std::string& topic : topics) {
-    absl::StatusOr<std::vector<PartitionMarks>> own;
-    const absl::StatusOr<std::vector<PartitionMarks>>* found = &own;
-    if (memo == nullptr) {
-      own = topic_cache_.Fresh(topic);
-    } else {
-      auto [it, first] = memo->try_emplace(topic);
-      if (first) it->second = topic_cache_.Fresh(topic);
-      found = &it->second;
-    }
-    const absl::StatusOr<std::vector<PartitionMarks>>& marks = *found;
-    if (!marks.ok()) {
-      // A deleted topic has no lag; when the broker cannot be asked the last figures stay
-      // (and broker_error says why they are missing here).
-      if (absl::IsNotFound(marks.status())) {
-        observer_->OnLagGone(out->group_id, topic);
-      } else {
-        out->broker_error = std::string(marks.status().message());
-      }
-      continue;
-    }
-    for (const PartitionMarks& pm : *marks) {
-      PartitionLagView v;
-      v.tp = {topic, pm.partition};
-      if (auto o = owner.find(v.tp); o != owner.end()) v.owner = o->second;
-      if (auto c = offsets.find(v.tp); c != offsets.end()) v.committed = c->second;
-      v.log_start = pm.log_start;
-      v.high_watermark = pm.high_watermark;
-      const int64_t next = std::max(v.committed ? v.committed->offset : pm.log_start, pm.log_start);
-      v.lag_records = std::max<int64_t>(0, pm.high_watermark - next);
-      if (v.lag_records > 0) {
-        auto appended = topics_->AppendTimeAt(topic, pm.partition, next);
-        if (appended.ok() && *appended) {
-          v.first_unprocessed_append_time = *appended;
-          v.lag_seconds = std::max(0.0, absl::ToDoubleSeconds(now - **appended));
-        } else if (!appended.ok()) {
-          out->broker_error = std::string(appended.status().message());
-        }
-      }
-      out->partitions.push_back(std::move(v));
-    }
-  }
+  for (const std::string& topic : snapshot.topics) TopicLag(topic, snapshot, now, memo, out);
   // 3. Record the samples and derive drain rates.
   {
     absl::MutexLock lock(&g.mu);
     if (g.deleted) return absl::OkStatus();  // deleted meanwhile: no series to bring back
     for (PartitionLagView& v : out->partitions) {
-      std::deque<LagSample>& history = g.lag_history[v.tp];
-      history.push_back({now, v.lag_records});
-      while (history.size() > 1 && now - history.front().at > options_.lag_window) {
-        history.pop_front();
-      }
-      const LagSample& first = history.front();
-      const double span = absl::ToDoubleSeconds(now - first.at);
-      if (span > 0) {
-        v.drain_rate = static_cast<double>(first.lag - v.lag_records) / span;
-        if (v.drain_rate > 0 && v.lag_records > 0) {
-          v.catch_up_seconds = static_cast<double>(v.lag_records) / v.drain_rate;
-        }
-      }
-      // Bound the history: one sample per distinct time is enough.
-      while (history.size() > 512) history.pop_front();
+      const DrainEstimate drain = g.lag.Record(v.tp, now, v.lag_records);
+      v.drain_rate = drain.drain_rate;
+      v.catch_up_seconds = drain.catch_up_seconds;
     }
   }
   for (const PartitionLagView& v : out->partitions) {
@@ -117,6 +68,50 @@ absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, Marks
     observer_->OnLag(out->group_id, v.tp, v.lag_records, v.lag_seconds);
   }
   return absl::OkStatus();
+}
+
+void GroupCoordinator::TopicLag(const std::string& topic, const LagSnapshot& snapshot,
+                                absl::Time now, MarksMemo* memo, GroupDescription* out) {
+  absl::StatusOr<std::vector<PartitionMarks>> own;
+  const absl::StatusOr<std::vector<PartitionMarks>>* found = &own;
+  if (memo == nullptr) {
+    own = topic_cache_.Fresh(topic);
+  } else {
+    auto [it, first] = memo->try_emplace(topic);
+    if (first) it->second = topic_cache_.Fresh(topic);
+    found = &it->second;
+  }
+  const absl::StatusOr<std::vector<PartitionMarks>>& marks = *found;
+  if (!marks.ok()) {
+    // A deleted topic has no lag; when the broker cannot be asked the last figures stay (and
+    // broker_error says why they are missing here).
+    if (absl::IsNotFound(marks.status())) {
+      observer_->OnLagGone(out->group_id, topic);
+    } else {
+      out->broker_error = std::string(marks.status().message());
+    }
+    return;
+  }
+  for (const PartitionMarks& pm : *marks) {
+    PartitionLagView v;
+    v.tp = {topic, pm.partition};
+    if (auto o = snapshot.owner.find(v.tp); o != snapshot.owner.end()) v.owner = o->second;
+    if (auto c = snapshot.offsets.find(v.tp); c != snapshot.offsets.end()) v.committed = c->second;
+    v.log_start = pm.log_start;
+    v.high_watermark = pm.high_watermark;
+    const int64_t next = std::max(v.committed ? v.committed->offset : pm.log_start, pm.log_start);
+    v.lag_records = std::max<int64_t>(0, pm.high_watermark - next);
+    if (v.lag_records > 0) {
+      auto appended = topics_->AppendTimeAt(topic, pm.partition, next);
+      if (appended.ok() && *appended) {
+        v.first_unprocessed_append_time = *appended;
+        v.lag_seconds = std::max(0.0, absl::ToDoubleSeconds(now - **appended));
+      } else if (!appended.ok()) {
+        out->broker_error = std::string(appended.status().message());
+      }
+    }
+    out->partitions.push_back(std::move(v));
+  }
 }
 
 }  // namespace conduit::coordinator
