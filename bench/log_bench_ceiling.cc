@@ -31,7 +31,7 @@ namespace lb = ::conduit::log_broker;
 // a background SyncWAL every flush interval.
 absl::StatusOr<CeilingFigures> RunCeiling(const Scenario& s, const Settings& settings) {
   testing::TempDir dir;
-  const std::string cf = lb::keys::TopicColumnFamily(1);
+  const std::string cf = lb::keys::TopicColumnFamily(lb::TopicId(1));
   CeilingFigures out;
   uint64_t records = 0, syncs = 0;
   {

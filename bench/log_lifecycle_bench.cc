@@ -162,7 +162,7 @@ void Compaction() {
   }
   while (inflight.load() > 0) absl::SleepFor(absl::Milliseconds(1));
   const absl::Duration load = absl::Now() - load_start;
-  const uint64_t topic_id = broker->DescribeTopic("compacted")->meta.id;
+  const lb::TopicId topic_id = broker->DescribeTopic("compacted")->meta.id;
   if (!node->store()->CompactTopic(topic_id).ok()) std::abort();  // flush into SSTs for a fair size
   const int64_t bytes_before = node->store()->LiveDataBytes();
 

@@ -18,6 +18,18 @@ ABSL_FLAG(std::string, port_file, "", "If set, write the chosen gRPC port here o
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
 namespace conduit::grpc_util {
+namespace {
+
+// Written whole (a rename), so a test polling for it never reads half a number.
+void WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return;
+  std::ofstream tmp(path + ".tmp");
+  tmp << port << "\n";
+  tmp.close();
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+}  // namespace
 
 int ServerMain(const std::string& name, int argc, char** argv,
                std::vector<ServerComponent> components) {
@@ -62,13 +74,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
     return 1;
   }
   for (auto& c : components) c.started((*server)->address());
-  const std::string port_file = absl::GetFlag(FLAGS_port_file);
-  if (!port_file.empty()) {
-    std::ofstream tmp(port_file + ".tmp");
-    tmp << (*server)->port() << "\n";
-    tmp.close();
-    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
-  }
+  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
   spdlog::info("{} serving gRPC on {} (data in {}){}", name, (*server)->address(), data_dir,
                metrics.port() ? fmt::format(", metrics on http://{}:{}/metrics",
                                             metrics_listen.substr(0, metrics_listen.rfind(':')),

@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 4:
       DecodesBack(
-          in, [](std::string_view b) { return codec::DecodeProducerInfo(7, b); },
+          in, [](std::string_view b) { return codec::DecodeProducerInfo(conduit::log_broker::ProducerId(7), b); },
           codec::EncodeProducerInfo);
       break;
     case 5:

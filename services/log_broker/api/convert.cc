@@ -140,7 +140,7 @@ FetchArgs FromProto(const pb::FetchRequest& request) {
 std::optional<ProducerArgs> ProducerFromProto(const pb::ProduceRequest& request) {
   if (request.producer_id() == 0 && request.sequences_size() == 0) return std::nullopt;
   ProducerArgs args;
-  args.producer_id = request.producer_id();
+  args.producer_id = ProducerId(request.producer_id());
   args.epoch = request.producer_epoch();
   for (const auto& s : request.sequences()) {
     args.base_sequences.emplace_back(s.partition(), s.base_sequence());

@@ -68,7 +68,7 @@ grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* 
   return Blocking(ctx, broker_, [this, request, response]() -> absl::Status {
     auto producer = broker_->InitProducer(request->producer_name());
     if (!producer.ok()) return producer.status();
-    response->set_producer_id(producer->id);
+    response->set_producer_id(producer->id.value());
     response->set_producer_epoch(producer->epoch);
     return absl::OkStatus();
   });

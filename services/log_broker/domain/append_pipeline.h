@@ -17,6 +17,7 @@
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_registry.h"
 #include "services/log_broker/domain/topic_state.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -27,7 +28,7 @@ struct RoutedRecord {
 
 // The idempotent-producer part of a produce request.
 struct ProducerStamp {
-  int64_t producer_id = 0;
+  ProducerId producer_id;
   int32_t epoch = 0;
   absl::flat_hash_map<int32_t, int32_t> base_sequences;  // partition → base sequence
 };
@@ -80,7 +81,7 @@ class BatchContext {
     int32_t partition = 0;
     ProducerPartitionState state;
   };
-  absl::flat_hash_map<std::pair<PartitionState*, int64_t>, StagedProducer> producers_;
+  absl::flat_hash_map<std::pair<PartitionState*, ProducerId>, StagedProducer> producers_;
   std::vector<std::function<void()>> on_commit_;
 };
 

@@ -98,11 +98,11 @@ absl::StatusOr<absl::flat_hash_map<int32_t, const ProducerBatch*>> AppendPipelin
     const Pending& p, BatchContext& ctx, const absl::flat_hash_map<int32_t, int32_t>& counts,
     bool* answered_from_batch) const {
   TopicState* topic = p.topic.get();
-  const int64_t producer_id = p.stamp->producer_id;
+  const ProducerId producer_id = p.stamp->producer_id;
   const int32_t current = producers_->CurrentEpoch(producer_id);
   if (current < 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("unknown producer id ", producer_id, "; call InitProducer"));
+        absl::StrCat("unknown producer id ", producer_id.value(), "; call InitProducer"));
   }
   absl::flat_hash_map<int32_t, const ProducerBatch*> originals;
   static const ProducerPartitionState kNew;
@@ -181,7 +181,7 @@ void AppendPipeline::StageProducerBatches(const Pending& p, BatchContext& ctx,
                                           const absl::flat_hash_map<int32_t, int32_t>& counts,
                                           absl::flat_hash_map<int32_t, ProducerBatch> batches) {
   TopicState* topic = p.topic.get();
-  const int64_t producer_id = p.stamp->producer_id;
+  const ProducerId producer_id = p.stamp->producer_id;
   for (auto& [partition, batch] : batches) {
     batch.base_sequence = p.stamp->base_sequences.at(partition);
     batch.count = counts.at(partition);

@@ -33,48 +33,17 @@ Broker::~Broker() { scope_.StopEvery(maintenance_); }  // before the members its
 
 absl::Status Broker::Recover() {
   CONDUIT_RETURN_IF_ERROR(producers_.Recover());
-  auto topics = store_->LoadTopics();
-  if (!topics.ok()) return topics.status();
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<TopicMeta> topics, store_->LoadTopics());
   absl::Time latest_append = absl::InfinitePast();
   {
     absl::MutexLock lock(&mu_);
-    for (const TopicMeta& meta : *topics) {
-      auto state = std::make_shared<TopicState>(meta);
-      for (int32_t p = 0; p < meta.partitions; ++p) {
-        auto recovered = store_->RecoverPartition(meta.id, p);
-        if (!recovered.ok()) return recovered.status();
-        PartitionState& part = state->partitions[p];
-        PartitionMeta pm = recovered->meta.value_or(PartitionMeta{});
-        pm.next_offset = std::max(pm.next_offset, recovered->end_offset);
-        if (!recovered->meta) pm.log_start_offset = recovered->first_offset;
-        part.next_offset = pm.next_offset;
-        absl::MutexLock plock(&part.mu);
-        part.meta = pm;
-        part.oldest_append_time = recovered->first_append_time;
-        part.last_append_time = recovered->last_append_time;
-        latest_append = std::max(latest_append, recovered->last_append_time);
-        observer_->OnHighWatermark(meta.name, p, pm.next_offset);
-      }
-      auto producer_states = store_->LoadProducerStates(meta.id);
-      if (!producer_states.ok()) return producer_states.status();
-      for (auto& u : *producer_states) {
-        if (u.partition < 0 || u.partition >= meta.partitions) continue;
-        state->partitions[u.partition].producers[u.producer_id] = std::move(u.state);
-      }
-      auto dedup = store_->LoadDedupEntries(meta.id);
-      if (!dedup.ok()) return dedup.status();
-      std::sort(dedup->begin(), dedup->end(), [](const auto& a, const auto& b) {
-        return a.entry.append_time < b.entry.append_time;
-      });
-      for (auto& d : *dedup) {
-        state->dedup_order.emplace_back(d.entry.append_time, d.event_id);
-        state->dedup[std::move(d.event_id)] = d.entry;
-      }
-      state->has_dedup_entries.store(!state->dedup.empty());
+    for (const TopicMeta& meta : topics) {
+      CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> state,
+                               RecoverTopic(meta, &latest_append));
       if (meta.config.durability == Durability::kInterval) {
         pipeline_.RequestSyncEvery(meta.config.flush_interval);
       }
-      next_topic_id_ = std::max(next_topic_id_, meta.id + 1);
+      next_topic_id_ = std::max(next_topic_id_, meta.id.value() + 1);
       topics_.emplace(meta.name, std::move(state));
     }
   }
@@ -83,6 +52,40 @@ absl::Status Broker::Recover() {
     maintenance_ = scope_.Every(options_.maintenance_interval, [this] { RunMaintenance(); });
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta& meta,
+                                                                 absl::Time* latest_append) {
+  auto state = std::make_shared<TopicState>(meta);
+  for (int32_t p = 0; p < meta.partitions; ++p) {
+    CONDUIT_ASSIGN_OR_RETURN(PartitionRecovery recovered, store_->RecoverPartition(meta.id, p));
+    PartitionState& part = state->partitions[p];
+    PartitionMeta pm = recovered.meta.value_or(PartitionMeta{});
+    pm.next_offset = std::max(pm.next_offset, recovered.end_offset);
+    if (!recovered.meta) pm.log_start_offset = recovered.first_offset;
+    part.next_offset = pm.next_offset;
+    absl::MutexLock plock(&part.mu);
+    part.meta = pm;
+    part.oldest_append_time = recovered.first_append_time;
+    part.last_append_time = recovered.last_append_time;
+    *latest_append = std::max(*latest_append, recovered.last_append_time);
+    observer_->OnHighWatermark(meta.name, p, pm.next_offset);
+  }
+  CONDUIT_ASSIGN_OR_RETURN(auto producer_states, store_->LoadProducerStates(meta.id));
+  for (auto& u : producer_states) {
+    if (u.partition < 0 || u.partition >= meta.partitions) continue;
+    state->partitions[u.partition].producers[u.producer_id] = std::move(u.state);
+  }
+  CONDUIT_ASSIGN_OR_RETURN(auto dedup, store_->LoadDedupEntries(meta.id));
+  std::sort(dedup.begin(), dedup.end(), [](const auto& a, const auto& b) {
+    return a.entry.append_time < b.entry.append_time;
+  });
+  for (auto& d : dedup) {
+    state->dedup_order.emplace_back(d.entry.append_time, d.event_id);
+    state->dedup[std::move(d.event_id)] = d.entry;
+  }
+  state->has_dedup_entries.store(!state->dedup.empty());
+  return state;
 }
 
 absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t partitions,
@@ -101,7 +104,7 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
     if (topics_.contains(name)) {
       return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
     }
-    meta = TopicMeta{next_topic_id_, name, partitions, config, clock_->Now()};
+    meta = TopicMeta{TopicId(next_topic_id_), name, partitions, config, clock_->Now()};
   }
   CONDUIT_RETURN_IF_ERROR(store_->CreateTopic(meta));
   if (meta.config.durability == Durability::kInterval) {
@@ -262,7 +265,7 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
 
 absl::StatusOr<ProducerStamp> Broker::CheckProducerArgs(const ProducerArgs& producer,
                                                         const std::vector<RoutedRecord>& routed) {
-  if (producer.producer_id <= 0) {
+  if (producer.producer_id.value() <= 0) {
     return absl::InvalidArgumentError("producer_id must be positive (from InitProducer)");
   }
   ProducerStamp stamp{producer.producer_id, producer.epoch, {}};

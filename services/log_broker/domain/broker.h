@@ -22,6 +22,7 @@
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_registry.h"
 #include "services/log_broker/domain/topic_state.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -32,7 +33,7 @@ struct ProduceRecordArgs {
 
 // The idempotent-producer fields of a produce request.
 struct ProducerArgs {
-  int64_t producer_id = 0;
+  ProducerId producer_id;
   int32_t epoch = 0;
   std::vector<std::pair<int32_t, int32_t>> base_sequences;  // (partition, base sequence)
 };
@@ -165,6 +166,10 @@ class Broker {
  private:
   friend class PendingFetch;
 
+  // One topic's state from the store: each partition's offsets and append times, its producer
+  // states and dedup window. Raises `*latest_append` to the newest append time seen.
+  absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopic(const TopicMeta& meta,
+                                                           absl::Time* latest_append);
   absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
   absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
   static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,

@@ -51,7 +51,7 @@ LogCleaner::Snapshot LogCleaner::Snap(const PartitionState& part) {
 
 void LogCleaner::RunOnce(const std::vector<std::shared_ptr<TopicState>>& topics) {
   absl::MutexLock lock(&run_mu_);
-  absl::flat_hash_map<std::pair<uint64_t, int32_t>, CompactionJob> still_compacting;
+  absl::flat_hash_map<std::pair<TopicId, int32_t>, CompactionJob> still_compacting;
   for (const auto& topic : topics) {
     if (topic->deleted.load()) continue;
     const TopicConfig config = topic->config();

@@ -119,7 +119,7 @@ class LogCleaner {
   const CleanerOptions options_;
 
   absl::Mutex run_mu_;
-  absl::flat_hash_map<std::pair<uint64_t, int32_t>, CompactionJob> jobs_ ABSL_GUARDED_BY(run_mu_);
+  absl::flat_hash_map<std::pair<TopicId, int32_t>, CompactionJob> jobs_ ABSL_GUARDED_BY(run_mu_);
 };
 
 }  // namespace conduit::log_broker

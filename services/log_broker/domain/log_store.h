@@ -11,6 +11,7 @@
 #include "services/log_broker/domain/producer_state.h"
 #include "services/log_broker/domain/record.h"
 #include "services/log_broker/domain/topic.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -27,7 +28,7 @@ struct PartitionMeta {
 
 // One record to write at an offset the broker has assigned.
 struct AppendEntry {
-  uint64_t topic_id = 0;
+  TopicId topic_id;
   int32_t partition = 0;
   int64_t offset = 0;
   absl::Time append_time;
@@ -44,33 +45,33 @@ struct DedupEntry {
 // all of it or nothing.
 struct WriteSet {
   struct PartitionUpdate {
-    uint64_t topic_id;
+    TopicId topic_id;
     int32_t partition;
     PartitionMeta meta;
   };
   struct ProducerUpdate {
-    uint64_t topic_id;
+    TopicId topic_id;
     int32_t partition;
-    int64_t producer_id;
+    ProducerId producer_id;
     ProducerPartitionState state;
   };
   struct DedupPut {
-    uint64_t topic_id;
+    TopicId topic_id;
     std::string event_id;
     DedupEntry entry;
   };
   struct DedupDelete {
-    uint64_t topic_id;
+    TopicId topic_id;
     std::string event_id;
   };
   struct RangeDelete {  // records with offsets in [from, to)
-    uint64_t topic_id;
+    TopicId topic_id;
     int32_t partition;
     int64_t from;
     int64_t to;
   };
   struct RecordDelete {
-    uint64_t topic_id;
+    TopicId topic_id;
     int32_t partition;
     int64_t offset;
   };
@@ -110,11 +111,11 @@ class LogStore {
 
   // Every topic persisted, in no particular order.
   virtual absl::StatusOr<std::vector<TopicMeta>> LoadTopics() = 0;
-  virtual absl::StatusOr<PartitionRecovery> RecoverPartition(uint64_t topic_id,
+  virtual absl::StatusOr<PartitionRecovery> RecoverPartition(TopicId topic_id,
                                                              int32_t partition) = 0;
   virtual absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
-      uint64_t topic_id) = 0;
-  virtual absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(uint64_t topic_id) = 0;
+      TopicId topic_id) = 0;
+  virtual absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(TopicId topic_id) = 0;
 
   // Persists a new topic (durably) and makes room for its records.
   virtual absl::Status CreateTopic(const TopicMeta& topic) = 0;
@@ -139,7 +140,7 @@ class LogStore {
   // `max_records`, stopping once `max_bytes` of payload is reached (but always at least one
   // record when any exists). Offsets may have holes (compaction). NOT_FOUND when the topic is
   // gone.
-  virtual absl::StatusOr<std::vector<StoredRecord>> Read(uint64_t topic_id, int32_t partition,
+  virtual absl::StatusOr<std::vector<StoredRecord>> Read(TopicId topic_id, int32_t partition,
                                                          int64_t from, int64_t end,
                                                          int32_t max_records, int64_t max_bytes) = 0;
 };

@@ -2,7 +2,7 @@
 
 namespace conduit::log_broker {
 
-absl::StatusOr<int64_t> FirstOffsetAtOrAfter(LogStore* store, uint64_t topic_id, int32_t partition,
+absl::StatusOr<int64_t> FirstOffsetAtOrAfter(LogStore* store, TopicId topic_id, int32_t partition,
                                              int64_t from, int64_t end, absl::Time at) {
   int64_t lo = from, hi = end;
   // Invariant: every record below lo is older than `at`; the first record at or after hi (if

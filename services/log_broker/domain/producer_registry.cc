@@ -14,7 +14,7 @@ absl::Status ProducerRegistry::Recover() {
   for (const ProducerInfo& p : *producers) {
     by_id_[p.id] = p;
     if (!p.name.empty()) by_name_[p.name] = p.id;
-    next_id_ = std::max(next_id_, p.id + 1);
+    next_id_ = std::max(next_id_, p.id.value() + 1);
   }
   return absl::OkStatus();
 }
@@ -37,7 +37,7 @@ absl::StatusOr<ProducerInfo> ProducerRegistry::Init(const std::string& name) {
       }
       ++info.epoch;
     } else {
-      info = ProducerInfo{next_id_, 0, name};
+      info = ProducerInfo{ProducerId(next_id_), 0, name};
     }
   }
   // Durable before anyone can use it: a fenced instance stays fenced after a restart.
@@ -45,11 +45,11 @@ absl::StatusOr<ProducerInfo> ProducerRegistry::Init(const std::string& name) {
   absl::MutexLock lock(&mu_);
   by_id_[info.id] = info;
   if (!name.empty()) by_name_[name] = info.id;
-  next_id_ = std::max(next_id_, info.id + 1);
+  next_id_ = std::max(next_id_, info.id.value() + 1);
   return info;
 }
 
-int32_t ProducerRegistry::CurrentEpoch(int64_t producer_id) const {
+int32_t ProducerRegistry::CurrentEpoch(ProducerId producer_id) const {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(producer_id);
   return it == by_id_.end() ? -1 : it->second.epoch;

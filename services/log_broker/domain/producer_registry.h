@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_state.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -26,14 +27,14 @@ class ProducerRegistry {
   absl::StatusOr<ProducerInfo> Init(const std::string& name);
 
   // The current epoch of `producer_id`, or -1 if unknown.
-  int32_t CurrentEpoch(int64_t producer_id) const;
+  int32_t CurrentEpoch(ProducerId producer_id) const;
 
  private:
   LogStore* const store_;
   absl::Mutex init_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Init at a time: ids never collide
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int64_t, ProducerInfo> by_id_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, int64_t> by_name_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ProducerId, ProducerInfo> by_id_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, ProducerId> by_name_ ABSL_GUARDED_BY(mu_);
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -6,17 +6,17 @@
 namespace conduit::log_broker {
 
 absl::StatusOr<SequenceCheck> CheckSequence(const ProducerPartitionState& state,
-                                            int32_t current_epoch, int64_t producer_id,
+                                            int32_t current_epoch, ProducerId producer_id,
                                             int32_t request_epoch, int32_t base_sequence,
                                             int32_t count) {
   if (request_epoch < current_epoch) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "producer %d epoch %d is fenced by epoch %d (a newer instance called InitProducer)",
-        producer_id, request_epoch, current_epoch));
+        producer_id.value(), request_epoch, current_epoch));
   }
   if (request_epoch > current_epoch) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "producer %d has no epoch %d (current %d); call InitProducer", producer_id, request_epoch,
+        "producer %d has no epoch %d (current %d); call InitProducer", producer_id.value(), request_epoch,
         current_epoch));
   }
   if (base_sequence < 0) {
@@ -25,7 +25,7 @@ absl::StatusOr<SequenceCheck> CheckSequence(const ProducerPartitionState& state,
   }
   if (int64_t{base_sequence} + count - 1 > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "producer %d: sequences past %d; call InitProducer for a new epoch", producer_id,
+        "producer %d: sequences past %d; call InitProducer for a new epoch", producer_id.value(),
         INT32_MAX));
   }
   // A new epoch starts its sequences again at 0.
@@ -40,12 +40,12 @@ absl::StatusOr<SequenceCheck> CheckSequence(const ProducerPartitionState& state,
     return absl::FailedPreconditionError(absl::StrFormat(
         "producer %d sequence %d was already appended but is not among the last %d batches "
         "(last sequence %d)",
-        producer_id, base_sequence, kProducerBatchesRemembered, last));
+        producer_id.value(), base_sequence, kProducerBatchesRemembered, last));
   }
   // ABORTED, gRPC's code for a failed sequencer check: a pipelining producer sends this batch
   // again once the batch it overtook is in.
   return absl::AbortedError(absl::StrFormat(
-      "producer %d sequence gap: expected sequence %d, got %d", producer_id, last + 1,
+      "producer %d sequence gap: expected sequence %d, got %d", producer_id.value(), last + 1,
       base_sequence));
 }
 

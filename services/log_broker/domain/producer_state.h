@@ -8,12 +8,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "services/log_broker/domain/record.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
 // An idempotent producer session, as InitProducer hands it out.
 struct ProducerInfo {
-  int64_t id = 0;
+  ProducerId id;
   int32_t epoch = 0;
   std::string name;  // empty for anonymous producers
   friend bool operator==(const ProducerInfo&, const ProducerInfo&) = default;
@@ -55,7 +56,7 @@ struct SequenceCheck {
 // FAILED_PRECONDITION: fenced (request epoch older than current), unknown epoch (newer), a
 // sequence gap, or a duplicate too old to be remembered. INVALID_ARGUMENT: negative sequence.
 absl::StatusOr<SequenceCheck> CheckSequence(const ProducerPartitionState& state,
-                                            int32_t current_epoch, int64_t producer_id,
+                                            int32_t current_epoch, ProducerId producer_id,
                                             int32_t request_epoch, int32_t base_sequence,
                                             int32_t count);
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -56,7 +57,7 @@ struct TopicConfigPatch {
 // A topic's persistent description. `id` is unique among live topics and names the topic's
 // column family, so a topic deleted and re-created never sees old records.
 struct TopicMeta {
-  uint64_t id = 0;
+  TopicId id;
   std::string name;
   int32_t partitions = 0;
   TopicConfig config;

@@ -15,6 +15,7 @@
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_state.h"
 #include "services/log_broker/domain/topic.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -25,7 +26,7 @@ struct PartitionState {
   // batches; runs ahead of it while a batch is being written.
   int64_t next_offset = 0;
   // Writer: idempotent producers seen in this partition, by producer id.
-  absl::flat_hash_map<int64_t, ProducerPartitionState> producers;
+  absl::flat_hash_map<ProducerId, ProducerPartitionState> producers;
 
   mutable absl::Mutex mu;
   // meta.next_offset is the high watermark: every offset below it is durable and readable.
@@ -44,7 +45,7 @@ class TopicState {
       : id(meta.id), name(meta.name), partition_count(meta.partitions), created(meta.created),
         partitions(meta.partitions), config_(meta.config) {}
 
-  const uint64_t id;
+  const TopicId id;
   const std::string name;
   const int32_t partition_count;
   const absl::Time created;

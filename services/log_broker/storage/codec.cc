@@ -76,7 +76,7 @@ std::string EncodeTopicMeta(const TopicMeta& meta) {
   const TopicConfig& c = meta.config;
   std::string out;
   out.push_back(static_cast<char>(kTopicMetaVersion));
-  coding::PutBigEndian64(&out, meta.id);
+  coding::PutBigEndian64(&out, meta.id.value());
   coding::PutLengthPrefixed(&out, meta.name);
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.partitions));
   out.push_back(static_cast<char>(c.durability == Durability::kSync ? 0 : 1));
@@ -97,15 +97,16 @@ std::string EncodeTopicMeta(const TopicMeta& meta) {
 absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in) {
   TopicMeta meta;
   uint8_t version = 0, durability = 0;
-  uint64_t partitions = 0, flush_us = 0, max_record = 0, created = 0;
+  uint64_t id = 0, partitions = 0, flush_us = 0, max_record = 0, created = 0;
   std::string_view name;
   if (!coding::GetByte(&in, &version) || (version != 1 && version != kTopicMetaVersion) ||
-      !coding::GetFixed64(&in, &meta.id) || !coding::GetLengthPrefixed(&in, &name) ||
+      !coding::GetFixed64(&in, &id) || !coding::GetLengthPrefixed(&in, &name) ||
       !coding::GetVarint64(&in, &partitions) || !coding::GetByte(&in, &durability) ||
       !coding::GetVarint64(&in, &flush_us) || !coding::GetVarint64(&in, &max_record) ||
       !coding::GetFixed64(&in, &created) || durability > 1) {
     return Corrupt("topic metadata");
   }
+  meta.id = TopicId(id);
   meta.name = std::string(name);
   meta.partitions = static_cast<int32_t>(partitions);
   TopicConfig& c = meta.config;
@@ -237,7 +238,7 @@ std::string EncodeProducerInfo(const ProducerInfo& info) {
   return out;
 }
 
-absl::StatusOr<ProducerInfo> DecodeProducerInfo(int64_t id, std::string_view in) {
+absl::StatusOr<ProducerInfo> DecodeProducerInfo(ProducerId id, std::string_view in) {
   ProducerInfo info;
   info.id = id;
   std::string_view name;

@@ -39,7 +39,7 @@ absl::StatusOr<ProducerPartitionState> DecodeProducerState(std::string_view in);
 
 // Producer registry entry v1: u8 1 | varint epoch | varint len + name
 std::string EncodeProducerInfo(const ProducerInfo& info);
-absl::StatusOr<ProducerInfo> DecodeProducerInfo(int64_t id, std::string_view in);
+absl::StatusOr<ProducerInfo> DecodeProducerInfo(ProducerId id, std::string_view in);
 
 // Dedup entry v1: u8 1 | BE32 partition | varint offset | BE64 append time µs
 std::string EncodeDedupEntry(const DedupEntry& entry);

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/coding/coding.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker::keys {
 
@@ -42,58 +43,61 @@ constexpr bool AllDistinct(const auto& prefixes) {
 }
 static_assert(AllDistinct(kMetaPrefixes), "meta key prefixes must be distinct");
 
-inline std::string TopicColumnFamily(uint64_t topic_id) {
-  return std::string(kTopicColumnFamilyPrefix) + std::to_string(topic_id);
+inline std::string TopicColumnFamily(TopicId topic_id) {
+  return std::string(kTopicColumnFamilyPrefix) + std::to_string(topic_id.value());
 }
 
 // The topic id a column family name carries, if it is a topic column family.
-inline std::optional<uint64_t> TopicIdOfColumnFamily(std::string_view name) {
+inline std::optional<TopicId> TopicIdOfColumnFamily(std::string_view name) {
   if (name.substr(0, kTopicColumnFamilyPrefix.size()) != kTopicColumnFamilyPrefix) return {};
   uint64_t id = 0;
   std::string_view digits = name.substr(kTopicColumnFamilyPrefix.size());
   if (!absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &id)) return {};
-  return id;
+  return TopicId(id);
 }
 
-inline std::string TopicMetaKey(uint64_t topic_id) {
+inline std::string TopicMetaKey(TopicId topic_id) {
   std::string key(1, kTopicMetaPrefix);
-  coding::PutBigEndian64(&key, topic_id);
+  coding::PutBigEndian64(&key, topic_id.value());
   return key;
 }
 
-// prefix + BE64(topic id): the start of one topic's keys under a topic-scoped prefix; the same
-// for topic_id + 1 is the end.
-inline std::string TopicScopeKey(char prefix, uint64_t topic_id) {
+// prefix + BE64(topic id): the start of one topic's keys under a topic-scoped prefix;
+// TopicScopeEnd is the end.
+inline std::string TopicScopeKey(char prefix, TopicId topic_id) {
   std::string key(1, prefix);
-  coding::PutBigEndian64(&key, topic_id);
+  coding::PutBigEndian64(&key, topic_id.value());
   return key;
 }
+inline std::string TopicScopeEnd(char prefix, TopicId topic_id) {
+  return TopicScopeKey(prefix, TopicId(topic_id.value() + 1));
+}
 
-inline std::string PartitionMetaKey(uint64_t topic_id, int32_t partition) {
+inline std::string PartitionMetaKey(TopicId topic_id, int32_t partition) {
   std::string key = TopicScopeKey(kPartitionMetaPrefix, topic_id);
   coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
   return key;
 }
 
-inline std::string ProducerStateKey(uint64_t topic_id, int32_t partition, int64_t producer_id) {
+inline std::string ProducerStateKey(TopicId topic_id, int32_t partition, ProducerId producer_id) {
   std::string key = TopicScopeKey(kProducerStatePrefix, topic_id);
   coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
-  coding::PutBigEndian64(&key, static_cast<uint64_t>(producer_id));
+  coding::PutBigEndian64(&key, static_cast<uint64_t>(producer_id.value()));
   return key;
 }
 inline constexpr size_t kProducerStateKeySize = 1 + 8 + 4 + 8;
 struct ProducerStateKeyParts {
   int32_t partition = 0;
-  int64_t producer_id = 0;
+  ProducerId producer_id;
 };
 // The partition and producer of a ProducerStateKey, or nullopt for a key of another shape.
 inline std::optional<ProducerStateKeyParts> ParseProducerStateKey(std::string_view key) {
   if (key.size() != kProducerStateKeySize || key[0] != kProducerStatePrefix) return std::nullopt;
   return ProducerStateKeyParts{static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 9)),
-                               static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 13))};
+                               ProducerId(static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 13)))};
 }
 
-inline std::string DedupKey(uint64_t topic_id, std::string_view event_id) {
+inline std::string DedupKey(TopicId topic_id, std::string_view event_id) {
   std::string key = TopicScopeKey(kDedupPrefix, topic_id);
   key.append(event_id);
   return key;
@@ -105,15 +109,15 @@ inline std::optional<std::string_view> EventIdOfDedupKey(std::string_view key) {
   return key.substr(kDedupKeyPrefixSize);
 }
 
-inline std::string ProducerKey(int64_t producer_id) {
+inline std::string ProducerKey(ProducerId producer_id) {
   std::string key(1, kProducerPrefix);
-  coding::PutBigEndian64(&key, static_cast<uint64_t>(producer_id));
+  coding::PutBigEndian64(&key, static_cast<uint64_t>(producer_id.value()));
   return key;
 }
 // The producer id of a ProducerKey, or nullopt for a key of another shape.
-inline std::optional<int64_t> ProducerIdOfKey(std::string_view key) {
+inline std::optional<ProducerId> ProducerIdOfKey(std::string_view key) {
   if (key.size() != 1 + 8 || key[0] != kProducerPrefix) return std::nullopt;
-  return static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 1));
+  return ProducerId(static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 1)));
 }
 
 // Record key: BE32(partition) + BE64(offset), 12 bytes, so a partition's records are one

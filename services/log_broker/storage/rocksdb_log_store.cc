@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(const std
   // middle of CreateTopic / DeleteTopic.
   auto topics = store->LoadTopics();
   if (!topics.ok()) return topics.status();
-  absl::flat_hash_map<uint64_t, bool> known;
+  absl::flat_hash_map<TopicId, bool> known;
   for (const auto& t : *topics) known[t.id] = true;
   for (const auto& handle : store->db_.handles()) {
     auto id = keys::TopicIdOfColumnFamily(handle->GetName());
@@ -108,7 +108,7 @@ absl::StatusOr<std::vector<TopicMeta>> RocksDbLogStore::LoadTopics() {
   return out;
 }
 
-absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(uint64_t topic_id,
+absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(TopicId topic_id,
                                                                     int32_t partition) {
   auto handle = TopicHandle(topic_id);
   if (!handle.ok()) return handle.status();
@@ -149,7 +149,7 @@ absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(uint64_t top
 }
 
 absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> RocksDbLogStore::LoadProducerStates(
-    uint64_t topic_id) {
+    TopicId topic_id) {
   std::vector<WriteSet::ProducerUpdate> out;
   absl::Status s =
       ScanMeta(keys::TopicScopeKey(keys::kProducerStatePrefix, topic_id),
@@ -167,7 +167,7 @@ absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> RocksDbLogStore::LoadProdu
 }
 
 absl::StatusOr<std::vector<WriteSet::DedupPut>> RocksDbLogStore::LoadDedupEntries(
-    uint64_t topic_id) {
+    TopicId topic_id) {
   std::vector<WriteSet::DedupPut> out;
   absl::Status s =
       ScanMeta(keys::TopicScopeKey(keys::kDedupPrefix, topic_id),
@@ -220,7 +220,7 @@ absl::Status RocksDbLogStore::DeleteTopic(const TopicMeta& topic) {
   for (char prefix : keys::kTopicScopedPrefixes) {
     if (!s.ok()) break;
     s = batch.DeleteRange(meta_.get(), keys::TopicScopeKey(prefix, topic.id),
-                          keys::TopicScopeKey(prefix, topic.id + 1));
+                          keys::TopicScopeEnd(prefix, topic.id));
   }
   rocksdb::WriteOptions sync;
   sync.sync = true;
@@ -266,9 +266,9 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
   if (!writes.records.empty()) CONDUIT_RETURN_IF_ERROR(space_.Check());
   rocksdb::WriteBatch batch;
   std::string value;
-  uint64_t cached_id = 0;
+  TopicId cached_id;
   rocksdb_util::OpenDb::Handle cached;
-  auto topic_cf = [&](uint64_t topic_id) -> absl::StatusOr<rocksdb::ColumnFamilyHandle*> {
+  auto topic_cf = [&](TopicId topic_id) -> absl::StatusOr<rocksdb::ColumnFamilyHandle*> {
     if (!cached || topic_id != cached_id) {
       auto handle = TopicHandle(topic_id);
       if (!handle.ok()) return handle.status();
@@ -304,7 +304,7 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
 
 absl::Status RocksDbLogStore::SyncWal() { return ToStatus(db_.db()->SyncWAL(), "sync wal"); }
 
-absl::Status RocksDbLogStore::CompactTopic(uint64_t topic_id) {
+absl::Status RocksDbLogStore::CompactTopic(TopicId topic_id) {
   auto handle = TopicHandle(topic_id);
   if (!handle.ok()) return handle.status();
   rocksdb::CompactRangeOptions options;
@@ -327,7 +327,7 @@ int64_t RocksDbLogStore::LiveDataBytes() const {
   return static_cast<int64_t>(total);
 }
 
-absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(uint64_t topic_id,
+absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id,
                                                                 int32_t partition, int64_t from,
                                                                 int64_t end, int32_t max_records,
                                                                 int64_t max_bytes) {
@@ -358,11 +358,11 @@ absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(uint64_t topic_i
   return out;
 }
 
-absl::StatusOr<rocksdb_util::OpenDb::Handle> RocksDbLogStore::TopicHandle(uint64_t topic_id) const {
+absl::StatusOr<rocksdb_util::OpenDb::Handle> RocksDbLogStore::TopicHandle(TopicId topic_id) const {
   absl::MutexLock lock(&mu_);
   auto it = topics_.find(topic_id);
   if (it == topics_.end()) {
-    return absl::NotFoundError(absl::StrCat("topic id ", topic_id, " has no records store"));
+    return absl::NotFoundError(absl::StrCat("topic id ", topic_id.value(), " has no records store"));
   }
   return it->second;
 }

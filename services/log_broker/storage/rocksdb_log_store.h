@@ -26,10 +26,10 @@ class RocksDbLogStore final : public LogStore {
   ~RocksDbLogStore() override;
 
   absl::StatusOr<std::vector<TopicMeta>> LoadTopics() override;
-  absl::StatusOr<PartitionRecovery> RecoverPartition(uint64_t topic_id, int32_t partition) override;
+  absl::StatusOr<PartitionRecovery> RecoverPartition(TopicId topic_id, int32_t partition) override;
   absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
-      uint64_t topic_id) override;
-  absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(uint64_t topic_id) override;
+      TopicId topic_id) override;
+  absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(TopicId topic_id) override;
   absl::Status CreateTopic(const TopicMeta& topic) override;
   absl::Status UpdateTopic(const TopicMeta& topic) override;
   absl::Status DeleteTopic(const TopicMeta& topic) override;
@@ -41,16 +41,16 @@ class RocksDbLogStore final : public LogStore {
 
   // Compacts the RocksDB key range of a whole topic so deleted records free their space now
   // (retention and compaction otherwise reclaim it as RocksDB compacts in the background).
-  absl::Status CompactTopic(uint64_t topic_id);
+  absl::Status CompactTopic(TopicId topic_id);
   // Live SST bytes of the database (an estimate from RocksDB's properties).
   int64_t LiveDataBytes() const;
-  absl::StatusOr<std::vector<StoredRecord>> Read(uint64_t topic_id, int32_t partition,
+  absl::StatusOr<std::vector<StoredRecord>> Read(TopicId topic_id, int32_t partition,
                                                  int64_t from, int64_t end, int32_t max_records,
                                                  int64_t max_bytes) override;
 
  private:
   RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path);
-  absl::StatusOr<rocksdb_util::OpenDb::Handle> TopicHandle(uint64_t topic_id) const;
+  absl::StatusOr<rocksdb_util::OpenDb::Handle> TopicHandle(TopicId topic_id) const;
   // Calls fn(key, value) for every meta key starting with `prefix`.
   absl::Status ScanMeta(const std::string& prefix,
                         const std::function<absl::Status(std::string_view, std::string_view)>& fn);
@@ -59,7 +59,7 @@ class RocksDbLogStore final : public LogStore {
   const rocksdb_util::SpaceGuard space_;  // checked before every write that adds data
   rocksdb_util::OpenDb::Handle meta_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, rocksdb_util::OpenDb::Handle> topics_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<TopicId, rocksdb_util::OpenDb::Handle> topics_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace conduit::log_broker

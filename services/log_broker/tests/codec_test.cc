@@ -55,7 +55,7 @@ TEST(Codec, TopicMetaRoundTrip) {
   config.cleanup_policy = CleanupPolicy::kCompactDelete;
   config.tombstone_retention = absl::Minutes(5);
   config.dedup_window = absl::Hours(1);
-  TopicMeta meta{42, "orders.v2", 12, config, absl::FromUnixSeconds(1'700'000'000)};
+  TopicMeta meta{TopicId(42), "orders.v2", 12, config, absl::FromUnixSeconds(1'700'000'000)};
   auto back = codec::DecodeTopicMeta(codec::EncodeTopicMeta(meta));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, meta);
@@ -71,8 +71,8 @@ TEST(Codec, BookkeepingRoundTrips) {
   EXPECT_EQ(*codec::DecodePartitionMeta(codec::EncodePartitionMeta(pm)), pm);
   ProducerPartitionState fresh;  // epoch -1, last sequence -1
   EXPECT_EQ(*codec::DecodeProducerState(codec::EncodeProducerState(fresh)), fresh);
-  ProducerInfo info{12, 4, "outbox-relay"};
-  EXPECT_EQ(*codec::DecodeProducerInfo(12, codec::EncodeProducerInfo(info)), info);
+  ProducerInfo info{ProducerId(12), 4, "outbox-relay"};
+  EXPECT_EQ(*codec::DecodeProducerInfo(ProducerId(12), codec::EncodeProducerInfo(info)), info);
   DedupEntry entry{RecordPosition{3, 77}, absl::FromUnixSeconds(9)};
   auto back = codec::DecodeDedupEntry(codec::EncodeDedupEntry(entry));
   EXPECT_EQ(back->position, entry.position);
@@ -90,19 +90,19 @@ TEST(KeySchema, RecordKeysSortByPartitionThenOffset) {
 }
 
 TEST(KeySchema, MetaKeysParseWhatTheyBuildAndRefuseOtherShapes) {
-  const auto parts = keys::ParseProducerStateKey(keys::ProducerStateKey(5, 3, -9));
+  const auto parts = keys::ParseProducerStateKey(keys::ProducerStateKey(TopicId(5), 3, ProducerId(-9)));
   ASSERT_TRUE(parts.has_value());
   EXPECT_EQ(parts->partition, 3);
-  EXPECT_EQ(parts->producer_id, -9);
-  EXPECT_FALSE(keys::ParseProducerStateKey(keys::ProducerKey(1)).has_value());
-  EXPECT_EQ(keys::EventIdOfDedupKey(keys::DedupKey(5, "evt-1")), "evt-1");
-  EXPECT_EQ(keys::EventIdOfDedupKey(keys::ProducerKey(1)), std::nullopt);
-  EXPECT_EQ(keys::ProducerIdOfKey(keys::ProducerKey(77)), 77);
-  EXPECT_EQ(keys::ProducerIdOfKey(keys::TopicMetaKey(77)), std::nullopt);
+  EXPECT_EQ(parts->producer_id, ProducerId(-9));
+  EXPECT_FALSE(keys::ParseProducerStateKey(keys::ProducerKey(ProducerId(1))).has_value());
+  EXPECT_EQ(keys::EventIdOfDedupKey(keys::DedupKey(TopicId(5), "evt-1")), "evt-1");
+  EXPECT_EQ(keys::EventIdOfDedupKey(keys::ProducerKey(ProducerId(1))), std::nullopt);
+  EXPECT_EQ(keys::ProducerIdOfKey(keys::ProducerKey(ProducerId(77))), ProducerId(77));
+  EXPECT_EQ(keys::ProducerIdOfKey(keys::TopicMetaKey(TopicId(77))), std::nullopt);
 }
 
 TEST(KeySchema, TopicColumnFamilyNames) {
-  EXPECT_EQ(keys::TopicIdOfColumnFamily(keys::TopicColumnFamily(17)), 17u);
+  EXPECT_EQ(keys::TopicIdOfColumnFamily(keys::TopicColumnFamily(TopicId(17))), TopicId(17));
   EXPECT_FALSE(keys::TopicIdOfColumnFamily("meta").has_value());
   EXPECT_FALSE(keys::TopicIdOfColumnFamily("topic.x").has_value());
   EXPECT_FALSE(keys::TopicIdOfColumnFamily("default").has_value());

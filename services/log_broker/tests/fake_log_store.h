@@ -20,7 +20,7 @@ class FakeLogStore final : public LogStore {
     for (const auto& [id, meta] : topics_) out.push_back(meta);
     return out;
   }
-  absl::StatusOr<PartitionRecovery> RecoverPartition(uint64_t topic_id, int32_t partition) override {
+  absl::StatusOr<PartitionRecovery> RecoverPartition(TopicId topic_id, int32_t partition) override {
     absl::MutexLock lock(&mu_);
     PartitionRecovery out;
     if (auto it = partitions_.find({topic_id, partition}); it != partitions_.end()) {
@@ -37,7 +37,7 @@ class FakeLogStore final : public LogStore {
     return out;
   }
   absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
-      uint64_t topic_id) override {
+      TopicId topic_id) override {
     absl::MutexLock lock(&mu_);
     std::vector<WriteSet::ProducerUpdate> out;
     for (const auto& [key, state] : producer_states_) {
@@ -47,7 +47,7 @@ class FakeLogStore final : public LogStore {
     }
     return out;
   }
-  absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(uint64_t topic_id) override {
+  absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(TopicId topic_id) override {
     absl::MutexLock lock(&mu_);
     std::vector<WriteSet::DedupPut> out;
     for (const auto& [key, entry] : dedup_) {
@@ -64,7 +64,7 @@ class FakeLogStore final : public LogStore {
   absl::Status DeleteTopic(const TopicMeta& topic) override {
     absl::MutexLock lock(&mu_);
     topics_.erase(topic.id);
-    records_.erase(records_.lower_bound({topic.id, 0, 0}), records_.lower_bound({topic.id + 1, 0, 0}));
+    records_.erase(records_.lower_bound({topic.id, 0, 0}), records_.lower_bound({TopicId(topic.id.value() + 1), 0, 0}));
     std::erase_if(partitions_, [&](const auto& kv) { return kv.first.first == topic.id; });
     std::erase_if(producer_states_, [&](const auto& kv) { return std::get<0>(kv.first) == topic.id; });
     std::erase_if(dedup_, [&](const auto& kv) { return kv.first.first == topic.id; });
@@ -118,7 +118,7 @@ class FakeLogStore final : public LogStore {
     ++syncs_;
     return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<StoredRecord>> Read(uint64_t topic_id, int32_t partition, int64_t from,
+  absl::StatusOr<std::vector<StoredRecord>> Read(TopicId topic_id, int32_t partition, int64_t from,
                                                  int64_t end, int32_t max_records,
                                                  int64_t max_bytes) override {
     absl::MutexLock lock(&mu_);
@@ -182,13 +182,13 @@ class FakeLogStore final : public LogStore {
 
  private:
   absl::Mutex mu_;
-  std::map<uint64_t, TopicMeta> topics_ ABSL_GUARDED_BY(mu_);
-  std::map<std::tuple<uint64_t, int32_t, int64_t>, StoredRecord> records_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<uint64_t, int32_t>, PartitionMeta> partitions_ ABSL_GUARDED_BY(mu_);
-  std::map<std::tuple<uint64_t, int32_t, int64_t>, ProducerPartitionState> producer_states_
+  std::map<TopicId, TopicMeta> topics_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<TopicId, int32_t, int64_t>, StoredRecord> records_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<TopicId, int32_t>, PartitionMeta> partitions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<TopicId, int32_t, ProducerId>, ProducerPartitionState> producer_states_
       ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<uint64_t, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, ProducerInfo> producers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<TopicId, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
+  std::map<ProducerId, ProducerInfo> producers_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
   int fail_after_ ABSL_GUARDED_BY(mu_) = -1;
   bool released_ ABSL_GUARDED_BY(mu_) = true;

@@ -57,7 +57,7 @@ TEST_F(LifecycleTest, NewEpochFencesTheZombie) {
   auto ok = Produce("t", {To(0, "f0")}, Stamp(*fresh, {{0, 0}}));  // a new epoch starts at 0
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->positions[0].offset, 1);
-  EXPECT_EQ(broker_->InitProducer("other")->id, fresh->id + 1);
+  EXPECT_EQ(broker_->InitProducer("other")->id.value(), fresh->id.value() + 1);
 }
 
 TEST_F(LifecycleTest, ProducerStateSurvivesRestart) {
@@ -90,7 +90,7 @@ TEST_F(LifecycleTest, MalformedProducerFieldsAreRefused) {
       << "sequence for an unused partition";
   EXPECT_EQ(Produce("t", {To(0, "a")}, Stamp(*producer, {{0, 0}, {0, 1}})).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Produce("t", {To(0, "a")}, ProducerArgs{999, 0, {{0, 0}}}).status().code(),
+  EXPECT_EQ(Produce("t", {To(0, "a")}, ProducerArgs{ProducerId(999), 0, {{0, 0}}}).status().code(),
             absl::StatusCode::kFailedPrecondition)
       << "unknown producer";
   EXPECT_EQ(Produce("t", {To(0, "a")}, Stamp(*producer, {{0, -1}})).status().code(),

@@ -8,13 +8,13 @@ namespace conduit::log_broker {
 namespace {
 
 TopicMeta Topic(uint64_t id, std::string name, int32_t partitions) {
-  return TopicMeta{id, std::move(name), partitions, TopicConfig{}, absl::FromUnixSeconds(1)};
+  return TopicMeta{TopicId(id), std::move(name), partitions, TopicConfig{}, absl::FromUnixSeconds(1)};
 }
 
 WriteSet Entries(uint64_t topic, int32_t partition, int64_t first, int n, const RecordData& data) {
   WriteSet out;
   for (int i = 0; i < n; ++i) {
-    out.records.push_back({topic, partition, first + i, absl::FromUnixSeconds(100 + first + i), &data});
+    out.records.push_back({TopicId(topic), partition, first + i, absl::FromUnixSeconds(100 + first + i), &data});
   }
   return out;
 }
@@ -36,15 +36,15 @@ TEST(RocksDbLogStore, TopicsAndRecordsSurviveReopen) {
   ASSERT_TRUE(store.ok()) << store.status();
   auto topics = (*store)->LoadTopics();
   ASSERT_EQ(topics->size(), 2u);
-  auto extent = (*store)->RecoverPartition(1, 1);
+  auto extent = (*store)->RecoverPartition(TopicId(1), 1);
   EXPECT_EQ(extent->first_offset, 0);
   EXPECT_EQ(extent->end_offset, 5);
   EXPECT_EQ(extent->first_append_time, absl::FromUnixSeconds(100));
   EXPECT_EQ(extent->last_append_time, absl::FromUnixSeconds(104));
   EXPECT_FALSE(extent->meta.has_value()) << "no bookkeeping was written";
-  auto empty = (*store)->RecoverPartition(1, 0);
+  auto empty = (*store)->RecoverPartition(TopicId(1), 0);
   EXPECT_EQ(empty->end_offset, 0);
-  EXPECT_EQ((*store)->RecoverPartition(2, 0)->end_offset, 3);
+  EXPECT_EQ((*store)->RecoverPartition(TopicId(2), 0)->end_offset, 3);
 }
 
 TEST(RocksDbLogStore, ReadHonoursRangeAndLimits) {
@@ -56,15 +56,15 @@ TEST(RocksDbLogStore, ReadHonoursRangeAndLimits) {
   ASSERT_TRUE(store->Write(Entries(1, 0, 0, 10, data), false).ok());
   ASSERT_TRUE(store->Write(Entries(1, 1, 0, 10, data), false).ok());
 
-  auto range = store->Read(1, 0, 3, 7, 100, 1 << 20);
+  auto range = store->Read(TopicId(1), 0, 3, 7, 100, 1 << 20);
   ASSERT_EQ(range->size(), 4u);
   EXPECT_EQ(range->front().offset, 3);
   EXPECT_EQ(range->back().offset, 6);
-  EXPECT_EQ(store->Read(1, 0, 0, 10, 2, 1 << 20)->size(), 2u);
-  EXPECT_EQ(store->Read(1, 0, 0, 10, 100, 250)->size(), 2u);
-  EXPECT_EQ(store->Read(1, 0, 0, 10, 100, 1)->size(), 1u) << "always at least one record";
-  EXPECT_TRUE(store->Read(1, 2, 0, 10, 100, 1 << 20)->empty());
-  EXPECT_EQ(store->Read(9, 0, 0, 10, 100, 1 << 20).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->Read(TopicId(1), 0, 0, 10, 2, 1 << 20)->size(), 2u);
+  EXPECT_EQ(store->Read(TopicId(1), 0, 0, 10, 100, 250)->size(), 2u);
+  EXPECT_EQ(store->Read(TopicId(1), 0, 0, 10, 100, 1)->size(), 1u) << "always at least one record";
+  EXPECT_TRUE(store->Read(TopicId(1), 2, 0, 10, 100, 1 << 20)->empty());
+  EXPECT_EQ(store->Read(TopicId(9), 0, 0, 10, 100, 1 << 20).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(RocksDbLogStore, DeleteTopicRemovesRecordsAndIdsAreNotConfused) {
@@ -76,15 +76,15 @@ TEST(RocksDbLogStore, DeleteTopicRemovesRecordsAndIdsAreNotConfused) {
     ASSERT_TRUE(store->CreateTopic(Topic(1, "a", 1)).ok());
     ASSERT_TRUE(store->Write(Entries(1, 0, 0, 4, data), true).ok());
     ASSERT_TRUE(store->DeleteTopic(Topic(1, "a", 1)).ok());
-    EXPECT_EQ(store->Read(1, 0, 0, 4, 10, 100).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(store->Read(TopicId(1), 0, 0, 4, 10, 100).status().code(), absl::StatusCode::kNotFound);
     ASSERT_TRUE(store->CreateTopic(Topic(2, "a", 1)).ok());  // same name, new id
-    EXPECT_TRUE(store->Read(2, 0, 0, 4, 10, 100)->empty());
+    EXPECT_TRUE(store->Read(TopicId(2), 0, 0, 4, 10, 100)->empty());
   }
   auto store = *RocksDbLogStore::Open(dir.path());
   auto topics = store->LoadTopics();
   ASSERT_EQ(topics->size(), 1u);
-  EXPECT_EQ((*topics)[0].id, 2u);
-  EXPECT_EQ(store->RecoverPartition(2, 0)->end_offset, 0);
+  EXPECT_EQ((*topics)[0].id, TopicId(2));
+  EXPECT_EQ(store->RecoverPartition(TopicId(2), 0)->end_offset, 0);
 }
 
 TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
@@ -101,45 +101,45 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
     auto store = *RocksDbLogStore::Open(dir.path());
     ASSERT_TRUE(store->CreateTopic(Topic(1, "a", 2)).ok());
     WriteSet w = Entries(1, 0, 0, 10, data);
-    w.partitions.push_back({1, 0, PartitionMeta{0, 10, 10, 20, absl::FromUnixSeconds(5)}});
-    w.producers.push_back({1, 0, 77, producer});
-    w.dedup_puts.push_back({1, "evt-1", DedupEntry{RecordPosition{0, 3}, absl::FromUnixSeconds(9)}});
-    w.dedup_puts.push_back({1, "evt-2", DedupEntry{RecordPosition{0, 4}, absl::FromUnixSeconds(9)}});
+    w.partitions.push_back({TopicId(1), 0, PartitionMeta{0, 10, 10, 20, absl::FromUnixSeconds(5)}});
+    w.producers.push_back({TopicId(1), 0, ProducerId(77), producer});
+    w.dedup_puts.push_back({TopicId(1), "evt-1", DedupEntry{RecordPosition{0, 3}, absl::FromUnixSeconds(9)}});
+    w.dedup_puts.push_back({TopicId(1), "evt-2", DedupEntry{RecordPosition{0, 4}, absl::FromUnixSeconds(9)}});
     ASSERT_TRUE(store->Write(w, true).ok());
     WriteSet cleanup;
-    cleanup.range_deletes.push_back({1, 0, 0, 3});
-    cleanup.record_deletes.push_back({1, 0, 5});
-    cleanup.partitions.push_back({1, 0, PartitionMeta{3, 10, 6, 12, absl::FromUnixSeconds(5)}});
-    cleanup.dedup_deletes.push_back({1, "evt-1"});
+    cleanup.range_deletes.push_back({TopicId(1), 0, 0, 3});
+    cleanup.record_deletes.push_back({TopicId(1), 0, 5});
+    cleanup.partitions.push_back({TopicId(1), 0, PartitionMeta{3, 10, 6, 12, absl::FromUnixSeconds(5)}});
+    cleanup.dedup_deletes.push_back({TopicId(1), "evt-1"});
     ASSERT_TRUE(store->Write(cleanup, false).ok());
-    ASSERT_TRUE(store->SaveProducer(ProducerInfo{77, 3, "relay"}).ok());
+    ASSERT_TRUE(store->SaveProducer(ProducerInfo{ProducerId(77), 3, "relay"}).ok());
   }
   auto store = *RocksDbLogStore::Open(dir.path());
-  auto recovered = store->RecoverPartition(1, 0);
+  auto recovered = store->RecoverPartition(TopicId(1), 0);
   ASSERT_TRUE(recovered->meta.has_value());
   EXPECT_EQ(*recovered->meta, (PartitionMeta{3, 10, 6, 12, absl::FromUnixSeconds(5)}));
   EXPECT_EQ(recovered->first_offset, 3);
   std::vector<int64_t> offsets;
-  auto records = store->Read(1, 0, 0, 10, 100, 1 << 20);
+  auto records = store->Read(TopicId(1), 0, 0, 10, 100, 1 << 20);
   for (const auto& r : *records) offsets.push_back(r.offset);
   EXPECT_EQ(offsets, (std::vector<int64_t>{3, 4, 6, 7, 8, 9}));
-  auto producers = store->LoadProducerStates(1);
+  auto producers = store->LoadProducerStates(TopicId(1));
   ASSERT_EQ(producers->size(), 1u);
-  EXPECT_EQ((*producers)[0].producer_id, 77);
+  EXPECT_EQ((*producers)[0].producer_id, ProducerId(77));
   EXPECT_EQ((*producers)[0].partition, 0);
   EXPECT_EQ((*producers)[0].state, producer);
-  auto dedup = store->LoadDedupEntries(1);
+  auto dedup = store->LoadDedupEntries(TopicId(1));
   ASSERT_EQ(dedup->size(), 1u);
   EXPECT_EQ((*dedup)[0].event_id, "evt-2");
   EXPECT_EQ((*dedup)[0].entry.position.offset, 4);
-  EXPECT_EQ(*store->LoadProducers(), (std::vector<ProducerInfo>{{77, 3, "relay"}}));
+  EXPECT_EQ(*store->LoadProducers(), (std::vector<ProducerInfo>{{ProducerId(77), 3, "relay"}}));
 
   // Deleting the topic removes its bookkeeping too.
   ASSERT_TRUE(store->DeleteTopic(Topic(1, "a", 2)).ok());
   ASSERT_TRUE(store->CreateTopic(Topic(1, "a", 2)).ok());  // same id again
-  EXPECT_FALSE(store->RecoverPartition(1, 0)->meta.has_value());
-  EXPECT_TRUE(store->LoadProducerStates(1)->empty());
-  EXPECT_TRUE(store->LoadDedupEntries(1)->empty());
+  EXPECT_FALSE(store->RecoverPartition(TopicId(1), 0)->meta.has_value());
+  EXPECT_TRUE(store->LoadProducerStates(TopicId(1))->empty());
+  EXPECT_TRUE(store->LoadDedupEntries(TopicId(1))->empty());
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ TEST(Validation, PatchChangesOnlyWhatIsSet) {
 TEST(Validation, RecordSizeAndPartition) {
   TopicConfig config;
   config.max_record_bytes = 10;
-  TopicMeta topic{1, "t", 4, config, {}};
+  TopicMeta topic{TopicId(1), "t", 4, config, {}};
   RecordData small{std::string("k"), std::string("v"), {}, {}, ""};
   EXPECT_TRUE(ValidateRecord(topic, small, std::nullopt, 0).ok());
   EXPECT_TRUE(ValidateRecord(topic, small, 3, 0).ok());

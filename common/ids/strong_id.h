@@ -1,0 +1,52 @@
+#pragma once
+
+#include <compare>
+#include <ostream>
+#include <string>
+#include <utility>
+
+namespace conduit::ids {
+
+// A value type for an id or counter that is easy to mix up with another of the same
+// representation: a lease token and a queue name (both strings), a partition and a sequence
+// number (both int32), a member epoch and a group epoch. Construction is explicit and there is
+// no conversion back except value(), so passing one where the other is expected does not
+// compile. Ordered, hashable (absl and std), printable; no arithmetic (a counter that needs
+// it says so with value()).
+//
+//   struct LeaseTokenTag {};
+//   using LeaseToken = StrongId<LeaseTokenTag, std::string>;
+template <typename Tag, typename T>
+class StrongId {
+ public:
+  using ValueType = T;
+
+  constexpr StrongId() = default;
+  constexpr explicit StrongId(T value) : value_(std::move(value)) {}
+
+  constexpr const T& value() const& { return value_; }
+  T&& value() && { return std::move(value_); }
+
+  friend constexpr auto operator<=>(const StrongId&, const StrongId&) = default;
+  friend constexpr bool operator==(const StrongId&, const StrongId&) = default;
+
+  template <typename H>
+  friend H AbslHashValue(H h, const StrongId& id) {
+    return H::combine(std::move(h), id.value_);
+  }
+  friend std::ostream& operator<<(std::ostream& out, const StrongId& id) {
+    return out << id.value_;
+  }
+
+ private:
+  T value_{};
+};
+
+}  // namespace conduit::ids
+
+template <typename Tag, typename T>
+struct std::hash<conduit::ids::StrongId<Tag, T>> {
+  size_t operator()(const conduit::ids::StrongId<Tag, T>& id) const {
+    return std::hash<T>()(id.value());
+  }
+};

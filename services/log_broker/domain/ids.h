@@ -1,0 +1,18 @@
+#pragma once
+
+#include <cstdint>
+
+#include "common/ids/strong_id.h"
+
+namespace conduit::log_broker {
+
+// A topic's id: assigned once, never reused; names its column family and its keys. Apart from
+// producer ids and offsets, which are integers too.
+struct TopicIdTag {};
+using TopicId = ids::StrongId<TopicIdTag, uint64_t>;
+
+// An idempotent producer's id (InitProducer).
+struct ProducerIdTag {};
+using ProducerId = ids::StrongId<ProducerIdTag, int64_t>;
+
+}  // namespace conduit::log_broker
