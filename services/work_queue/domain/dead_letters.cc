@@ -12,6 +12,24 @@ absl::Status NotDead(const std::string& queue, uint64_t job_id) {
       absl::StrCat("job ", job_id, " is not in the dead-letter lane of queue '", queue, "'"));
 }
 
+// INVALID_ARGUMENT for a redrive's selection, rate or replacement payload, in that order.
+absl::Status ValidateRedrive(const DeadLetterSelection& selection,
+                             const std::optional<std::string>& replacement_payload, double rate) {
+  if (auto s = ValidateSelection(selection.ids, !selection.filter.empty(), selection.limit);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ValidateRedriveRate(rate); !s.ok()) return s;
+  if (replacement_payload && replacement_payload->size() > kMaxPayloadBytes) {
+    return absl::InvalidArgumentError("replacement payload is over 1 MiB");
+  }
+  if (replacement_payload && selection.ids.empty()) {
+    return absl::InvalidArgumentError(
+        "a replacement payload needs explicit job ids (repair the jobs you looked at)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DeadLetterPage> WorkQueue::ListDeadLetters(const std::string& queue,
@@ -44,18 +62,7 @@ absl::StatusOr<Job> WorkQueue::GetDeadLetter(const std::string& queue, uint64_t 
 void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& selection,
                         std::optional<std::string> replacement_payload, double rate,
                         Callback<RedriveResult> done) {
-  if (auto s = ValidateSelection(selection.ids, !selection.filter.empty(), selection.limit);
-      !s.ok()) {
-    return done(s);
-  }
-  if (auto s = ValidateRedriveRate(rate); !s.ok()) return done(s);
-  if (replacement_payload && replacement_payload->size() > kMaxPayloadBytes) {
-    return done(absl::InvalidArgumentError("replacement payload is over 1 MiB"));
-  }
-  if (replacement_payload && selection.ids.empty()) {
-    return done(absl::InvalidArgumentError(
-        "a replacement payload needs explicit job ids (repair the jobs you looked at)"));
-  }
+  if (auto s = ValidateRedrive(selection, replacement_payload, rate); !s.ok()) return done(s);
   absl::MutexLock lock(&mu_);
   auto found = FindForChange(queue);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
