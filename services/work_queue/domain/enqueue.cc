@@ -131,8 +131,7 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
   }
   // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.
   const int64_t new_jobs = CountNewJobs(jobs, q.keys);
-  const int64_t live = static_cast<int64_t>(q.jobs.size() - q.dead.size());
-  absl::Status full = CheckDepth(queue, q.meta.config, live, new_jobs);
+  absl::Status full = CheckDepth(queue, q.meta.config, q.index.live(), new_jobs);
   if (full.ok() && q.meta.config.max_ready_age > absl::ZeroDuration()) {
     full = CheckReadyAge(queue, q.meta.config, StatsOf(q, now).oldest_ready_age, new_jobs);
   }
@@ -156,10 +155,9 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
       q.key_order.emplace_back(now, j.idempotency_key);
       write.key_puts.push_back({q.meta.id, j.idempotency_key, job.id, now});
     }
-    Index(q, job, now);
     write.puts.push_back(job);
     out.push_back(EnqueuedJob{job.id, false});
-    q.jobs.emplace(job.id, std::move(job));
+    q.index.Add(std::move(job), now);
   }
   if (made_ready) WakeWaiters(q);
   write.next_job_id = next_job_id_;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 
 namespace conduit::work_queue {
@@ -66,6 +67,9 @@ struct Job {
   std::string death_reason;
   friend bool operator==(const Job&, const Job&) = default;
 };
+
+// The jobs of one queue, by id.
+using JobsById = absl::flat_hash_map<uint64_t, Job>;
 
 struct QueueConfig {
   absl::Duration visibility_timeout = absl::Seconds(30);

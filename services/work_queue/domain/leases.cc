@@ -24,22 +24,12 @@ std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Tim
   const QueueConfig& config = q.meta.config;
   const absl::Duration visibility = args.visibility_timeout.value_or(config.visibility_timeout);
   while (static_cast<int32_t>(out.size()) < args.max_jobs) {
-    const std::optional<uint64_t> next = q.ready_index.TakeNext(config);
-    if (!next) break;
-    Job& job = q.jobs.at(*next);
-    Unindex(q, job);  // the rest of its ready indexes
-    job.state = JobState::kLeased;
-    job.lease_deadline = now + visibility;
-    job.lease_token = absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1,
-                                      absl::Uniform<uint64_t>(rng_));
-    Attempt attempt;
-    attempt.number = static_cast<uint32_t>(job.attempts.size() + 1);
-    attempt.worker = args.worker;
-    attempt.leased_at = now;
-    job.attempts.push_back(std::move(attempt));
-    Index(q, job, now);
-    write->puts.push_back(job);
-    out.push_back(job);
+    Job* job = q.index.TakeNextReady(config);
+    if (job == nullptr) break;
+    LeaseBook::Grant(*job, args.worker, now, visibility, rng_);
+    q.index.Index(*job, now);
+    write->puts.push_back(*job);
+    out.push_back(*job);
   }
   Count(q, QueueEvent::kLeased, static_cast<int64_t>(out.size()));
   if (!out.empty()) Observe(q, now);
@@ -121,20 +111,12 @@ void WorkQueue::WakeWaiters(Queue& q) {
 
 absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
                                           absl::Time now) {
-  auto it = q.jobs.find(job_id);
-  if (it == q.jobs.end()) {
+  Job* job = q.index.Find(job_id);
+  if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job ", job_id, " of queue '", q.meta.name, "' does not exist"));
   }
-  Job& job = it->second;
-  if (job.state != JobState::kLeased || job.lease_token != token) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lease token for job ", job_id, " is stale: the job was redelivered or settled"));
-  }
-  if (job.lease_deadline <= now) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lease of job ", job_id, " expired at ", absl::FormatTime(job.lease_deadline)));
-  }
-  return &job;
+  if (absl::Status s = LeaseBook::Check(*job, token, now); !s.ok()) return s;
+  return job;
 }
 
 void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std::string& token,
@@ -148,9 +130,7 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std
   const absl::Time now = Now();
   auto job = LeasedJob(**q, job_id, token, now);
   if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
-  Unindex(**q, **job);
-  (*job)->lease_deadline = now + extension;
-  Index(**q, **job, now);
+  (*q)->index.ExtendLease(**job, now + extension);
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
   write.puts.push_back(**job);
@@ -164,8 +144,7 @@ absl::Status WorkQueue::AckLocked(Queue& q, uint64_t job_id, const std::string& 
                                   absl::Time now, QueueWrite* write) {
   auto job = LeasedJob(q, job_id, token, now);
   if (!job.ok()) return job.status();
-  Unindex(q, **job);
-  q.jobs.erase(job_id);
+  q.index.Erase(job_id);
   write->deletes.push_back(job_id);
   return absl::OkStatus();
 }
@@ -232,29 +211,24 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::strin
   auto found = LeasedJob(**q, job_id, token, now);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Job& job = **found;
-  Unindex(**q, job);
-  Attempt& attempt = job.attempts.back();
-  attempt.ended_at = now;
-  attempt.outcome = Outcome::kNacked;
-  attempt.reason = args.reason;
-  attempt.failure_class = args.failure_class;
-  ++job.failures;
-  job.lease_token.clear();
+  (*q)->index.Unindex(job);
+  LeaseBook::EndByNack(job, args.reason, args.failure_class, now);
   NackResult result;
   const QueueConfig& config = (*q)->meta.config;
   if (args.failure_class == FailureClass::kPermanent) {
-    Kill(**q, job, absl::StrCat("permanent failure: ", args.reason), now);
+    (*q)->index.Kill(job, absl::StrCat("permanent failure: ", args.reason), now);
     result.dead = true;
   } else if (job.failures >= config.max_attempts) {
-    Kill(**q, job,
-         absl::StrCat("max attempts (", config.max_attempts, ") reached; last failure: ", args.reason),
-         now);
+    (*q)->index.Kill(job,
+                     absl::StrCat("max attempts (", config.max_attempts,
+                                  ") reached; last failure: ", args.reason),
+                     now);
     result.dead = true;
   } else {
-    job.state = JobState::kQueued;
-    job.ready_at = now + (args.retry_after ? *args.retry_after : Backoff(config, job.failures, rng_));
+    (*q)->index.Requeue(
+        job, now + (args.retry_after ? *args.retry_after : Backoff(config, job.failures, rng_)),
+        now);
     result.retry_at = job.ready_at;
-    Index(**q, job, now);
     if (job.ready_at <= now) WakeWaiters(**q);
   }
   Count(**q, QueueEvent::kNacked, 1);

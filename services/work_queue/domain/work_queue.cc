@@ -12,6 +12,20 @@ namespace {
 
 absl::Status NotFound(const std::string& what) { return absl::NotFoundError(what); }
 
+// The stats a depth gives at `now` (ages), without the rates.
+QueueStats StatsOfDepth(const JobIndex::Depth& d, absl::Time now) {
+  QueueStats stats;
+  stats.ready = d.ready;
+  stats.delayed = d.delayed;
+  stats.leased = d.leased;
+  stats.dead = d.dead;
+  if (d.oldest_ready != absl::InfiniteFuture()) {
+    stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - d.oldest_ready);
+  }
+  if (d.dead > 0) stats.oldest_dead_age = now - d.oldest_dead;
+  return stats;
+}
+
 }  // namespace
 
 WorkQueue::WorkQueue(QueueStore* store, runtime::Runtime* runtime, WorkQueueOptions options,
@@ -49,8 +63,7 @@ absl::Status WorkQueue::Recover() {
       if (!jobs.ok()) return jobs.status();
       for (Job& job : *jobs) {
         next_job_id_ = std::max(next_job_id_, job.id + 1);
-        Index(*q, job, now);
-        q->jobs.emplace(job.id, std::move(job));
+        q->index.Add(std::move(job), now);
       }
       auto keys = store_->LoadKeys(meta.id);
       if (!keys.ok()) return keys.status();
@@ -83,53 +96,6 @@ absl::StatusOr<WorkQueue::Queue*> WorkQueue::FindForChange(const std::string& na
 
 void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done) {
   log_.Submit(std::move(write), std::move(done));
-}
-
-// --- indexes ---------------------------------------------------------------------------------
-
-void WorkQueue::Index(Queue& q, const Job& job, absl::Time now) {
-  switch (job.state) {
-    case JobState::kQueued:
-      if (job.ready_at > now) {
-        q.delayed.emplace(job.ready_at, job.id);
-      } else {
-        q.ready_index.AddReady(job);
-        q.ready_by_time.emplace(job.ready_at, job.id);
-      }
-      break;
-    case JobState::kLeased:
-      q.leases.emplace(job.lease_deadline, job.id);
-      q.ready_index.AddLeased(job.tenant);
-      break;
-    case JobState::kDead:
-      q.dead.emplace(job.died_at, job.id);
-      break;
-  }
-}
-
-void WorkQueue::Unindex(Queue& q, const Job& job) {
-  switch (job.state) {
-    case JobState::kQueued:
-      if (q.delayed.erase({job.ready_at, job.id}) == 0) {
-        q.ready_index.RemoveReady(job);
-        q.ready_by_time.erase({job.ready_at, job.id});
-      }
-      break;
-    case JobState::kLeased:
-      if (q.leases.erase({job.lease_deadline, job.id}) > 0) q.ready_index.RemoveLeased(job.tenant);
-      break;
-    case JobState::kDead:
-      q.dead.erase({job.died_at, job.id});
-      break;
-  }
-}
-
-void WorkQueue::Kill(Queue& q, Job& job, std::string reason, absl::Time now) {
-  job.state = JobState::kDead;
-  job.died_at = now;
-  job.death_reason = std::move(reason);
-  job.lease_token.clear();
-  Index(q, job, now);
 }
 
 // --- queues ----------------------------------------------------------------------------------
@@ -189,21 +155,8 @@ absl::StatusOr<QueueStats> WorkQueue::Stats(const std::string& queue) const {
 }
 
 QueueStats WorkQueue::StatsOf(const Queue& q, absl::Time now) const {
-  QueueStats stats;
   // Delayed jobs whose time has come are ready, even before the scheduler moves them.
-  auto due_end = q.delayed.lower_bound({now, UINT64_MAX});
-  const int64_t due = std::distance(q.delayed.begin(), due_end);
-  stats.ready = static_cast<int64_t>(q.ready_by_time.size()) + due;
-  stats.delayed = static_cast<int64_t>(q.delayed.size()) - due;
-  stats.leased = static_cast<int64_t>(q.leases.size());
-  stats.dead = static_cast<int64_t>(q.dead.size());
-  absl::Time oldest = absl::InfiniteFuture();
-  if (!q.ready_by_time.empty()) oldest = q.ready_by_time.begin()->first;
-  if (due > 0) oldest = std::min(oldest, q.delayed.begin()->first);
-  if (oldest != absl::InfiniteFuture()) {
-    stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - oldest);
-  }
-  if (!q.dead.empty()) stats.oldest_dead_age = now - q.dead.begin()->first;
+  QueueStats stats = StatsOfDepth(q.index.At(now), now);
   stats.enqueue_rate = q.enqueues.PerSecond(now);
   stats.ack_rate = q.acks.PerSecond(now);
   stats.nack_rate = q.nacks.PerSecond(now);
@@ -214,26 +167,17 @@ QueueStats WorkQueue::StatsOf(const Queue& q, absl::Time now) const {
 void WorkQueue::Observe(const Queue& q, absl::Time now) {
   // Constant time, so it can follow every change: delayed jobs that came due count as delayed
   // until the next scheduler pass (at most one tick), where Stats() counts them exactly.
-  QueueStats stats;
-  stats.ready = static_cast<int64_t>(q.ready_by_time.size());
-  stats.delayed = static_cast<int64_t>(q.delayed.size());
-  stats.leased = static_cast<int64_t>(q.leases.size());
-  stats.dead = static_cast<int64_t>(q.dead.size());
-  if (!q.ready_by_time.empty()) {
-    stats.oldest_ready_age = std::max(absl::ZeroDuration(), now - q.ready_by_time.begin()->first);
-  }
-  if (!q.dead.empty()) stats.oldest_dead_age = now - q.dead.begin()->first;
-  observer_->OnDepth(q.meta.name, stats);
+  observer_->OnDepth(q.meta.name, StatsOfDepth(q.index.Indexed(), now));
 }
 
 void WorkQueue::ObserveTenants(const Queue& q) {
   absl::flat_hash_map<std::string, QueueObserver::TenantDepth> by_tenant;
-  for (const auto& [tenant, ready] : q.ready_index.ready()) {
+  for (const auto& [tenant, ready] : q.index.tenants().ready()) {
     auto& d = by_tenant[tenant];
     d.tenant = tenant;
     d.ready = static_cast<int64_t>(ready.size());
   }
-  for (const auto& [tenant, leased] : q.ready_index.leased()) {
+  for (const auto& [tenant, leased] : q.index.tenants().leased()) {
     auto& d = by_tenant[tenant];
     d.tenant = tenant;
     d.leased = leased;
@@ -262,35 +206,21 @@ void WorkQueue::Count(const Queue& q, QueueEvent event, int64_t n) {
 // --- scheduler -------------------------------------------------------------------------------
 
 void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
-  bool made_ready = false;
-  while (!q.delayed.empty() && q.delayed.begin()->first <= now) {
-    const uint64_t id = q.delayed.begin()->second;
-    q.delayed.erase(q.delayed.begin());
-    Index(q, q.jobs.at(id), now);  // now ready; nothing to persist (ready follows from time)
-    made_ready = true;
-  }
-  while (!q.leases.empty() && q.leases.begin()->first <= now) {
-    Job& job = q.jobs.at(q.leases.begin()->second);
-    Unindex(q, job);
-    Attempt& attempt = job.attempts.back();
-    attempt.ended_at = job.lease_deadline;
-    attempt.outcome = Outcome::kExpired;
-    attempt.reason = "lease expired";
-    ++job.expiries;
-    job.lease_token.clear();
+  bool made_ready = q.index.PromoteDue(now);
+  while (Job* job = q.index.TakeExpiredLease(now)) {
+    LeaseBook::EndByExpiry(*job);
     Count(q, QueueEvent::kExpired, 1);
     q.expiries.Add(now, 1);
-    if (job.expiries >= q.meta.config.max_lease_expiries) {
-      Kill(q, job, absl::StrCat("max lease expiries (", q.meta.config.max_lease_expiries, ") reached"),
-           now);
+    const QueueConfig& config = q.meta.config;
+    if (job->expiries >= config.max_lease_expiries) {
+      q.index.Kill(
+          *job, absl::StrCat("max lease expiries (", config.max_lease_expiries, ") reached"), now);
       Count(q, QueueEvent::kDead, 1);
     } else {
-      job.state = JobState::kQueued;
-      job.ready_at = now + Backoff(q.meta.config, job.expiries, rng_);
-      Index(q, job, now);
-      made_ready |= job.ready_at <= now;
+      q.index.Requeue(*job, now + Backoff(config, job->expiries, rng_), now);
+      made_ready |= job->ready_at <= now;
     }
-    write->puts.push_back(job);
+    write->puts.push_back(*job);
   }
   if (made_ready) WakeWaiters(q);
   Observe(q, now);  // ages move with time even when nothing else does
@@ -311,6 +241,5 @@ void WorkQueue::RunScheduler() {
     }
   }
 }
-
 
 }  // namespace conduit::work_queue

@@ -22,9 +22,9 @@
 #include "common/runtime/runtime.h"
 #include "common/time/clock.h"
 #include "services/work_queue/domain/job.h"
+#include "services/work_queue/domain/job_index.h"
 #include "services/work_queue/domain/queue_store.h"
 #include "services/work_queue/domain/rate_window.h"
-#include "services/work_queue/domain/tenant_ready_index.h"
 
 namespace conduit::work_queue {
 
@@ -79,27 +79,6 @@ struct QueueStats {
   double enqueue_rate = 0, ack_rate = 0, nack_rate = 0, expiry_rate = 0;
 };
 
-struct DeadLetterFilter {
-  std::string reason_contains;
-  std::optional<std::string> tenant;
-  std::optional<absl::Time> died_after;
-  std::optional<absl::Time> died_before;
-
-  bool empty() const { return reason_contains.empty() && !tenant && !died_after && !died_before; }
-};
-
-struct DeadLetterPage {
-  std::vector<Job> jobs;
-  std::string next_page_token;
-};
-
-struct DeadLetterSelection {
-  std::vector<uint64_t> ids;  // or, when empty, `filter`; never both (INVALID_ARGUMENT)
-  DeadLetterFilter filter;
-  bool dry_run = true;
-  int32_t limit = 0;  // 0: no limit
-};
-
 struct RedriveResult {
   std::vector<uint64_t> moved;
   std::vector<uint64_t> refused;  // reached max_redrives
@@ -137,11 +116,11 @@ struct WorkQueueOptions {
   absl::Duration scheduler_interval = absl::Milliseconds(100);
 };
 
-// The work queue's rules. Every queue's jobs and indexes live in memory under one mutex: per
-// tenant an ordered set of ready jobs (priority desc, ready time, id), a round-robin ring of
-// tenants with ready jobs, and time-ordered sets of delayed jobs, leases and dead letters. Each
-// change is applied in memory and handed to the CommitLog in the same critical section; callers
-// are answered once it is durable. Known limit of this first slice: payloads are held in memory.
+// The work queue's rules, orchestrated over plain per-queue types: each queue's jobs and state
+// indexes (JobIndex, with its TenantReadyIndex, LeaseBook and DeadLetterLane), its idempotency
+// keys, rates and long-poll waiters, all in memory under one mutex. Each change is applied in
+// memory and handed to the CommitLog in the same critical section; callers are answered once it
+// is durable. Known limit of this first slice: payloads are held in memory.
 //
 // Thread-safe. Owns no threads but the commit log's: lease waits and the scheduler pass run on
 // the runtime (one Scope). Callbacks run on the commit log's thread (or inline for errors) and
@@ -194,13 +173,10 @@ class WorkQueue {
   void RunScheduler();
 
  private:
-  using TimeIndex = std::set<std::pair<absl::Time, uint64_t>>;
   struct Queue {
     QueueMeta meta;
-    absl::flat_hash_map<uint64_t, Job> jobs;
-    TenantReadyIndex ready_index;  // ready jobs by tenant, in lease order; leased counts
+    JobIndex index;  // the jobs and their state indexes
     RateWindow enqueues, acks, nacks, expiries;
-    TimeIndex ready_by_time, delayed, leases, dead;
     absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>> keys;
     std::deque<std::pair<absl::Time, std::string>> key_order;
     absl::flat_hash_map<uint64_t, std::function<void()>> waiters;  // long-polling Leases
@@ -214,26 +190,19 @@ class WorkQueue {
   void Observe(const Queue& q, absl::Time now) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ObserveTenants(const Queue& q) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The job `job_id` leased with `token`: NOT_FOUND unknown job, FAILED_PRECONDITION from
+  // LeaseBook::Check (stale token, expired lease).
   absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
                                  absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the leased job and adds its delete to `write`; Ack's per-job errors otherwise.
   absl::Status AckLocked(Queue& q, uint64_t job_id, const std::string& token, absl::Time now,
                          QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Index(Queue& q, const Job& job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Unindex(Queue& q, const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Kill(Queue& q, Job& job, std::string reason, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Due delayed → ready; overdue leases → expired. Adds changed jobs to `write`.
   void RunDue(Queue& q, absl::Time now, QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Job> TakeReady(Queue& q, const LeaseArgs& args, absl::Time now, QueueWrite* write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WakeWaiters(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<uint64_t> Select(const Queue& q, const DeadLetterSelection& selection) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // NOT_FOUND unless every id is in the dead-letter lane.
-  absl::Status AllDead(const Queue& q, const std::vector<uint64_t>& ids) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Commit(QueueWrite write, std::function<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaseUntil(LeaseArgs args, absl::Duration deadline, Callback<std::vector<Job>> done);
