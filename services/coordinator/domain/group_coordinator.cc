@@ -192,9 +192,7 @@ std::vector<GroupListing> GroupCoordinator::List() {
     absl::MutexLock lock(&g->mu);
     if (g->deleted) continue;
     ExpireLocked(*g);
-    const GroupMembership& m = g->membership;
-    out.push_back(GroupListing{m.record().group_id, m.State(), m.record().epoch,
-                               static_cast<int>(m.members().size())});
+    out.push_back(g->membership.Listing());
   }
   return out;
 }

@@ -71,6 +71,20 @@ absl::btree_set<std::string> GroupMembership::SubscribedTopics() const {
   return topics;
 }
 
+GroupListing GroupMembership::Listing() const {
+  return GroupListing{record_.group_id, State(), record_.epoch, static_cast<int>(members_.size())};
+}
+
+void GroupMembership::Describe(GroupDescription* out) const {
+  out->group_id = record_.group_id;
+  out->state = State();
+  out->epoch = record_.epoch;
+  out->rebalances = record_.rebalances;
+  for (const auto& [id, m] : members_) {
+    out->members.push_back(MemberView{m.record, Pending(m), m.last_heartbeat});
+  }
+}
+
 void GroupMembership::Expire(absl::Time now, GroupChange* change) {
   std::vector<std::string> expired;
   for (const auto& [id, m] : members_) {

@@ -69,6 +69,9 @@ class GroupMembership {
   // The target partitions `m` does not own yet.
   PartitionSet Pending(const Member& m) const;
   absl::btree_set<std::string> SubscribedTopics() const;
+  GroupListing Listing() const;
+  // The group's id, state, epochs and members (not its partitions' lag).
+  void Describe(GroupDescription* out) const;
 
   // Removes members whose session or release deadline has passed, rebalancing if any went.
   void Expire(absl::Time now, GroupChange* change);

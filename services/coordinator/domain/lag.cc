@@ -34,17 +34,10 @@ absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, Marks
     absl::MutexLock lock(&g.mu);
     if (g.deleted) return absl::OkStatus();
     ExpireLocked(g);
-    const GroupMembership& m = g.membership;
-    out->group_id = m.record().group_id;
-    out->state = m.State();
-    out->epoch = m.record().epoch;
-    out->rebalances = m.record().rebalances;
-    for (const auto& [id, member] : m.members()) {
-      out->members.push_back(MemberView{member.record, m.Pending(member), member.last_heartbeat});
-    }
-    snapshot.topics = m.SubscribedTopics();
+    g.membership.Describe(out);
+    snapshot.topics = g.membership.SubscribedTopics();
     for (const auto& [tp, record] : g.offsets.offsets()) snapshot.topics.insert(tp.topic);
-    snapshot.owner = m.owner();
+    snapshot.owner = g.membership.owner();
     snapshot.offsets = g.offsets.offsets();
     barrier = BarrierLocked(g);
   }

@@ -245,7 +245,7 @@ grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
     for (const Job& job : jobs) {
       auto* p = response->add_jobs();
       p->set_job_id(job.id);
-      p->set_lease_token(job.lease_token);
+      p->set_lease_token(job.lease_token.value());
       p->set_attempt(static_cast<uint32_t>(job.attempts.size()));
       SetTimestamp(job.lease_deadline, p->mutable_deadline());
       p->set_payload(job.payload);
@@ -265,7 +265,7 @@ grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext*
                                                     pb::ExtendLeaseResponse* response) {
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
-  queue_->ExtendLease(request->queue(), request->job_id(), request->lease_token(),
+  queue_->ExtendLease(request->queue(), request->job_id(), LeaseToken(request->lease_token()),
                       FromDuration(request->extension()),
                       Finisher<absl::Time>(reactor, [response](absl::Time deadline) {
                         SetTimestamp(deadline, response->mutable_deadline());
@@ -277,7 +277,7 @@ grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
                                             const pb::AckRequest* request, pb::AckResponse*) {
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
-  queue_->Ack(request->queue(), request->job_id(), request->lease_token(),
+  queue_->Ack(request->queue(), request->job_id(), LeaseToken(request->lease_token()),
               Finisher<bool>(reactor, [](bool) {}));
   return reactor;
 }
@@ -288,7 +288,7 @@ grpc::ServerUnaryReactor* QueueService::AckBatch(grpc::CallbackServerContext* ct
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<AckEntry> entries;
   entries.reserve(request->jobs_size());
-  for (const auto& e : request->jobs()) entries.push_back({e.job_id(), e.lease_token()});
+  for (const auto& e : request->jobs()) entries.push_back({e.job_id(), LeaseToken(e.lease_token())});
   auto* reactor = ctx->DefaultReactor();
   queue_->AckBatch(
       request->queue(), entries,
@@ -324,7 +324,7 @@ grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
   }
   if (request->has_retry_after()) args.retry_after = FromDuration(request->retry_after());
   auto* reactor = ctx->DefaultReactor();
-  queue_->Nack(request->queue(), request->job_id(), request->lease_token(), args,
+  queue_->Nack(request->queue(), request->job_id(), LeaseToken(request->lease_token()), args,
                Finisher<NackResult>(reactor, [response](const NackResult& r) {
                  response->set_dead(r.dead);
                  if (!r.dead) SetTimestamp(r.retry_at, response->mutable_retry_at());

@@ -8,8 +8,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "common/ids/strong_id.h"
 
 namespace conduit::work_queue {
+
+// The capability a lease hands its worker: only the live token acks, nacks or extends. A type
+// of its own, so it cannot be passed where a queue name (or any other string) is expected.
+struct LeaseTokenTag {};
+using LeaseToken = ids::StrongId<LeaseTokenTag, std::string>;
 
 struct Header {
   std::string key;
@@ -55,7 +61,7 @@ struct Job {
   absl::Time enqueued_at;
   absl::Time ready_at;  // kQueued: when it may be leased
   // kLeased:
-  std::string lease_token;
+  LeaseToken lease_token;
   absl::Time lease_deadline;
   // History and counters.
   std::vector<Attempt> attempts;

@@ -76,7 +76,7 @@ void JobIndex::Kill(Job& job, std::string reason, absl::Time now) {
   job.state = JobState::kDead;
   job.died_at = now;
   job.death_reason = std::move(reason);
-  job.lease_token.clear();
+  job.lease_token = LeaseToken();
   Index(job, now);
 }
 

@@ -10,8 +10,8 @@ void LeaseBook::Grant(Job& job, const std::string& worker, absl::Time now,
                       absl::Duration visibility, absl::BitGenRef rng) {
   job.state = JobState::kLeased;
   job.lease_deadline = now + visibility;
-  job.lease_token =
-      absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1, absl::Uniform<uint64_t>(rng));
+  job.lease_token = LeaseToken(
+      absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1, absl::Uniform<uint64_t>(rng)));
   Attempt attempt;
   attempt.number = static_cast<uint32_t>(job.attempts.size() + 1);
   attempt.worker = worker;
@@ -19,7 +19,7 @@ void LeaseBook::Grant(Job& job, const std::string& worker, absl::Time now,
   job.attempts.push_back(std::move(attempt));
 }
 
-absl::Status LeaseBook::Check(const Job& job, const std::string& token, absl::Time now) {
+absl::Status LeaseBook::Check(const Job& job, const LeaseToken& token, absl::Time now) {
   if (job.state != JobState::kLeased || job.lease_token != token) {
     return absl::FailedPreconditionError(absl::StrCat(
         "lease token for job ", job.id, " is stale: the job was redelivered or settled"));
@@ -37,7 +37,7 @@ void LeaseBook::EndByExpiry(Job& job) {
   attempt.outcome = Outcome::kExpired;
   attempt.reason = "lease expired";
   ++job.expiries;
-  job.lease_token.clear();
+  job.lease_token = LeaseToken();
 }
 
 void LeaseBook::EndByNack(Job& job, const std::string& reason, FailureClass failure_class,
@@ -48,7 +48,7 @@ void LeaseBook::EndByNack(Job& job, const std::string& reason, FailureClass fail
   attempt.reason = reason;
   attempt.failure_class = failure_class;
   ++job.failures;
-  job.lease_token.clear();
+  job.lease_token = LeaseToken();
 }
 
 void LeaseBook::Extend(Job& job, absl::Time deadline) {

@@ -34,7 +34,7 @@ class LeaseBook {
                     absl::BitGenRef rng);
   // OK while `token` is the live lease of `job` at `now`. FAILED_PRECONDITION when the token is
   // stale (the job was redelivered or settled) or the lease expired (deadline <= now).
-  static absl::Status Check(const Job& job, const std::string& token, absl::Time now);
+  static absl::Status Check(const Job& job, const LeaseToken& token, absl::Time now);
   // Ends the lease of `job` (out of the indexes) as expired at its deadline: the attempt says
   // so, the job counts one more expiry, the token is void.
   static void EndByExpiry(Job& job);

@@ -109,7 +109,7 @@ void WorkQueue::WakeWaiters(Queue& q) {
   q.waiters.clear();
 }
 
-absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
+absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const LeaseToken& token,
                                           absl::Time now) {
   Job* job = q.index.Find(job_id);
   if (job == nullptr) {
@@ -119,7 +119,7 @@ absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const std::
   return job;
 }
 
-void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std::string& token,
+void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const LeaseToken& token,
                             absl::Duration extension, Callback<absl::Time> done) {
   if (extension <= absl::ZeroDuration() || extension > kMaxLease) {
     return done(absl::InvalidArgumentError("extension must be between 0 and 12h"));
@@ -140,7 +140,7 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const std
   });
 }
 
-absl::Status WorkQueue::AckLocked(Queue& q, uint64_t job_id, const std::string& token,
+absl::Status WorkQueue::AckLocked(Queue& q, uint64_t job_id, const LeaseToken& token,
                                   absl::Time now, QueueWrite* write) {
   auto job = LeasedJob(q, job_id, token, now);
   if (!job.ok()) return job.status();
@@ -149,7 +149,7 @@ absl::Status WorkQueue::AckLocked(Queue& q, uint64_t job_id, const std::string& 
   return absl::OkStatus();
 }
 
-void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const std::string& token,
+void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
                     Callback<bool> done) {
   // A batch of one: the same checks, the same write, the job's own status as the answer.
   AckBatch(queue, {AckEntry{job_id, token}},
@@ -198,7 +198,7 @@ void WorkQueue::AckBatch(const std::string& queue, const std::vector<AckEntry>& 
   });
 }
 
-void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const std::string& token,
+void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
                      const NackArgs& args, Callback<NackResult> done) {
   if (args.retry_after &&
       (*args.retry_after < absl::ZeroDuration() || *args.retry_after > absl::Hours(24))) {

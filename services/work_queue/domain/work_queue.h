@@ -56,7 +56,7 @@ struct LeaseArgs {
 // One job of an AckBatch.
 struct AckEntry {
   uint64_t job_id = 0;
-  std::string lease_token;
+  LeaseToken lease_token;
 };
 inline constexpr size_t kMaxAckBatch = 1000;
 
@@ -146,16 +146,16 @@ class WorkQueue {
   // Jobs come back in state kLeased with their new token and deadline.
   void Lease(const LeaseArgs& args, Callback<std::vector<Job>> done);
   // FAILED_PRECONDITION for a stale token or an expired lease; NOT_FOUND unknown job.
-  void ExtendLease(const std::string& queue, uint64_t job_id, const std::string& token,
+  void ExtendLease(const std::string& queue, uint64_t job_id, const LeaseToken& token,
                    absl::Duration extension, Callback<absl::Time> done);
-  void Ack(const std::string& queue, uint64_t job_id, const std::string& token,
+  void Ack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
            Callback<bool> done);
   // Acks 1..kMaxAckBatch jobs (each at most once) with one durable write. Each job succeeds
   // or fails on its own, as Ack would (NOT_FOUND, FAILED_PRECONDITION), in request order; the
   // call fails as a whole for an unknown queue, bad input or a storage failure.
   void AckBatch(const std::string& queue, const std::vector<AckEntry>& entries,
                 Callback<std::vector<absl::Status>> done);
-  void Nack(const std::string& queue, uint64_t job_id, const std::string& token,
+  void Nack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
             const NackArgs& args, Callback<NackResult> done);
 
   absl::StatusOr<DeadLetterPage> ListDeadLetters(const std::string& queue,
@@ -192,10 +192,10 @@ class WorkQueue {
   void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The job `job_id` leased with `token`: NOT_FOUND unknown job, FAILED_PRECONDITION from
   // LeaseBook::Check (stale token, expired lease).
-  absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const std::string& token,
+  absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const LeaseToken& token,
                                  absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the leased job and adds its delete to `write`; Ack's per-job errors otherwise.
-  absl::Status AckLocked(Queue& q, uint64_t job_id, const std::string& token, absl::Time now,
+  absl::Status AckLocked(Queue& q, uint64_t job_id, const LeaseToken& token, absl::Time now,
                          QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Due delayed → ready; overdue leases → expired. Adds changed jobs to `write`.
   void RunDue(Queue& q, absl::Time now, QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -57,7 +57,7 @@ std::string EncodeJob(const Job& job) {
   coding::PutLengthPrefixed(&out, job.idempotency_key);
   PutTime(&out, job.enqueued_at);
   PutTime(&out, job.ready_at);
-  coding::PutLengthPrefixed(&out, job.lease_token);
+  coding::PutLengthPrefixed(&out, job.lease_token.value());
   PutTime(&out, job.lease_deadline);
   coding::PutVarint64(&out, static_cast<uint64_t>(job.failures));
   coding::PutVarint64(&out, static_cast<uint64_t>(job.expiries));
@@ -89,6 +89,7 @@ absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in) {
   job.id = id;
   uint8_t version = 0, state = 0;
   uint64_t headers = 0, priority = 0, attempts = 0;
+  std::string token;
   if (!coding::GetByte(&in, &version) || (version != 1 && version != 2) ||
       !coding::GetByte(&in, &state) ||
       state > 2 || !GetString(&in, &job.payload) || !coding::GetVarint64(&in, &headers) ||
@@ -103,13 +104,14 @@ absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in) {
   }
   if (!GetString(&in, &job.tenant) || !coding::GetVarint64(&in, &priority) ||
       !GetString(&in, &job.idempotency_key) || !GetTime(&in, &job.enqueued_at) ||
-      !GetTime(&in, &job.ready_at) || !GetString(&in, &job.lease_token) ||
+      !GetTime(&in, &job.ready_at) || !GetString(&in, &token) ||
       !GetTime(&in, &job.lease_deadline) || !GetInt(&in, &job.failures) ||
       !GetInt(&in, &job.expiries) || !GetInt(&in, &job.redrives) || !GetTime(&in, &job.died_at) ||
       !GetString(&in, &job.death_reason) || !coding::GetVarint64(&in, &attempts) ||
       attempts > in.size()) {
     return Corrupt("job");
   }
+  job.lease_token = LeaseToken(std::move(token));
   job.priority = static_cast<int32_t>(UnZigZag(priority));
   for (uint64_t i = 0; i < attempts; ++i) {
     Attempt a;

@@ -24,8 +24,8 @@ TEST_F(AckBatchTest, EachJobIsSettledOrRefusedOnItsOwnAndTheAcksSurviveRestart) 
   ASSERT_EQ(leased->size(), 3u);
   const Job a = (*leased)[0], b = (*leased)[1], c = (*leased)[2];
   AckEntry stale = EntryFor(b);
-  stale.lease_token = "not-the-token";
-  auto results = AckBatch("q", {EntryFor(a), stale, AckEntry{999, "x"}, EntryFor(c)});
+  stale.lease_token = LeaseToken("not-the-token");
+  auto results = AckBatch("q", {EntryFor(a), stale, AckEntry{999, LeaseToken("x")}, EntryFor(c)});
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->size(), 4u);
   EXPECT_TRUE((*results)[0].ok());

@@ -38,7 +38,7 @@ TEST(JobIndex, EachJobIsIndexedByItsState) {
   index.Add(Queued(2, kT0 + absl::Seconds(5)), kT0);
   Job leased = Queued(3, kT0);
   leased.state = JobState::kLeased;
-  leased.lease_token = "tok";
+  leased.lease_token = LeaseToken("tok");
   leased.lease_deadline = kT0 + absl::Seconds(30);
   index.Add(leased, kT0);
   Job dead = Queued(4, kT0);
@@ -131,7 +131,7 @@ TEST(JobIndex, KillMovesAJobToTheLaneAndEraseForgetsIt) {
   LeaseBook::EndByNack(job, "bad input", FailureClass::kPermanent, kT0 + absl::Seconds(1));
   index.Kill(job, "permanent failure: bad input", kT0 + absl::Seconds(1));
   EXPECT_EQ(job.state, JobState::kDead);
-  EXPECT_TRUE(job.lease_token.empty());
+  EXPECT_TRUE(job.lease_token.value().empty());
   EXPECT_EQ(index.Indexed().dead, 1);
   EXPECT_EQ(index.Indexed().oldest_dead, kT0 + absl::Seconds(1));
   EXPECT_EQ(index.live(), 1);

@@ -21,7 +21,7 @@ TEST(LeaseBook, GrantGivesAFreshTokenADeadlineAndANewAttempt) {
   Job job = LeasedAt(42, kT0, absl::Seconds(30), rng);
   EXPECT_EQ(job.state, JobState::kLeased);
   EXPECT_EQ(job.lease_deadline, kT0 + absl::Seconds(30));
-  EXPECT_EQ(job.lease_token.rfind("2a-1-", 0), 0u) << job.lease_token;  // job id, attempt, random
+  EXPECT_EQ(job.lease_token.value().rfind("2a-1-", 0), 0u) << job.lease_token;  // job id, attempt, random
   ASSERT_EQ(job.attempts.size(), 1u);
   EXPECT_EQ(job.attempts[0].number, 1u);
   EXPECT_EQ(job.attempts[0].worker, "w1");
@@ -32,7 +32,7 @@ TEST(LeaseBook, GrantGivesAFreshTokenADeadlineAndANewAttempt) {
 TEST(LeaseBook, CheckAcceptsOnlyTheLiveTokenBeforeItsDeadline) {
   std::mt19937_64 rng(7);
   Job job = LeasedAt(1, kT0, absl::Seconds(30), rng);
-  const std::string token = job.lease_token;
+  const LeaseToken token = job.lease_token;
   EXPECT_TRUE(LeaseBook::Check(job, token, kT0).ok());
   EXPECT_TRUE(LeaseBook::Check(job, token, kT0 + absl::Seconds(30) - absl::Microseconds(1)).ok());
   // At the deadline the lease is over: the scheduler may expire it, so the worker may not settle.
@@ -40,15 +40,15 @@ TEST(LeaseBook, CheckAcceptsOnlyTheLiveTokenBeforeItsDeadline) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(LeaseBook::Check(job, token, kT0 + absl::Hours(1)).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(LeaseBook::Check(job, "1-1-0000000000000000", kT0).code(),
+  EXPECT_EQ(LeaseBook::Check(job, LeaseToken("1-1-0000000000000000"), kT0).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(LeaseBook::Check(job, "", kT0).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(LeaseBook::Check(job, LeaseToken(""), kT0).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(LeaseBook, ARegrantMakesTheEarlierTokenStale) {
   std::mt19937_64 rng(7);
   Job job = LeasedAt(1, kT0, absl::Seconds(30), rng);
-  const std::string first = job.lease_token;
+  const LeaseToken first = job.lease_token;
   LeaseBook::EndByExpiry(job);
   job.state = JobState::kQueued;
   LeaseBook::Grant(job, "w2", kT0 + absl::Minutes(1), absl::Seconds(30), rng);
@@ -63,7 +63,7 @@ TEST(LeaseBook, ARegrantMakesTheEarlierTokenStale) {
 TEST(LeaseBook, AnEndedLeaseSettlesNothingAndRecordsHowItEnded) {
   std::mt19937_64 rng(7);
   Job expired = LeasedAt(1, kT0, absl::Seconds(30), rng);
-  const std::string expired_token = expired.lease_token;
+  const LeaseToken expired_token = expired.lease_token;
   LeaseBook::EndByExpiry(expired);
   EXPECT_EQ(expired.expiries, 1);
   EXPECT_EQ(expired.failures, 0);
@@ -74,7 +74,7 @@ TEST(LeaseBook, AnEndedLeaseSettlesNothingAndRecordsHowItEnded) {
             absl::StatusCode::kFailedPrecondition);
 
   Job nacked = LeasedAt(2, kT0, absl::Seconds(30), rng);
-  const std::string nacked_token = nacked.lease_token;
+  const LeaseToken nacked_token = nacked.lease_token;
   LeaseBook::EndByNack(nacked, "smtp 451", FailureClass::kPermanent, kT0 + absl::Seconds(5));
   EXPECT_EQ(nacked.failures, 1);
   EXPECT_EQ(nacked.expiries, 0);
