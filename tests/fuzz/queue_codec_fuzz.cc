@@ -20,7 +20,7 @@ static void CheckSmallDecoders(std::string_view in) {
   if (auto counter = codec::DecodeCounter(in); counter.ok()) {
     FUZZ_CHECK(codec::EncodeCounter(*counter) == in);
   }
-  if (auto job = keys::JobIdOfKey(in)) FUZZ_CHECK(keys::JobKey(0, *job).substr(8) == in.substr(8));
+  if (auto job = keys::JobIdOfKey(in)) FUZZ_CHECK(keys::JobKey(conduit::work_queue::QueueId(0), *job).substr(8) == in.substr(8));
   if (auto name = keys::IdempotencyKeyName(in)) FUZZ_CHECK(name->size() + 8 == in.size());
   (void)keys::IsQueueKey(in);
 }

@@ -17,6 +17,11 @@ namespace conduit::work_queue {
 struct LeaseTokenTag {};
 using LeaseToken = ids::StrongId<LeaseTokenTag, std::string>;
 
+// A queue's id: assigned once, never reused; prefixes its keys. Apart from job ids (both are
+// 64-bit integers, side by side in every job key).
+struct QueueIdTag {};
+using QueueId = ids::StrongId<QueueIdTag, uint64_t>;
+
 struct Header {
   std::string key;
   std::string value;
@@ -116,7 +121,7 @@ struct QueueConfigPatch {
 };
 
 struct QueueMeta {
-  uint64_t id = 0;
+  QueueId id;
   std::string name;
   QueueConfig config;
   absl::Time created;

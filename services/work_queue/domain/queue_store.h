@@ -14,17 +14,17 @@ namespace conduit::work_queue {
 // One atomic change: jobs written or deleted, idempotency keys written or deleted, audit lines.
 struct QueueWrite {
   struct KeyEntry {
-    uint64_t queue_id;
+    QueueId queue_id;
     std::string key;
     uint64_t job_id;
     absl::Time at;
   };
   struct AuditEntry {
-    uint64_t queue_id;
+    QueueId queue_id;
     absl::Time at;
     std::string text;
   };
-  uint64_t queue_id = 0;
+  QueueId queue_id;
   std::optional<QueueMeta> create_queue;  // persist this queue's metadata
   bool drop_queue = false;                // remove the queue, its jobs, keys and audit
   // Persist the job id high-water mark: ids are never reused, even after acked jobs are gone.
@@ -60,8 +60,8 @@ class QueueStore {
   virtual absl::StatusOr<std::vector<QueueMeta>> LoadQueues() = 0;
   // The highest next_job_id written (0 if none).
   virtual absl::StatusOr<uint64_t> LoadNextJobId() = 0;
-  virtual absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) = 0;
-  virtual absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) = 0;
+  virtual absl::StatusOr<std::vector<Job>> LoadJobs(QueueId queue_id) = 0;
+  virtual absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(QueueId queue_id) = 0;
   // Applies all writes as one atomic write (group commit), in order; fsynced unless no write
   // asks for it.
   virtual absl::Status Write(const std::vector<const QueueWrite*>& writes) = 0;

@@ -72,7 +72,7 @@ absl::Status WorkQueue::Recover() {
         q->keys[k.key] = {k.job_id, k.at};
         q->key_order.emplace_back(k.at, k.key);
       }
-      next_queue_id_ = std::max(next_queue_id_, meta.id + 1);
+      next_queue_id_ = std::max(next_queue_id_, meta.id.value() + 1);
       Observe(*q, now);
       queues_.emplace(meta.name, std::move(q));
     }
@@ -112,7 +112,7 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
                          absl::AlreadyExistsError(absl::StrCat("queue '", name, "' already exists")));
   }
   auto q = std::make_unique<Queue>();
-  q->meta = QueueMeta{next_queue_id_++, name, config, Now()};
+  q->meta = QueueMeta{QueueId(next_queue_id_++), name, config, Now()};
   QueueWrite write;
   write.queue_id = q->meta.id;
   write.create_queue = q->meta;

@@ -144,7 +144,7 @@ std::string EncodeQueue(const QueueMeta& q) {
   const QueueConfig& c = q.config;
   std::string out;
   out.push_back(2);
-  coding::PutBigEndian64(&out, q.id);
+  coding::PutBigEndian64(&out, q.id.value());
   coding::PutLengthPrefixed(&out, q.name);
   PutTime(&out, q.created);
   PutDuration(&out, c.visibility_timeout);
@@ -173,9 +173,9 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
   QueueMeta q;
   QueueConfig& c = q.config;
   uint8_t version = 0;
-  uint64_t bits = 0;
+  uint64_t id = 0, bits = 0;
   if (!coding::GetByte(&in, &version) || (version != 1 && version != 2) ||
-      !coding::GetFixed64(&in, &q.id) ||
+      !coding::GetFixed64(&in, &id) ||
       !GetString(&in, &q.name) || !GetTime(&in, &q.created) ||
       !GetDuration(&in, &c.visibility_timeout) || !GetInt(&in, &c.max_attempts) ||
       !GetInt(&in, &c.max_lease_expiries) || !GetDuration(&in, &c.backoff_initial) ||
@@ -184,6 +184,7 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
       !GetInt(&in, &c.max_redrives)) {
     return Corrupt("queue");
   }
+  q.id = QueueId(id);
   std::memcpy(&c.backoff_multiplier, &bits, sizeof bits);
   if (version == 1) return q;
   uint64_t weights = 0;

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/coding/coding.h"
+#include "services/work_queue/domain/job.h"
 
 namespace conduit::work_queue::keys {
 
@@ -27,17 +28,17 @@ inline constexpr std::array<std::string_view, 5> kColumnFamilies = {
 // moved to kCountersCf when such a store is opened.
 inline constexpr char kLegacyNextJobIdKey[] = "next_job_id";  // in kQueuesCf
 
-inline std::string QueueKey(uint64_t queue_id) {
+inline std::string QueueKey(QueueId queue_id) {
   std::string key;
-  coding::PutBigEndian64(&key, queue_id);
+  coding::PutBigEndian64(&key, queue_id.value());
   return key;
 }
-inline std::string JobKey(uint64_t queue_id, uint64_t job_id) {
+inline std::string JobKey(QueueId queue_id, uint64_t job_id) {
   std::string key = QueueKey(queue_id);
   coding::PutBigEndian64(&key, job_id);
   return key;
 }
-inline std::string IdempotencyKey(uint64_t queue_id, std::string_view key) {
+inline std::string IdempotencyKey(QueueId queue_id, std::string_view key) {
   std::string out = QueueKey(queue_id);
   out.append(key);
   return out;
@@ -57,7 +58,7 @@ inline std::optional<std::string_view> IdempotencyKeyName(std::string_view key) 
   return key.substr(kQueueKeySize);
 }
 
-inline std::string AuditKey(uint64_t queue_id, int64_t at_micros, uint64_t seq) {
+inline std::string AuditKey(QueueId queue_id, int64_t at_micros, uint64_t seq) {
   std::string key = QueueKey(queue_id);
   coding::PutBigEndian64(&key, static_cast<uint64_t>(at_micros));
   coding::PutBigEndian64(&key, seq);

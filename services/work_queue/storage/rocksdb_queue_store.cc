@@ -75,7 +75,7 @@ absl::StatusOr<uint64_t> RocksDbQueueStore::LoadNextJobId() {
   return codec::DecodeCounter(value);
 }
 
-absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(uint64_t queue_id) {
+absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(QueueId queue_id) {
   std::vector<Job> out;
   const std::string prefix = keys::QueueKey(queue_id);
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), jobs_.get()));
@@ -90,7 +90,7 @@ absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(uint64_t queue_id) 
   return out;
 }
 
-absl::StatusOr<std::vector<QueueWrite::KeyEntry>> RocksDbQueueStore::LoadKeys(uint64_t queue_id) {
+absl::StatusOr<std::vector<QueueWrite::KeyEntry>> RocksDbQueueStore::LoadKeys(QueueId queue_id) {
   std::vector<QueueWrite::KeyEntry> out;
   const std::string prefix = keys::QueueKey(queue_id);
   std::unique_ptr<rocksdb::Iterator> it(
@@ -105,7 +105,7 @@ absl::StatusOr<std::vector<QueueWrite::KeyEntry>> RocksDbQueueStore::LoadKeys(ui
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> RocksDbQueueStore::LoadAudit(uint64_t queue_id) {
+absl::StatusOr<std::vector<std::string>> RocksDbQueueStore::LoadAudit(QueueId queue_id) {
   std::vector<std::string> out;
   const std::string prefix = keys::QueueKey(queue_id);
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), audit_.get()));
@@ -124,7 +124,7 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
     if (s.ok()) s = st;
   };
   for (const QueueWrite* w : writes) {
-    const uint64_t q = w->queue_id;
+    const QueueId q = w->queue_id;
     if (w->create_queue) {
       check(batch.Put(queues_.get(), keys::QueueKey(q), codec::EncodeQueue(*w->create_queue)));
     }
@@ -134,7 +134,7 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
     if (w->drop_queue) {
       check(batch.Delete(queues_.get(), keys::QueueKey(q)));
       for (const auto& cf : {jobs_, idempotency_, audit_}) {
-        check(batch.DeleteRange(cf.get(), keys::QueueKey(q), keys::QueueKey(q + 1)));
+        check(batch.DeleteRange(cf.get(), keys::QueueKey(q), keys::QueueKey(QueueId(q.value() + 1))));
       }
     }
     for (const Job& job : w->puts) {

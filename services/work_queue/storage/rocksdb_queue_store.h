@@ -18,13 +18,13 @@ class RocksDbQueueStore final : public QueueStore {
 
   absl::StatusOr<std::vector<QueueMeta>> LoadQueues() override;
   absl::StatusOr<uint64_t> LoadNextJobId() override;
-  absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t queue_id) override;
-  absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t queue_id) override;
+  absl::StatusOr<std::vector<Job>> LoadJobs(QueueId queue_id) override;
+  absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(QueueId queue_id) override;
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override;
   absl::Status CheckSpace() const override { return space_.Check(); }
 
   // Audit lines of a queue, oldest first.
-  absl::StatusOr<std::vector<std::string>> LoadAudit(uint64_t queue_id);
+  absl::StatusOr<std::vector<std::string>> LoadAudit(QueueId queue_id);
 
  private:
   RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string& path);

@@ -24,8 +24,8 @@ class FlakyQueueStore final : public QueueStore {
   explicit FlakyQueueStore(QueueStore* real) : real_(real) {}
   absl::StatusOr<std::vector<QueueMeta>> LoadQueues() override { return real_->LoadQueues(); }
   absl::StatusOr<uint64_t> LoadNextJobId() override { return real_->LoadNextJobId(); }
-  absl::StatusOr<std::vector<Job>> LoadJobs(uint64_t q) override { return real_->LoadJobs(q); }
-  absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(uint64_t q) override {
+  absl::StatusOr<std::vector<Job>> LoadJobs(QueueId q) override { return real_->LoadJobs(q); }
+  absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(QueueId q) override {
     return real_->LoadKeys(q);
   }
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override {

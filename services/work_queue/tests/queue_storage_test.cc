@@ -36,7 +36,7 @@ TEST(QueueCodec, JobAndQueueRoundTrip) {
   std::string bytes = codec::EncodeJob(job);
   EXPECT_FALSE(codec::DecodeJob(7, bytes.substr(0, bytes.size() - 1)).ok());
 
-  QueueMeta q{3, "emails", QueueConfig{}, absl::FromUnixSeconds(9)};
+  QueueMeta q{QueueId(3), "emails", QueueConfig{}, absl::FromUnixSeconds(9)};
   q.config.backoff_multiplier = 1.5;
   q.config.max_depth = 100;
   q.config.max_ready_age = absl::Seconds(30);
@@ -55,8 +55,8 @@ TEST(QueueStorage, OpeningAnOlderStoreMovesTheNextJobIdToTheCountersColumnFamily
     auto store = RocksDbQueueStore::Open(path);
     ASSERT_TRUE(store.ok()) << store.status();
     QueueWrite write;
-    write.queue_id = 1;
-    write.create_queue = QueueMeta{1, "jobs", QueueConfig{}, absl::FromUnixSeconds(1)};
+    write.queue_id = QueueId(1);
+    write.create_queue = QueueMeta{QueueId(1), "jobs", QueueConfig{}, absl::FromUnixSeconds(1)};
     ASSERT_TRUE((*store)->Write({&write}).ok());
   }
   {  // Rewrite it the old way: the counter in the queues column family.
@@ -83,11 +83,11 @@ TEST(QueueStorage, OpeningAnOlderStoreMovesTheNextJobIdToTheCountersColumnFamily
 }
 
 TEST(QueueKeys, ParseWhatTheyBuildAndRefuseOtherShapes) {
-  EXPECT_EQ(keys::JobIdOfKey(keys::JobKey(3, 77)), 77u);
-  EXPECT_EQ(keys::JobIdOfKey(keys::QueueKey(3)), std::nullopt);
-  EXPECT_EQ(keys::IdempotencyKeyName(keys::IdempotencyKey(3, "order-9")), "order-9");
+  EXPECT_EQ(keys::JobIdOfKey(keys::JobKey(QueueId(3), 77)), 77u);
+  EXPECT_EQ(keys::JobIdOfKey(keys::QueueKey(QueueId(3))), std::nullopt);
+  EXPECT_EQ(keys::IdempotencyKeyName(keys::IdempotencyKey(QueueId(3), "order-9")), "order-9");
   EXPECT_EQ(keys::IdempotencyKeyName("short"), std::nullopt);
-  EXPECT_TRUE(keys::IsQueueKey(keys::QueueKey(3)));
+  EXPECT_TRUE(keys::IsQueueKey(keys::QueueKey(QueueId(3))));
   EXPECT_FALSE(keys::IsQueueKey(keys::kLegacyNextJobIdKey));
   auto entry = codec::DecodeIdempotency(codec::EncodeIdempotency(5, absl::FromUnixMicros(9)));
   ASSERT_TRUE(entry.ok());
