@@ -127,22 +127,8 @@ void GroupConsumer::HeartbeatLoop() {
 
 absl::Status GroupConsumer::HeartbeatOnce() {
   absl::MutexLock beat(&heartbeat_mu_);
-  cpb::HeartbeatRequest req;
-  req.set_group_id(options_.group);
   PartitionSet owned;
-  {
-    absl::MutexLock lock(&mu_);
-    req.set_member_id(member_id_);
-    req.set_member_epoch(member_id_.empty() ? 0 : epoch_);
-    for (const auto& [tp, pos] : positions_) owned.insert(tp);
-  }
-  if (req.member_epoch() == 0) {
-    for (const std::string& t : options_.topics) req.add_subscribed_topics(t);
-    grpc_util::SetDuration(options_.session_timeout, req.mutable_session_timeout());
-    req.set_instance_id(options_.instance_id);
-    req.set_client_id(options_.client_id);
-  }
-  ToProto(owned, req.mutable_owned_partitions());
+  const cpb::HeartbeatRequest req = HeartbeatRequestFor(&owned);
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   cpb::HeartbeatResponse resp;
@@ -157,7 +143,30 @@ absl::Status GroupConsumer::HeartbeatOnce() {
     return FromGrpcStatus(status);
   }
   if (!status.ok()) return FromGrpcStatus(status);
+  return ApplyHeartbeat(owned, resp);
+}
 
+cpb::HeartbeatRequest GroupConsumer::HeartbeatRequestFor(PartitionSet* owned) {
+  cpb::HeartbeatRequest req;
+  req.set_group_id(options_.group);
+  {
+    absl::MutexLock lock(&mu_);
+    req.set_member_id(member_id_);
+    req.set_member_epoch(member_id_.empty() ? 0 : epoch_);
+    for (const auto& [tp, pos] : positions_) owned->insert(tp);
+  }
+  if (req.member_epoch() == 0) {
+    for (const std::string& t : options_.topics) req.add_subscribed_topics(t);
+    grpc_util::SetDuration(options_.session_timeout, req.mutable_session_timeout());
+    req.set_instance_id(options_.instance_id);
+    req.set_client_id(options_.client_id);
+  }
+  ToProto(*owned, req.mutable_owned_partitions());
+  return req;
+}
+
+absl::Status GroupConsumer::ApplyHeartbeat(const PartitionSet& owned,
+                                           const cpb::HeartbeatResponse& resp) {
   const PartitionSet assigned = FromProto(resp.assignment());
   PartitionSet revoked, added;
   for (const TopicPartition& tp : owned) {

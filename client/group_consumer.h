@@ -88,6 +88,11 @@ class GroupConsumer {
   GroupConsumer(ConsumerOptions options, PartitionsCallback on_assigned,
                 PartitionsCallback on_revoked);
   absl::Status HeartbeatOnce();
+  // The next heartbeat's request (a join when not a member); `*owned` gets what it reports.
+  conduit::coordinator::v1::HeartbeatRequest HeartbeatRequestFor(PartitionSet* owned);
+  // Takes in an answered heartbeat: revocations, new and reset partitions, the new epoch.
+  absl::Status ApplyHeartbeat(const PartitionSet& owned,
+                              const conduit::coordinator::v1::HeartbeatResponse& resp);
   void HeartbeatLoop();
   // Committed offsets (or the start position) of `partitions`.
   absl::StatusOr<std::map<TopicPartition, int64_t>> StartPositions(const PartitionSet& partitions);

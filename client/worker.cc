@@ -58,21 +58,8 @@ void Worker::WorkLoop() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(
-        absl::ToChronoTime(absl::Now() + options_.lease_wait + options_.request_timeout));
-    qpb::LeaseRequest req;
-    req.set_queue(options_.queue);
-    req.set_worker_id(options_.worker_id);
-    req.set_max_jobs(std::max(1, options_.max_jobs_per_lease));
-    if (options_.visibility_timeout > absl::ZeroDuration()) {
-      grpc_util::SetDuration(options_.visibility_timeout, req.mutable_visibility_timeout());
-    }
-    // Short long-polls so that Stop is noticed promptly.
-    grpc_util::SetDuration(std::min(options_.lease_wait, absl::Milliseconds(500)),
-                           req.mutable_max_wait());
     qpb::LeaseResponse resp;
-    grpc::Status s = stub_->Lease(&ctx, req, &resp);
+    grpc::Status s = LeaseOnce(&resp);
     if (!s.ok()) {
       const grpc::StatusCode code = s.error_code();
       if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
@@ -85,39 +72,61 @@ void Worker::WorkLoop() {
       absl::SleepFor(absl::Milliseconds(100));  // the server is away: do not spin
       continue;
     }
-    {
-      // Every job of the batch is kept alive from now on, also those still waiting their turn.
-      absl::MutexLock lock(&mu_);
-      const absl::Time now = absl::Now();
-      for (const qpb::LeasedJob& leased : resp.jobs()) {
-        // The granted length (the queue's default when none was asked), at least a second.
-        const absl::Duration lease =
-            std::max(absl::Seconds(1), grpc_util::FromTimestamp(leased.deadline()) - now);
-        ++stats_.leased;
-        running_[leased.lease_token()] = Running{leased.job_id(), lease, now + lease / 3};
-      }
-    }
-    for (qpb::LeasedJob& leased : *resp.mutable_jobs()) {  // the response is ours: move out
-      Job job{leased.job_id(), std::move(*leased.mutable_payload()), {}, leased.attempt(),
-              leased.tenant()};
-      for (auto& h : *leased.mutable_headers()) {
-        job.headers.emplace_back(std::move(*h.mutable_key()), std::move(*h.mutable_value()));
-      }
-      const Outcome outcome = handler_(job);
-      if (outcome.kind == Outcome::Kind::kAck) {  // with this delivery's own token
-        if (acks.empty()) oldest_ack = absl::Now();
-        acks.push_back({leased.job_id(), leased.lease_token()});
-        if (absl::Now() - oldest_ack >= options_.ack_linger) FlushAcks(acks);
-      } else {
-        {
-          absl::MutexLock lock(&mu_);
-          running_.erase(leased.lease_token());
-        }
-        Nack(leased, outcome);
-      }
-    }
+    KeepAlive(resp);
+    for (qpb::LeasedJob& leased : *resp.mutable_jobs()) Handle(leased, &acks, &oldest_ack);
     FlushAcks(acks);
   }
+}
+
+grpc::Status Worker::LeaseOnce(qpb::LeaseResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.lease_wait + options_.request_timeout));
+  qpb::LeaseRequest req;
+  req.set_queue(options_.queue);
+  req.set_worker_id(options_.worker_id);
+  req.set_max_jobs(std::max(1, options_.max_jobs_per_lease));
+  if (options_.visibility_timeout > absl::ZeroDuration()) {
+    grpc_util::SetDuration(options_.visibility_timeout, req.mutable_visibility_timeout());
+  }
+  // Short long-polls so that Stop is noticed promptly.
+  grpc_util::SetDuration(std::min(options_.lease_wait, absl::Milliseconds(500)),
+                         req.mutable_max_wait());
+  return stub_->Lease(&ctx, req, resp);
+}
+
+void Worker::KeepAlive(const qpb::LeaseResponse& resp) {
+  // Every job of the batch is kept alive from now on, also those still waiting their turn.
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (const qpb::LeasedJob& leased : resp.jobs()) {
+    // The granted length (the queue's default when none was asked), at least a second.
+    const absl::Duration lease =
+        std::max(absl::Seconds(1), grpc_util::FromTimestamp(leased.deadline()) - now);
+    ++stats_.leased;
+    running_[leased.lease_token()] = Running{leased.job_id(), lease, now + lease / 3};
+  }
+}
+
+void Worker::Handle(qpb::LeasedJob& leased, std::vector<PendingAck>* acks, absl::Time* oldest_ack) {
+  // The response is ours: move the payload and headers out.
+  Job job{
+      leased.job_id(), std::move(*leased.mutable_payload()), {}, leased.attempt(), leased.tenant()};
+  for (auto& h : *leased.mutable_headers()) {
+    job.headers.emplace_back(std::move(*h.mutable_key()), std::move(*h.mutable_value()));
+  }
+  const Outcome outcome = handler_(job);
+  if (outcome.kind == Outcome::Kind::kAck) {  // with this delivery's own token
+    if (acks->empty()) *oldest_ack = absl::Now();
+    acks->push_back({leased.job_id(), leased.lease_token()});
+    if (absl::Now() - *oldest_ack >= options_.ack_linger) FlushAcks(*acks);
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    running_.erase(leased.lease_token());
+  }
+  Nack(leased, outcome);
 }
 
 void Worker::KeeperLoop() {

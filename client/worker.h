@@ -92,6 +92,13 @@ class Worker {
     std::string token;
   };
   void WorkLoop();
+  // One long-polling Lease call.
+  grpc::Status LeaseOnce(conduit::queue::v1::LeaseResponse* resp);
+  // Starts keeping the leases of a leased batch alive.
+  void KeepAlive(const conduit::queue::v1::LeaseResponse& resp);
+  // Runs the handler on one job; queues its ack (flushed once `ack_linger` old) or nacks it.
+  void Handle(conduit::queue::v1::LeasedJob& leased, std::vector<PendingAck>* acks,
+              absl::Time* oldest_ack);
   void KeeperLoop();
   // Sends `acks` (one Ack, or one AckBatch) and stops extending their leases; clears `acks`.
   void FlushAcks(std::vector<PendingAck>& acks);

@@ -236,7 +236,11 @@ Figures ConduitTail(int port, const std::string& topic, absl::Duration run) {
     if (resp.records(resp.records_size() - 1).offset() + 1 >= resp.high_watermark()) break;
   }
   const double secs = Ns(last - start) / 1e9;
+  // gRPC's sync API wants a cancelled stream read to its end before Finish (calling Finish at
+  // once races with messages still in flight: one run aborted in gRPC's ref counting).
   ctx.TryCancel();
+  while (reader->Read(&resp)) {
+  }
   (void)reader->Finish();
   f.ops_per_s = secs > 0 ? records / secs : 0;
   if (records == 0) {
