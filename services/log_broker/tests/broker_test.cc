@@ -167,6 +167,26 @@ TEST_F(BrokerTest, LongPollTimesOutEmptyWhenItsWaitHasPassedOnTheClock) {
   EXPECT_TRUE(result->records.empty());
 }
 
+// The broker owns no timer thread: its long-poll deadlines sit on the runtime's scheduler. When
+// the broker goes, a waiting fetch is answered at once (empty), not left to a timer that would
+// fire into a destroyed broker.
+TEST_F(BrokerTest, DestroyingTheBrokerAnswersAWaitingLongPoll) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  FetchArgs args{"t", 0, 0};
+  args.max_wait = absl::Seconds(20);
+  absl::Notification done;
+  absl::StatusOr<FetchResult> result;
+  ASSERT_TRUE(broker_->Fetch(args, [&](auto r) {
+    result = std::move(r);
+    done.Notify();
+  }).ok());
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  broker_.reset();
+  ASSERT_TRUE(done.HasBeenNotified()) << "the long-poll was stranded";
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->records.empty());
+}
+
 TEST_F(BrokerTest, CancelEndsALongPollAtOnce) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
   FetchArgs args{"t", 0, 0};

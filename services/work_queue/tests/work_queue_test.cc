@@ -297,6 +297,23 @@ TEST_F(WorkQueueTest, AfterAStorageFailureNothingChangesUntilRestart) {
   EXPECT_EQ((*leased)[0].payload, "a");
 }
 
+// Lease waits sit on the runtime's scheduler, not on a thread of the queue's: when the queue
+// goes, a waiting Lease is answered at once instead of being stranded.
+TEST_F(WorkQueueTest, DestroyingTheQueueAnswersAWaitingLease) {
+  Create("q");
+  LeaseArgs args{"q", "w1", 1, std::nullopt, absl::Seconds(20)};
+  absl::Notification done;
+  absl::StatusOr<std::vector<Job>> result;
+  queue_->Lease(args, [&](absl::StatusOr<std::vector<Job>> r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  queue_.reset();
+  ASSERT_TRUE(done.HasBeenNotified()) << "the lease wait was stranded";
+  if (result.ok()) EXPECT_TRUE(result->empty());
+}
+
 // A lease long-poll waits on the injected clock's monotonic reading: it ends when max_wait has
 // passed there, not when the wall clock is stepped, and an enqueue ends it sooner.
 TEST_F(WorkQueueTest, ALeaseLongPollEndsWhenItsWaitHasPassedOnTheClock) {
