@@ -70,7 +70,7 @@ absl::StatusOr<CeilingFigures> RunCeiling(const Scenario& s, const Settings& set
       rocksdb::WriteBatch batch;
       const absl::Time append_time = absl::Now();
       for (int i = 0; i < s.batch; ++i) {
-        lb::codec::EncodeRecord(data, append_time, &value);
+        lb::codec::EncodeRecord(data, append_time, /*leader_epoch=*/0, &value);
         (void)batch.Put(handle.get(), lb::keys::RecordKey(partition, next_offset[partition]++),
                         value);
       }

@@ -30,15 +30,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (data[0] % 6) {
     case 0: {
       absl::Time at;
+      int32_t epoch = 0;
       conduit::log_broker::RecordData record;
-      if (!codec::DecodeRecord(in, &at, &record).ok()) break;
+      if (!codec::DecodeRecord(in, &at, &epoch, &record).ok()) break;
       std::string again;
-      codec::EncodeRecord(record, at, &again);
+      codec::EncodeRecord(record, at, epoch, &again);
       absl::Time at2;
+      int32_t epoch2 = 0;
       conduit::log_broker::RecordData record2;
-      FUZZ_CHECK(codec::DecodeRecord(again, &at2, &record2).ok());
-      FUZZ_CHECK(at2 == at && record2.key == record.key && record2.value == record.value &&
-                 record2.event_id == record.event_id &&
+      FUZZ_CHECK(codec::DecodeRecord(again, &at2, &epoch2, &record2).ok());
+      FUZZ_CHECK(at2 == at && epoch2 == epoch && record2.key == record.key &&
+                 record2.value == record.value && record2.event_id == record.event_id &&
                  record2.headers.size() == record.headers.size());
       break;
     }

@@ -103,6 +103,7 @@ void ToProto(const StoredRecord& record, pb::Record* out) {
   if (record.data.event_time) SetTimestamp(*record.data.event_time, out->mutable_event_time());
   SetTimestamp(record.append_time, out->mutable_append_time());
   out->set_event_id(record.data.event_id);
+  out->set_leader_epoch(record.leader_epoch);
 }
 
 void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out) {
@@ -111,7 +112,9 @@ void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out
     auto* info = out->add_partitions();
     info->set_partition(p.partition);
     info->set_log_start_offset(p.meta.log_start_offset);
-    info->set_high_watermark(p.meta.next_offset);
+    info->set_high_watermark(p.high_watermark);
+    info->set_log_end_offset(p.meta.next_offset);
+    info->set_leader_epoch(p.leader_epoch);
     info->set_record_count(p.meta.record_count);
     info->set_bytes(p.meta.bytes);
     if (p.meta.record_count > 0 && p.oldest_append_time != absl::InfinitePast()) {

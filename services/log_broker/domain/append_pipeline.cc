@@ -8,7 +8,7 @@
 namespace conduit::log_broker {
 
 BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) {
-  PartitionState* part = &topic->partitions[partition];
+  Partition* part = &topic->partitions[partition];
   auto [it, inserted] = staged_.try_emplace(part);
   if (inserted) {
     Staged& s = it->second;
@@ -17,7 +17,9 @@ BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) 
     s.next_offset_before = part->next_offset;
     absl::MutexLock lock(&part->mu);
     s.meta = part->meta;
+    s.leader_epoch = part->leader_epoch;
     s.oldest_append_time = part->oldest_append_time;
+    s.append_time = std::max(now_, part->last_append_time);
   }
   return it->second;
 }
@@ -54,11 +56,6 @@ AppendPipeline::~AppendPipeline() {
   if (unsynced) (void)store_->SyncWal();
 }
 
-void AppendPipeline::SetLastAppendTime(absl::Time t) {
-  absl::MutexLock lock(&write_mu_);
-  last_append_time_ = std::max(last_append_time_, t);
-}
-
 absl::Status AppendPipeline::Submit(std::shared_ptr<TopicState> topic,
                                     std::vector<RoutedRecord> records,
                                     std::optional<ProducerStamp> stamp, int64_t bytes,
@@ -87,8 +84,7 @@ void AppendPipeline::RequestSyncEvery(absl::Duration interval) {
 
 absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
   absl::MutexLock write_lock(&write_mu_);
-  // Append time never goes backwards, whatever the wall clock does.
-  BatchContext ctx(std::max(clock_->Now(), last_append_time_));
+  BatchContext ctx(clock_->Now());
   bool sync = false;
   int requests = 0;
   BuildBatch(batch, ctx, &sync, &requests);
@@ -107,7 +103,6 @@ absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
     for (auto& [part, s] : ctx.staged_) part->next_offset = s.next_offset_before;
     return status;
   }
-  last_append_time_ = ctx.now();
   observer_->OnBatchWritten(requests, static_cast<int>(writes.records.size()), sync, latency);
   if (sync) observer_->OnWalSynced(latency);
   {
@@ -153,22 +148,21 @@ void AppendPipeline::Publish(BatchContext& ctx) {
   for (auto& [key, staged] : ctx.producers_) {
     key.first->producers[key.second] = std::move(staged.state);
   }
-  for (auto& [key, entry] : ctx.dedup_) {
-    key.first->dedup[key.second] = entry;
-    key.first->dedup_order.emplace_back(entry.append_time, key.second);
-    key.first->has_dedup_entries.store(true);
-  }
+  // ctx.dedup_ holds one entry per (partition, id), all appended at that partition's one
+  // append time of this batch, so any order keeps each window in append-time order.
+  for (auto& [key, entry] : ctx.dedup_) key.first->dedup.Insert(key.second, entry);
   for (auto& fn : ctx.on_commit_) fn();
   std::vector<std::function<void()>> wake;
   for (auto& [part, s] : ctx.staged_) {
     {
       absl::MutexLock lock(&part->mu);
       part->meta = s.meta;
+      // One replica: what is durable here is the high watermark.
+      part->high_watermark = s.meta.next_offset;
       part->oldest_append_time = s.oldest_append_time;
       if (s.appended) {
-        part->last_append_time = ctx.now();
-        for (auto& [id, fn] : part->waiters) wake.push_back(std::move(fn));
-        part->waiters.clear();
+        part->last_append_time = s.append_time;
+        for (auto& fn : part->TakeWaiters()) wake.push_back(std::move(fn));
       }
     }
     observer_->OnHighWatermark(s.topic->name, s.partition, s.meta.next_offset);

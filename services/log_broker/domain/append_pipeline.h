@@ -57,6 +57,11 @@ class BatchContext {
     int32_t partition = 0;
     PartitionMeta meta;                 // as it will be after this batch
     absl::Time oldest_append_time;      // likewise
+    // This batch's append time in the partition: the batch's clock, but never before the
+    // partition's last append (a partition's append times never go back, whatever the clock
+    // does or whichever broker appended before).
+    absl::Time append_time;
+    int32_t leader_epoch = 0;           // stamped on the records this batch appends
     int64_t next_offset_before = 0;     // to roll back if the write fails
     bool appended = false;
   };
@@ -74,14 +79,14 @@ class BatchContext {
   friend class AppendPipeline;
   absl::Time now_;
   WriteSet writes_;
-  absl::flat_hash_map<PartitionState*, Staged> staged_;
-  absl::flat_hash_map<std::pair<TopicState*, std::string>, DedupEntry> dedup_;
+  absl::flat_hash_map<Partition*, Staged> staged_;
+  absl::flat_hash_map<std::pair<Partition*, std::string>, DedupEntry> dedup_;
   struct StagedProducer {
     TopicState* topic = nullptr;
     int32_t partition = 0;
     ProducerPartitionState state;
   };
-  absl::flat_hash_map<std::pair<PartitionState*, ProducerId>, StagedProducer> producers_;
+  absl::flat_hash_map<std::pair<Partition*, ProducerId>, StagedProducer> producers_;
   std::vector<std::function<void()>> on_commit_;
 };
 
@@ -114,9 +119,6 @@ class AppendPipeline {
   AppendPipeline(LogStore* store, BrokerObserver* observer, runtime::Scope* scope,
                  const ProducerRegistry* producers, PipelineOptions options);
   ~AppendPipeline();  // completes queued requests and stops the interval fsync
-
-  // Seeds the append clock after recovery (append time never goes backwards).
-  void SetLastAppendTime(absl::Time t);
 
   // Queues a request; `done` runs on the writer thread (an answer that needs no write) or the
   // completion thread. RESOURCE_EXHAUSTED (without queuing) when too much is queued or the disk
@@ -181,7 +183,7 @@ class AppendPipeline {
                      bool* answered_from_batch);
   // The entry of `event_id` younger than the dedup window, staged in `ctx` or durable; nullptr
   // when none. Sets *answered_from_batch when the event id was staged in `ctx`.
-  static const DedupEntry* FindRecentDuplicate(BatchContext& ctx, TopicState* topic,
+  static const DedupEntry* FindRecentDuplicate(BatchContext& ctx, Partition* part,
                                                const TopicConfig& config,
                                                const std::string& event_id,
                                                bool* answered_from_batch);
@@ -198,9 +200,8 @@ class AppendPipeline {
   const ProducerRegistry* const producers_;
   const PipelineOptions options_;
 
-  // Held by WriteBatch (uncontended: one writer thread) and by SetLastAppendTime.
+  // Held by WriteBatch (uncontended: one writer thread).
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(sync_mu_);
-  absl::Time last_append_time_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
   // The interval fsync: periodic work on scope_, restarted when its period is lowered.
   runtime::Scope* const scope_;

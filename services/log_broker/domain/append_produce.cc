@@ -1,6 +1,8 @@
 // AppendPipeline::AddProduce: the rules one produce request meets on the writer thread —
 // idempotent-producer sequences, the dedup window, offset assignment and bookkeeping.
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "services/log_broker/domain/append_pipeline.h"
 
@@ -23,17 +25,19 @@ void FillRetriedPositions(const std::vector<RoutedRecord>& records,
 // Assigns the record the partition's next offset and stages it; returns the offset.
 int64_t StageRecord(BatchContext& ctx, TopicState* topic, const RoutedRecord& r) {
   BatchContext::Staged& s = ctx.Stage(topic, r.partition);
-  PartitionState* part = &topic->partitions[r.partition];
+  Partition* part = &topic->partitions[r.partition];
   const int64_t offset = part->next_offset++;
-  if (s.meta.record_count == 0) s.oldest_append_time = ctx.now();
+  if (s.meta.record_count == 0) s.oldest_append_time = s.append_time;
   s.meta.next_offset = part->next_offset;
+  s.meta.leader_epoch = s.leader_epoch;
   s.meta.record_count += 1;
   s.meta.bytes += static_cast<int64_t>(r.data.PayloadBytes());
   if (r.data.event_time) {
     s.meta.max_event_time = std::max(s.meta.max_event_time, *r.data.event_time);
   }
   s.appended = true;
-  ctx.writes().records.push_back(AppendEntry{topic->id, r.partition, offset, ctx.now(), &r.data});
+  ctx.writes().records.push_back(
+      AppendEntry{topic->id, r.partition, offset, s.append_time, s.leader_epoch, &r.data});
   return offset;
 }
 
@@ -107,7 +111,7 @@ absl::StatusOr<absl::flat_hash_map<int32_t, const ProducerBatch*>> AppendPipelin
   absl::flat_hash_map<int32_t, const ProducerBatch*> originals;
   static const ProducerPartitionState kNew;
   for (const auto& [partition, count] : counts) {
-    PartitionState* part = &topic->partitions[partition];
+    Partition* part = &topic->partitions[partition];
     const ProducerPartitionState* state = &kNew;
     if (auto staged = ctx.producers_.find(std::make_pair(part, producer_id));
         staged != ctx.producers_.end()) {
@@ -137,9 +141,10 @@ bool AppendPipeline::AppendRecords(Pending& p, BatchContext& ctx, const TopicCon
   const bool dedup = config.dedup_window > absl::ZeroDuration();
   for (size_t i = 0; i < p.records.size(); ++i) {
     RoutedRecord& r = p.records[i];
+    Partition* part = &topic->partitions[r.partition];
     if (dedup && !r.data.event_id.empty()) {
       if (const DedupEntry* seen =
-              FindRecentDuplicate(ctx, topic, config, r.data.event_id, answered_from_batch)) {
+              FindRecentDuplicate(ctx, part, config, r.data.event_id, answered_from_batch)) {
         RecordPosition pos = seen->position;
         pos.duplicate = true;
         p.outcome.result.positions[i] = pos;
@@ -149,12 +154,14 @@ bool AppendPipeline::AppendRecords(Pending& p, BatchContext& ctx, const TopicCon
       }
     }
     const int64_t offset = StageRecord(ctx, topic, r);
+    const absl::Time append_time = ctx.Stage(topic, r.partition).append_time;
+    p.outcome.result.append_time = std::max(p.outcome.result.append_time, append_time);
     appended = true;
     p.outcome.result.positions[i] = RecordPosition{r.partition, offset};
     if (p.stamp) (*batches)[r.partition].positions.push_back(RecordPosition{r.partition, offset});
     if (dedup && !r.data.event_id.empty()) {
-      DedupEntry entry{RecordPosition{r.partition, offset}, ctx.now()};
-      ctx.dedup_[std::make_pair(topic, r.data.event_id)] = entry;
+      DedupEntry entry{RecordPosition{r.partition, offset}, append_time};
+      ctx.dedup_[std::make_pair(part, r.data.event_id)] = entry;
       ctx.writes_.dedup_puts.push_back(WriteSet::DedupPut{topic->id, r.data.event_id, entry});
     }
   }
@@ -162,16 +169,16 @@ bool AppendPipeline::AppendRecords(Pending& p, BatchContext& ctx, const TopicCon
   return appended;
 }
 
-const DedupEntry* AppendPipeline::FindRecentDuplicate(BatchContext& ctx, TopicState* topic,
+const DedupEntry* AppendPipeline::FindRecentDuplicate(BatchContext& ctx, Partition* part,
                                                       const TopicConfig& config,
                                                       const std::string& event_id,
                                                       bool* answered_from_batch) {
   const DedupEntry* seen = nullptr;
-  if (auto it = ctx.dedup_.find(std::make_pair(topic, event_id)); it != ctx.dedup_.end()) {
+  if (auto it = ctx.dedup_.find(std::make_pair(part, event_id)); it != ctx.dedup_.end()) {
     seen = &it->second;
     *answered_from_batch = true;
-  } else if (auto it2 = topic->dedup.find(event_id); it2 != topic->dedup.end()) {
-    seen = &it2->second;
+  } else {
+    seen = part->dedup.Find(event_id);
   }
   if (seen && seen->append_time > ctx.now() - config.dedup_window) return seen;
   return nullptr;
@@ -187,7 +194,7 @@ void AppendPipeline::StageProducerBatches(const Pending& p, BatchContext& ctx,
     batch.count = counts.at(partition);
     batch.first_offset = batch.positions.front().offset;
     if (IsContiguous(batch, partition)) batch.positions.clear();
-    PartitionState* part = &topic->partitions[partition];
+    Partition* part = &topic->partitions[partition];
     auto [it, inserted] = ctx.producers_.try_emplace(std::make_pair(part, producer_id));
     if (inserted) {
       it->second = BatchContext::StagedProducer{topic, partition, {}};

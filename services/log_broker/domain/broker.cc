@@ -24,7 +24,9 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
       clock_(runtime->clock()),
       observer_(observer),
       options_(options),
-      producers_(store),
+      local_ids_(options.ids ? nullptr : std::make_unique<LocalIdAllocator>()),
+      ids_(options.ids ? options.ids : local_ids_.get()),
+      producers_(store, ids_),
       scope_(runtime, runtime::Pool::kStorage, options.max_queued_reads),
       pipeline_(store, observer, &scope_, &producers_, options.pipeline),
       cleaner_(store, &pipeline_, clock_, observer, options.cleaner) {}
@@ -34,41 +36,38 @@ Broker::~Broker() { scope_.StopEvery(maintenance_); }  // before the members its
 absl::Status Broker::Recover() {
   CONDUIT_RETURN_IF_ERROR(producers_.Recover());
   CONDUIT_ASSIGN_OR_RETURN(std::vector<TopicMeta> topics, store_->LoadTopics());
-  absl::Time latest_append = absl::InfinitePast();
   {
     absl::MutexLock lock(&mu_);
     for (const TopicMeta& meta : topics) {
-      CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> state,
-                               RecoverTopic(meta, &latest_append));
+      CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> state, RecoverTopic(meta));
       if (meta.config.durability == Durability::kInterval) {
         pipeline_.RequestSyncEvery(meta.config.flush_interval);
       }
-      next_topic_id_ = std::max(next_topic_id_, meta.id.value() + 1);
+      ids_->NoteInUse(meta.id);
       topics_.emplace(meta.name, std::move(state));
     }
   }
-  pipeline_.SetLastAppendTime(latest_append);
   if (options_.maintenance_interval > absl::ZeroDuration()) {
     maintenance_ = scope_.Every(options_.maintenance_interval, [this] { RunMaintenance(); });
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta& meta,
-                                                                 absl::Time* latest_append) {
+absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta& meta) {
   auto state = std::make_shared<TopicState>(meta);
   for (int32_t p = 0; p < meta.partitions; ++p) {
     CONDUIT_ASSIGN_OR_RETURN(PartitionRecovery recovered, store_->RecoverPartition(meta.id, p));
-    PartitionState& part = state->partitions[p];
+    Partition& part = state->partitions[p];
     PartitionMeta pm = recovered.meta.value_or(PartitionMeta{});
     pm.next_offset = std::max(pm.next_offset, recovered.end_offset);
     if (!recovered.meta) pm.log_start_offset = recovered.first_offset;
     part.next_offset = pm.next_offset;
     absl::MutexLock plock(&part.mu);
     part.meta = pm;
+    part.high_watermark = pm.next_offset;  // one replica: everything durable here
+    part.leader_epoch = pm.leader_epoch;
     part.oldest_append_time = recovered.first_append_time;
     part.last_append_time = recovered.last_append_time;
-    *latest_append = std::max(*latest_append, recovered.last_append_time);
     observer_->OnHighWatermark(meta.name, p, pm.next_offset);
   }
   CONDUIT_ASSIGN_OR_RETURN(auto producer_states, store_->LoadProducerStates(meta.id));
@@ -80,11 +79,10 @@ absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta
   std::sort(dedup.begin(), dedup.end(), [](const auto& a, const auto& b) {
     return a.entry.append_time < b.entry.append_time;
   });
-  for (auto& d : dedup) {
-    state->dedup_order.emplace_back(d.entry.append_time, d.event_id);
-    state->dedup[std::move(d.event_id)] = d.entry;
+  for (const auto& d : dedup) {
+    const int32_t p = d.entry.position.partition;
+    if (p >= 0 && p < meta.partitions) state->partitions[p].dedup.Insert(d.event_id, d.entry);
   }
-  state->has_dedup_entries.store(!state->dedup.empty());
   return state;
 }
 
@@ -104,14 +102,14 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
     if (topics_.contains(name)) {
       return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
     }
-    meta = TopicMeta{TopicId(next_topic_id_), name, partitions, config, clock_->Now()};
   }
+  CONDUIT_ASSIGN_OR_RETURN(TopicId id, ids_->NextTopicId());
+  meta = TopicMeta{id, name, partitions, config, clock_->Now()};
   CONDUIT_RETURN_IF_ERROR(store_->CreateTopic(meta));
   if (meta.config.durability == Durability::kInterval) {
     pipeline_.RequestSyncEvery(meta.config.flush_interval);
   }
   absl::MutexLock lock(&mu_);
-  ++next_topic_id_;
   topics_.emplace(name, std::make_shared<TopicState>(meta));
   return meta;
 }
@@ -150,15 +148,7 @@ absl::Status Broker::DeleteTopic(const std::string& name) {
   }
   observer_->OnTopicDeleted(name, topic->partition_count);
   // Wake long-polls: their reads now fail NOT_FOUND.
-  for (PartitionState& part : topic->partitions) {
-    std::vector<std::function<void()>> wake;
-    {
-      absl::MutexLock lock(&part.mu);
-      for (auto& [id, fn] : part.waiters) wake.push_back(std::move(fn));
-      part.waiters.clear();
-    }
-    for (auto& fn : wake) fn();
-  }
+  for (Partition& part : topic->partitions) part.WakeWaiters();
   return absl::OkStatus();
 }
 
@@ -182,10 +172,11 @@ absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) 
   if (!topic.ok()) return topic.status();
   TopicDescription out{(*topic)->meta(), {}};
   for (int32_t p = 0; p < out.meta.partitions; ++p) {
-    const PartitionState& part = (*topic)->partitions[p];
+    const Partition& part = (*topic)->partitions[p];
     absl::MutexLock lock(&part.mu);
-    out.partitions.push_back(
-        PartitionDescription{p, part.meta, part.oldest_append_time, part.last_append_time});
+    out.partitions.push_back(PartitionDescription{p, part.meta, part.high_watermark,
+                                                  part.leader_epoch, part.oldest_append_time,
+                                                  part.last_append_time});
   }
   return out;
 }
@@ -194,6 +185,21 @@ absl::Status Broker::RunBlocking(std::function<void()> fn) {
   if (!scope_.Submit(std::move(fn))) {
     return absl::ResourceExhaustedError("storage executor is busy; retry after 10ms");
   }
+  return absl::OkStatus();
+}
+
+absl::Status Broker::SetLeaderEpoch(const std::string& topic_name, int32_t partition,
+                                    int32_t epoch) {
+  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(topic_name));
+  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, partition));
+  Partition& part = topic->partitions[partition];
+  absl::MutexLock lock(&part.mu);
+  if (epoch < part.leader_epoch) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("leader epoch %d of %s/%d is older than its current epoch %d", epoch,
+                        topic_name, partition, part.leader_epoch));
+  }
+  part.leader_epoch = epoch;
   return absl::OkStatus();
 }
 
@@ -242,6 +248,9 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
       partition = *r.partition;
     } else if (r.data.key) {
       partition = hash::PartitionForKey(*r.data.key, meta.partitions);
+    } else if (!r.data.event_id.empty() && meta.config.dedup_window > absl::ZeroDuration()) {
+      // The dedup window is per partition: a retry must land where the first attempt did.
+      partition = hash::PartitionForKey(r.data.event_id, meta.partitions);
     } else {
       if (!sticky) sticky = (*topic)->sticky_cursor.fetch_add(1) % meta.partitions;
       partition = *sticky;

@@ -18,6 +18,7 @@
 #include "common/runtime/runtime.h"
 #include "common/time/clock.h"
 #include "services/log_broker/domain/append_pipeline.h"
+#include "services/log_broker/domain/id_allocator.h"
 #include "services/log_broker/domain/log_cleaner.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_registry.h"
@@ -58,7 +59,10 @@ using FetchCallback = std::function<void(absl::StatusOr<FetchResult>)>;
 
 struct PartitionDescription {
   int32_t partition = 0;
-  PartitionMeta meta;  // log start, high watermark (next_offset), count, bytes, max event time
+  // Log start, log end (next_offset), count, bytes, max event time, epoch of the last append.
+  PartitionMeta meta;
+  int64_t high_watermark = 0;
+  int32_t leader_epoch = 0;  // the epoch new appends get
   absl::Time oldest_append_time = absl::InfinitePast();
   absl::Time newest_append_time = absl::InfinitePast();
 };
@@ -83,7 +87,7 @@ class PendingFetch {
 
   Broker* broker_ = nullptr;
   std::shared_ptr<TopicState> topic_;  // keeps part_ alive
-  PartitionState* part_ = nullptr;
+  Partition* part_ = nullptr;
   uint64_t waiter_id_ = 0;
   std::atomic<runtime::Scope::TimerId> timer_{0};
   std::function<void()> read_;
@@ -99,6 +103,9 @@ struct BrokerOptions {
   // Period of the background retention / compaction / dedup-expiry pass. Zero: none; call
   // RunMaintenance() (tests, with a FakeClock).
   absl::Duration maintenance_interval = absl::Seconds(5);
+  // Where topic and producer ids come from (must outlive the broker); null: a LocalIdAllocator
+  // the broker owns (single node).
+  IdAllocator* ids = nullptr;
 };
 
 // The log broker's rules: topics, record placement, offset assignment (through the
@@ -141,6 +148,13 @@ class Broker {
   absl::Status Produce(const std::string& topic, std::vector<ProduceRecordArgs> records,
                        std::optional<ProducerArgs> producer, ProduceCallback done);
 
+  // The cluster's metadata made this broker the leader of topic/partition at `epoch`: appends
+  // from now on are stamped with it. FAILED_PRECONDITION when `epoch` is below the partition's
+  // current one (epochs never go back); NOT_FOUND for an unknown partition. The epoch is
+  // durable with the next append (a restart before one recovers the previous epoch; the
+  // cluster's metadata then names the current one again).
+  absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
+
   // A producer id and epoch for idempotent produce. Blocking (a synced write).
   absl::StatusOr<ProducerInfo> InitProducer(const std::string& name);
 
@@ -166,10 +180,9 @@ class Broker {
  private:
   friend class PendingFetch;
 
-  // One topic's state from the store: each partition's offsets and append times, its producer
-  // states and dedup window. Raises `*latest_append` to the newest append time seen.
-  absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopic(const TopicMeta& meta,
-                                                           absl::Time* latest_append);
+  // One topic's state from the store: each partition's offsets, epoch and append times, its
+  // producer states and dedup window.
+  absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopic(const TopicMeta& meta);
   absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
   absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
   static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
@@ -184,11 +197,12 @@ class Broker {
   absl::Mutex admin_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes CreateTopic / DeleteTopic
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TopicState>> topics_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_topic_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::atomic<uint64_t> next_waiter_id_{1};
 
   std::vector<std::shared_ptr<TopicState>> TopicsSnapshot() const;
 
+  std::unique_ptr<LocalIdAllocator> local_ids_;  // when options.ids is null
+  IdAllocator* const ids_;
   ProducerRegistry producers_;
   // Destroyed in reverse order, after the destructor has stopped the maintenance pass: the
   // pipeline (completing appends and waking waiters), then the scope (running pending

@@ -47,11 +47,11 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, args.partition));
   CONDUIT_RETURN_IF_ERROR(CheckFetchLimits(args));
 
-  PartitionState& part = topic->partitions[args.partition];
+  Partition& part = topic->partitions[args.partition];
   int64_t hw, start;
   {
     absl::MutexLock lock(&part.mu);
-    hw = part.meta.next_offset;
+    hw = part.high_watermark;
     start = part.meta.log_start_offset;
   }
   if (args.offset < start || args.offset > hw) return OutOfRange(args, start, hw);
@@ -75,7 +75,7 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   {
     absl::MutexLock lock(&part.mu);
     // An append landed since we looked, or DeleteTopic already woke this partition's waiters.
-    if (part.meta.next_offset > args.offset || topic->deleted.load()) {
+    if (part.high_watermark > args.offset || topic->deleted.load()) {
       read_now = true;
     } else if (!wait->fired_.load()) {
       part.waiters.emplace(wait->waiter_id_, [wait] { wait->Fire(); });
@@ -102,11 +102,11 @@ void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchC
       done(absl::NotFoundError(absl::StrCat("topic '", args.topic, "' was deleted")));
       return;
     }
-    PartitionState& part = topic->partitions[args.partition];
+    Partition& part = topic->partitions[args.partition];
     FetchResult result;
     {
       absl::MutexLock lock(&part.mu);
-      result.high_watermark = part.meta.next_offset;
+      result.high_watermark = part.high_watermark;
       result.log_start_offset = part.meta.log_start_offset;
     }
     if (args.offset < result.log_start_offset) {
@@ -125,7 +125,7 @@ void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchC
       // compaction left only a gap up to the high watermark (then skip it).
       absl::MutexLock lock(&part.mu);
       if (args.offset < part.meta.log_start_offset) {
-        done(OutOfRange(args, part.meta.log_start_offset, part.meta.next_offset));
+        done(OutOfRange(args, part.meta.log_start_offset, part.high_watermark));
         return;
       }
     }
@@ -156,12 +156,12 @@ absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
   }
   std::vector<RecordPosition> out;
   for (int32_t p : wanted) {
-    const PartitionState& part = (*topic)->partitions[p];
+    const Partition& part = (*topic)->partitions[p];
     int64_t start, hw;
     {
       absl::MutexLock lock(&part.mu);
       start = part.meta.log_start_offset;
-      hw = part.meta.next_offset;
+      hw = part.high_watermark;
     }
     int64_t offset = query == OffsetQuery::kEarliest ? start : hw;
     if (query == OffsetQuery::kTimestamp) {

@@ -6,7 +6,8 @@
 
 namespace conduit::log_broker {
 
-// A topic's id: assigned once, never reused; names its column family and its keys. Apart from
+// A topic's id (from an IdAllocator): never held by two live topics at once; names its column
+// family and its keys. Apart from
 // producer ids and offsets, which are integers too.
 struct TopicIdTag {};
 using TopicId = ids::StrongId<TopicIdTag, uint64_t>;

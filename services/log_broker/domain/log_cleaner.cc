@@ -44,7 +44,7 @@ Removable FindRemovable(const std::vector<StoredRecord>& chunk,
 
 }  // namespace
 
-LogCleaner::Snapshot LogCleaner::Snap(const PartitionState& part) {
+LogCleaner::Snapshot LogCleaner::Snap(const Partition& part) {
   absl::MutexLock lock(&part.mu);
   return Snapshot{part.meta.log_start_offset, part.meta.next_offset, part.meta.bytes};
 }
@@ -286,33 +286,21 @@ bool LogCleaner::SweepChunk(CompactionJob& job, const std::shared_ptr<TopicState
 
 void LogCleaner::ExpireDedup(const std::shared_ptr<TopicState>& topic, const TopicConfig& config,
                              absl::Time now) {
-  if (!topic->has_dedup_entries.load()) return;
   const absl::Time cutoff = now - config.dedup_window;
   const int32_t limit = options_.max_dedup_expiries_per_pass;
-  (void)RunMaintenance(topic, [topic, cutoff, limit](BatchContext& ctx) {
-    // Writer thread: the dedup map and order are ours to read here.
-    int32_t expired = 0;
-    std::vector<std::pair<std::string, absl::Time>> doomed;
-    for (const auto& [time, id] : topic->dedup_order) {
-      if (time > cutoff || expired >= limit) break;
-      ++expired;
-      auto it = topic->dedup.find(id);
-      if (it != topic->dedup.end() && it->second.append_time == time) {
-        doomed.emplace_back(id, time);
-        ctx.writes().dedup_deletes.push_back(WriteSet::DedupDelete{topic->id, id});
+  for (int32_t p = 0; p < topic->partition_count; ++p) {
+    if (!topic->partitions[p].dedup.maybe_has_entries()) continue;
+    (void)RunMaintenance(topic, [topic, p, cutoff, limit](BatchContext& ctx) {
+      // Writer thread: the partition's dedup window is ours to read here.
+      DedupWindow& window = topic->partitions[p].dedup;
+      DedupWindow::Expiry plan = window.PlanExpiry(cutoff, limit);
+      if (plan.popped == 0) return;
+      for (const auto& [id, time] : plan.current) {
+        ctx.writes().dedup_deletes.push_back(WriteSet::DedupDelete{topic->id, p, id});
       }
-    }
-    if (expired == 0) return;
-    ctx.OnCommit([topic, expired, doomed = std::move(doomed)] {
-      for (const auto& [id, time] : doomed) {
-        // Not if the same id was appended again in this batch (a fresh entry).
-        auto it = topic->dedup.find(id);
-        if (it != topic->dedup.end() && it->second.append_time == time) topic->dedup.erase(it);
-      }
-      topic->dedup_order.erase(topic->dedup_order.begin(), topic->dedup_order.begin() + expired);
-      if (topic->dedup_order.empty()) topic->has_dedup_entries.store(false);
+      ctx.OnCommit([topic, p, plan = std::move(plan)] { topic->partitions[p].dedup.Expire(plan); });
     });
-  });
+  }
 }
 
 }  // namespace conduit::log_broker

@@ -24,7 +24,7 @@ struct CleanerOptions {
   int32_t max_deletes_per_write = 10'000;
   // Keys one compaction round may map; a longer dirty section is compacted in several rounds.
   size_t max_compaction_keys = 1'000'000;
-  // Dedup entries one pass may expire per topic.
+  // Dedup entries one pass may expire per partition.
   int32_t max_dedup_expiries_per_pass = 100'000;
 };
 
@@ -69,7 +69,7 @@ class LogCleaner {
     int64_t end;  // high watermark
     int64_t bytes;
   };
-  static Snapshot Snap(const PartitionState& part);
+  static Snapshot Snap(const Partition& part);
 
   // What one retention pass removes: the records before new_start.
   struct RetentionCut {

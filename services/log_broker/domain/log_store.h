@@ -19,10 +19,11 @@ namespace conduit::log_broker {
 // partition's records, so it always agrees with them.
 struct PartitionMeta {
   int64_t log_start_offset = 0;
-  int64_t next_offset = 0;  // the high watermark
+  int64_t next_offset = 0;  // the log end offset: one past the last record written
   int64_t record_count = 0;
   int64_t bytes = 0;  // payload bytes
   absl::Time max_event_time = absl::InfinitePast();
+  int32_t leader_epoch = 0;  // the epoch of the latest append
   friend bool operator==(const PartitionMeta&, const PartitionMeta&) = default;
 };
 
@@ -32,6 +33,7 @@ struct AppendEntry {
   int32_t partition = 0;
   int64_t offset = 0;
   absl::Time append_time;
+  int32_t leader_epoch = 0;
   const RecordData* data = nullptr;  // not owned; valid for the duration of Write
 };
 
@@ -55,13 +57,14 @@ struct WriteSet {
     ProducerId producer_id;
     ProducerPartitionState state;
   };
-  struct DedupPut {
+  struct DedupPut {  // in partition entry.position.partition
     TopicId topic_id;
     std::string event_id;
     DedupEntry entry;
   };
   struct DedupDelete {
     TopicId topic_id;
+    int32_t partition;
     std::string event_id;
   };
   struct RangeDelete {  // records with offsets in [from, to)

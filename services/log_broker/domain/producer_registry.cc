@@ -1,7 +1,5 @@
 #include "services/log_broker/domain/producer_registry.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 
@@ -14,7 +12,7 @@ absl::Status ProducerRegistry::Recover() {
   for (const ProducerInfo& p : *producers) {
     by_id_[p.id] = p;
     if (!p.name.empty()) by_name_[p.name] = p.id;
-    next_id_ = std::max(next_id_, p.id.value() + 1);
+    ids_->NoteInUse(p.id);
   }
   return absl::OkStatus();
 }
@@ -36,16 +34,17 @@ absl::StatusOr<ProducerInfo> ProducerRegistry::Init(const std::string& name) {
             absl::StrCat("producer '", name, "' has used every epoch; use a new producer_name"));
       }
       ++info.epoch;
-    } else {
-      info = ProducerInfo{ProducerId(next_id_), 0, name};
     }
+  }
+  if (info.id.value() == 0) {  // not a known name: a new producer
+    CONDUIT_ASSIGN_OR_RETURN(ProducerId id, ids_->NextProducerId());
+    info = ProducerInfo{id, 0, name};
   }
   // Durable before anyone can use it: a fenced instance stays fenced after a restart.
   CONDUIT_RETURN_IF_ERROR(store_->SaveProducer(info));
   absl::MutexLock lock(&mu_);
   by_id_[info.id] = info;
   if (!name.empty()) by_name_[name] = info.id;
-  next_id_ = std::max(next_id_, info.id.value() + 1);
   return info;
 }
 

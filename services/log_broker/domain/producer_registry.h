@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "services/log_broker/domain/id_allocator.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_state.h"
 #include "services/log_broker/domain/ids.h"
@@ -18,7 +19,8 @@ namespace conduit::log_broker {
 // producer is current (older epochs are fenced). Durable through the LogStore. Thread-safe.
 class ProducerRegistry {
  public:
-  explicit ProducerRegistry(LogStore* store) : store_(store) {}
+  // New producers' ids come from `ids`. Both must outlive the registry.
+  ProducerRegistry(LogStore* store, IdAllocator* ids) : store_(store), ids_(ids) {}
 
   absl::Status Recover();
 
@@ -31,11 +33,11 @@ class ProducerRegistry {
 
  private:
   LogStore* const store_;
+  IdAllocator* const ids_;
   absl::Mutex init_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Init at a time: ids never collide
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ProducerId, ProducerInfo> by_id_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ProducerId> by_name_ ABSL_GUARDED_BY(mu_);
-  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace conduit::log_broker

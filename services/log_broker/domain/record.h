@@ -29,11 +29,13 @@ struct RecordData {
   friend bool operator==(const RecordData&, const RecordData&) = default;
 };
 
-// A record as stored: its position and the broker's append time.
+// A record as stored: its position, the broker's append time and the leader epoch under which
+// it was appended.
 struct StoredRecord {
   int32_t partition = 0;
   int64_t offset = 0;
   absl::Time append_time;
+  int32_t leader_epoch = 0;
   RecordData data;
 };
 

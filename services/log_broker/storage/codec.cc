@@ -6,7 +6,8 @@
 namespace conduit::log_broker::codec {
 namespace {
 
-constexpr uint8_t kRecordVersion = 1;
+constexpr uint8_t kRecordVersion = 2;         // 1 is still read (leader epoch 0)
+constexpr uint8_t kPartitionMetaVersion = 2;  // 1 is still read (leader epoch 0)
 constexpr uint8_t kTopicMetaVersion = 2;
 constexpr uint8_t kHasKey = 1, kHasValue = 2, kHasEventTime = 4;
 
@@ -16,13 +17,15 @@ absl::Status Corrupt(std::string_view what) {
 
 }  // namespace
 
-void EncodeRecord(const RecordData& data, absl::Time append_time, std::string* out) {
+void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader_epoch,
+                  std::string* out) {
   out->clear();
   uint8_t flags = (data.key ? kHasKey : 0) | (data.value ? kHasValue : 0) |
                   (data.event_time ? kHasEventTime : 0);
   out->push_back(static_cast<char>(kRecordVersion));
   out->push_back(static_cast<char>(flags));
   coding::PutBigEndian64(out, static_cast<uint64_t>(absl::ToUnixMicros(append_time)));
+  coding::PutBigEndian32(out, static_cast<uint32_t>(leader_epoch));
   if (data.event_time) {
     coding::PutBigEndian64(out, static_cast<uint64_t>(absl::ToUnixMicros(*data.event_time)));
   }
@@ -36,14 +39,22 @@ void EncodeRecord(const RecordData& data, absl::Time append_time, std::string* o
   }
 }
 
-absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, RecordData* data) {
+absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
+                          RecordData* data) {
   uint8_t version = 0, flags = 0;
   uint64_t micros = 0;
-  if (!coding::GetByte(&in, &version) || version != kRecordVersion ||
+  if (!coding::GetByte(&in, &version) || (version != 1 && version != kRecordVersion) ||
       !coding::GetByte(&in, &flags) || !coding::GetFixed64(&in, &micros)) {
     return Corrupt("record header");
   }
   *append_time = absl::FromUnixMicros(static_cast<int64_t>(micros));
+  *leader_epoch = 0;
+  if (version >= 2) {
+    if (in.size() < 4) return Corrupt("record leader epoch");
+    *leader_epoch = static_cast<int32_t>(coding::ReadBigEndian32(in.data()));
+    in.remove_prefix(4);
+    if (*leader_epoch < 0) return Corrupt("record leader epoch");
+  }
   if (flags & kHasEventTime) {
     if (!coding::GetFixed64(&in, &micros)) return Corrupt("record event time");
     data->event_time = absl::FromUnixMicros(static_cast<int64_t>(micros));
@@ -162,20 +173,23 @@ bool CheckVersion(std::string_view* in) {
 }  // namespace
 
 std::string EncodePartitionMeta(const PartitionMeta& meta) {
-  std::string out(1, '\x01');
+  std::string out(1, static_cast<char>(kPartitionMetaVersion));
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.log_start_offset));
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.next_offset));
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.record_count));
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.bytes));
   PutTime(&out, meta.max_event_time);
+  coding::PutVarint64(&out, static_cast<uint64_t>(meta.leader_epoch));
   return out;
 }
 
 absl::StatusOr<PartitionMeta> DecodePartitionMeta(std::string_view in) {
   PartitionMeta meta;
-  if (!CheckVersion(&in) || !GetInt64(&in, &meta.log_start_offset) ||
-      !GetInt64(&in, &meta.next_offset) || !GetInt64(&in, &meta.record_count) ||
-      !GetInt64(&in, &meta.bytes) || !GetTime(&in, &meta.max_event_time)) {
+  uint8_t version = 0;
+  if (!coding::GetByte(&in, &version) || (version != 1 && version != kPartitionMetaVersion) ||
+      !GetInt64(&in, &meta.log_start_offset) || !GetInt64(&in, &meta.next_offset) ||
+      !GetInt64(&in, &meta.record_count) || !GetInt64(&in, &meta.bytes) ||
+      !GetTime(&in, &meta.max_event_time) || (version >= 2 && !GetInt32(&in, &meta.leader_epoch))) {
     return Corrupt("partition metadata");
   }
   return meta;

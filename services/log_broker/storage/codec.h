@@ -10,13 +10,15 @@
 
 namespace conduit::log_broker::codec {
 
-// Record value, format version 1:
-//   u8 version=1 | u8 flags (1 key, 2 value, 4 event time) | BE64 append time (µs since epoch)
-//   | [BE64 event time µs] | [varint len + key] | [varint len + value]
+// Record value, format version 2 (version 1 has no leader epoch; read as epoch 0):
+//   u8 version=2 | u8 flags (1 key, 2 value, 4 event time) | BE64 append time (µs since epoch)
+//   | BE32 leader epoch | [BE64 event time µs] | [varint len + key] | [varint len + value]
 //   | varint len + event id | varint header count | (varint len + key, varint len + value)*
-void EncodeRecord(const RecordData& data, absl::Time append_time, std::string* out);
+void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader_epoch,
+                  std::string* out);
 // DATA_LOSS when the bytes are not a valid record.
-absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, RecordData* data);
+absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
+                          RecordData* data);
 
 // Topic metadata, format version 2 (version 1 stops after `created`):
 //   u8 version=2 | BE64 id | varint len + name | varint partitions | u8 durability
@@ -26,8 +28,9 @@ absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, RecordDa
 std::string EncodeTopicMeta(const TopicMeta& meta);
 absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in);
 
-// Partition bookkeeping v1: u8 1 | varint log start | varint next offset | varint record count
-//   | varint bytes | BE64 max event time µs (INT64_MIN: none)
+// Partition bookkeeping v2: u8 2 | varint log start | varint next offset | varint record count
+//   | varint bytes | BE64 max event time µs (INT64_MIN: none) | varint leader epoch of the last
+//   append (v1 stops before it: epoch 0)
 std::string EncodePartitionMeta(const PartitionMeta& meta);
 absl::StatusOr<PartitionMeta> DecodePartitionMeta(std::string_view in);
 

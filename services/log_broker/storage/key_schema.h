@@ -27,13 +27,18 @@ inline constexpr std::string_view kTopicColumnFamilyPrefix = "topic.";
 inline constexpr char kTopicMetaPrefix = 'T';      // 'T' + BE64(topic id) → TopicMeta
 inline constexpr char kPartitionMetaPrefix = 'P';  // 'P' + BE64(topic id) + BE32(partition) → PartitionMeta
 inline constexpr char kProducerStatePrefix = 'S';  // 'S' + BE64(topic) + BE32(partition) + BE64(producer) → ProducerPartitionState
-inline constexpr char kDedupPrefix = 'E';          // 'E' + BE64(topic id) + event id → DedupEntry
+// 'D' + BE64(topic id) + BE32(partition) + event id → DedupEntry
+inline constexpr char kDedupPrefix = 'D';
+// Before dedup windows were per partition: 'E' + BE64(topic id) + event id → DedupEntry. Read
+// and rewritten under kDedupPrefix by LoadDedupEntries; never written.
+inline constexpr char kLegacyDedupPrefix = 'E';
 inline constexpr char kProducerPrefix = 'R';       // 'R' + BE64(producer id) → ProducerInfo
-inline constexpr std::array<char, 5> kMetaPrefixes = {
-    kTopicMetaPrefix, kPartitionMetaPrefix, kProducerStatePrefix, kDedupPrefix, kProducerPrefix};
+inline constexpr std::array<char, 6> kMetaPrefixes = {kTopicMetaPrefix,   kPartitionMetaPrefix,
+                                                      kProducerStatePrefix, kDedupPrefix,
+                                                      kLegacyDedupPrefix, kProducerPrefix};
 // Prefixes whose keys continue with BE64(topic id): a topic's bookkeeping is one range each.
-inline constexpr std::array<char, 3> kTopicScopedPrefixes = {kPartitionMetaPrefix,
-                                                             kProducerStatePrefix, kDedupPrefix};
+inline constexpr std::array<char, 4> kTopicScopedPrefixes = {
+    kPartitionMetaPrefix, kProducerStatePrefix, kDedupPrefix, kLegacyDedupPrefix};
 
 constexpr bool AllDistinct(const auto& prefixes) {
   for (size_t i = 0; i < prefixes.size(); ++i)
@@ -97,16 +102,23 @@ inline std::optional<ProducerStateKeyParts> ParseProducerStateKey(std::string_vi
                                ProducerId(static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 13)))};
 }
 
-inline std::string DedupKey(TopicId topic_id, std::string_view event_id) {
+inline std::string DedupKey(TopicId topic_id, int32_t partition, std::string_view event_id) {
   std::string key = TopicScopeKey(kDedupPrefix, topic_id);
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
   key.append(event_id);
   return key;
 }
-inline constexpr size_t kDedupKeyPrefixSize = 1 + 8;
-// The event id of a DedupKey, or nullopt for a key of another shape.
+inline constexpr size_t kDedupKeyPrefixSize = 1 + 8 + 4;
+inline constexpr size_t kLegacyDedupKeyPrefixSize = 1 + 8;
+// The event id of a DedupKey (or of a legacy one), or nullopt for a key of another shape.
 inline std::optional<std::string_view> EventIdOfDedupKey(std::string_view key) {
-  if (key.size() < kDedupKeyPrefixSize || key[0] != kDedupPrefix) return std::nullopt;
-  return key.substr(kDedupKeyPrefixSize);
+  if (key.size() >= kDedupKeyPrefixSize && key[0] == kDedupPrefix) {
+    return key.substr(kDedupKeyPrefixSize);
+  }
+  if (key.size() >= kLegacyDedupKeyPrefixSize && key[0] == kLegacyDedupPrefix) {
+    return key.substr(kLegacyDedupKeyPrefixSize);
+  }
+  return std::nullopt;
 }
 
 inline std::string ProducerKey(ProducerId producer_id) {

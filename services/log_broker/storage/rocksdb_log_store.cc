@@ -32,11 +32,12 @@ void AddMetaWrites(const WriteSet& writes, rocksdb::ColumnFamilyHandle* meta,
   }
   // Deletes before puts: an id expired and re-appended in the same batch keeps its new entry.
   for (const auto& d : writes.dedup_deletes) {
-    KeepFirstError(s, batch->Delete(meta, keys::DedupKey(d.topic_id, d.event_id)));
+    KeepFirstError(s, batch->Delete(meta, keys::DedupKey(d.topic_id, d.partition, d.event_id)));
   }
   for (const auto& d : writes.dedup_puts) {
-    KeepFirstError(s, batch->Put(meta, keys::DedupKey(d.topic_id, d.event_id),
-                                 codec::EncodeDedupEntry(d.entry)));
+    KeepFirstError(
+        s, batch->Put(meta, keys::DedupKey(d.topic_id, d.entry.position.partition, d.event_id),
+                      codec::EncodeDedupEntry(d.entry)));
   }
 }
 
@@ -131,17 +132,18 @@ absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(TopicId topi
   options.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, handle->get()));
   RecordData ignored;
+  int32_t epoch = 0;
   it->SeekToLast();
   if (it->Valid()) {
     out.end_offset = keys::OffsetOfRecordKey(it->key().ToStringView()) + 1;
     CONDUIT_RETURN_IF_ERROR(
-        codec::DecodeRecord(it->value().ToStringView(), &out.last_append_time, &ignored));
+        codec::DecodeRecord(it->value().ToStringView(), &out.last_append_time, &epoch, &ignored));
     it->SeekToFirst();
     if (it->Valid()) {
       out.first_offset = keys::OffsetOfRecordKey(it->key().ToStringView());
       ignored = RecordData();
-      CONDUIT_RETURN_IF_ERROR(
-          codec::DecodeRecord(it->value().ToStringView(), &out.first_append_time, &ignored));
+      CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(it->value().ToStringView(),
+                                                  &out.first_append_time, &epoch, &ignored));
     }
   }
   if (!it->status().ok()) return ToStatus(it->status(), "recover partition");
@@ -169,17 +171,31 @@ absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> RocksDbLogStore::LoadProdu
 absl::StatusOr<std::vector<WriteSet::DedupPut>> RocksDbLogStore::LoadDedupEntries(
     TopicId topic_id) {
   std::vector<WriteSet::DedupPut> out;
-  absl::Status s =
-      ScanMeta(keys::TopicScopeKey(keys::kDedupPrefix, topic_id),
-               [&](std::string_view key, std::string_view value) {
-                 const auto event_id = keys::EventIdOfDedupKey(key);
-                 if (!event_id) return absl::DataLossError("bad dedup key");
-                 auto entry = codec::DecodeDedupEntry(value);
-                 if (!entry.ok()) return entry.status();
-                 out.push_back(WriteSet::DedupPut{topic_id, std::string(*event_id), *entry});
-                 return absl::OkStatus();
-               });
-  if (!s.ok()) return s;
+  rocksdb::WriteBatch migrate;  // legacy (topic-keyed) entries, rewritten per partition
+  for (char prefix : {keys::kDedupPrefix, keys::kLegacyDedupPrefix}) {
+    CONDUIT_RETURN_IF_ERROR(ScanMeta(
+        keys::TopicScopeKey(prefix, topic_id),
+        [&](std::string_view key, std::string_view value) -> absl::Status {
+          const auto event_id = keys::EventIdOfDedupKey(key);
+          if (!event_id) return absl::DataLossError("bad dedup key");
+          auto entry = codec::DecodeDedupEntry(value);
+          if (!entry.ok()) return entry.status();
+          out.push_back(WriteSet::DedupPut{topic_id, std::string(*event_id), *entry});
+          if (prefix == keys::kLegacyDedupPrefix) {
+            const auto put = migrate.Put(
+                meta_.get(), keys::DedupKey(topic_id, entry->position.partition, *event_id), value);
+            const auto del = migrate.Delete(meta_.get(), key);
+            if (!put.ok() || !del.ok()) return ToStatus(put.ok() ? del : put, "dedup");
+          }
+          return absl::OkStatus();
+        }));
+  }
+  if (migrate.Count() > 0) {
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    rocksdb::Status s = db_.db()->Write(sync, &migrate);
+    if (!s.ok()) return ToStatus(s, "rewrite legacy dedup entries");
+  }
   return out;
 }
 
@@ -292,7 +308,7 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
   for (const AppendEntry& e : writes.records) {
     auto cf = topic_cf(e.topic_id);
     if (!cf.ok()) return cf.status();
-    codec::EncodeRecord(*e.data, e.append_time, &value);
+    codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value);
     check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), value));
   }
   AddMetaWrites(writes, meta_.get(), &batch, &s);
@@ -347,8 +363,8 @@ absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id
     StoredRecord record;
     record.partition = partition;
     record.offset = keys::OffsetOfRecordKey(it->key().ToStringView());
-    CONDUIT_RETURN_IF_ERROR(
-        codec::DecodeRecord(it->value().ToStringView(), &record.append_time, &record.data));
+    CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(it->value().ToStringView(), &record.append_time,
+                                                &record.leader_epoch, &record.data));
     const int64_t size = static_cast<int64_t>(record.data.PayloadBytes());
     if (!out.empty() && bytes + size > max_bytes) break;
     bytes += size;

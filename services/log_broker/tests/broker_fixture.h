@@ -92,7 +92,7 @@ class LifecycleTest : public BrokerTest {
     std::vector<StoredRecord> out;
     auto described = broker_->DescribeTopic(topic);
     int64_t offset = described->partitions[partition].meta.log_start_offset;
-    const int64_t hw = described->partitions[partition].meta.next_offset;
+    const int64_t hw = described->partitions[partition].high_watermark;
     while (offset < hw) {
       auto fetched = Fetch({topic, partition, offset});
       EXPECT_TRUE(fetched.ok()) << fetched.status();

@@ -16,17 +16,19 @@ TEST(Codec, RecordRoundTripKeepsAbsentVersusEmpty) {
   data.event_id = "evt-1";
   std::string bytes;
   const absl::Time append = absl::FromUnixMicros(1'700'000'001'000'000);
-  codec::EncodeRecord(data, append, &bytes);
+  codec::EncodeRecord(data, append, /*leader_epoch=*/7, &bytes);
   RecordData back;
   absl::Time append_back;
-  ASSERT_TRUE(codec::DecodeRecord(bytes, &append_back, &back).ok());
+  int32_t epoch = 0;
+  ASSERT_TRUE(codec::DecodeRecord(bytes, &append_back, &epoch, &back).ok());
   EXPECT_EQ(back, data);
   EXPECT_EQ(append_back, append);
+  EXPECT_EQ(epoch, 7);
 
   RecordData bare;  // no key, no value, no event time
-  codec::EncodeRecord(bare, append, &bytes);
+  codec::EncodeRecord(bare, append, 0, &bytes);
   RecordData bare_back;
-  ASSERT_TRUE(codec::DecodeRecord(bytes, &append_back, &bare_back).ok());
+  ASSERT_TRUE(codec::DecodeRecord(bytes, &append_back, &epoch, &bare_back).ok());
   EXPECT_FALSE(bare_back.key.has_value());
   EXPECT_FALSE(bare_back.value.has_value());
   EXPECT_FALSE(bare_back.event_time.has_value());
@@ -36,14 +38,43 @@ TEST(Codec, TruncatedRecordIsDataLoss) {
   RecordData data;
   data.value = std::string(50, 'x');
   std::string bytes;
-  codec::EncodeRecord(data, absl::UnixEpoch(), &bytes);
+  codec::EncodeRecord(data, absl::UnixEpoch(), 3, &bytes);
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
     RecordData out;
     absl::Time t;
-    EXPECT_EQ(codec::DecodeRecord(std::string_view(bytes).substr(0, cut), &t, &out).code(),
+    int32_t epoch = 0;
+    EXPECT_EQ(codec::DecodeRecord(std::string_view(bytes).substr(0, cut), &t, &epoch, &out).code(),
               absl::StatusCode::kDataLoss)
         << cut;
   }
+}
+
+// Data directories written before records carried a leader epoch still read: as epoch 0.
+TEST(Codec, RecordVersion1ReadsAsEpochZero) {
+  // v1: version, flags (value), BE64 append time µs, len + value, len + event id, 0 headers.
+  const std::string v1("\x01\x02\x00\x00\x00\x00\x00\x00\x00\x05\x02hi\x00\x00", 15);
+  RecordData data;
+  absl::Time at;
+  int32_t epoch = -1;
+  ASSERT_TRUE(codec::DecodeRecord(v1, &at, &epoch, &data).ok());
+  EXPECT_EQ(epoch, 0);
+  EXPECT_EQ(at, absl::FromUnixMicros(5));
+  EXPECT_EQ(data.value, "hi");
+}
+
+TEST(Codec, PartitionMetaKeepsLeaderEpochAndReadsVersion1) {
+  PartitionMeta meta{
+      .log_start_offset = 2, .next_offset = 9, .record_count = 7, .bytes = 70, .leader_epoch = 4};
+  auto back = codec::DecodePartitionMeta(codec::EncodePartitionMeta(meta));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, meta);
+  std::string v1 = codec::EncodePartitionMeta(PartitionMeta{.next_offset = 9});
+  v1[0] = '\x01';
+  v1.pop_back();  // v1 ends after the max event time
+  auto old = codec::DecodePartitionMeta(v1);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->next_offset, 9);
+  EXPECT_EQ(old->leader_epoch, 0);
 }
 
 TEST(Codec, TopicMetaRoundTrip) {
@@ -95,7 +126,7 @@ TEST(KeySchema, MetaKeysParseWhatTheyBuildAndRefuseOtherShapes) {
   EXPECT_EQ(parts->partition, 3);
   EXPECT_EQ(parts->producer_id, ProducerId(-9));
   EXPECT_FALSE(keys::ParseProducerStateKey(keys::ProducerKey(ProducerId(1))).has_value());
-  EXPECT_EQ(keys::EventIdOfDedupKey(keys::DedupKey(TopicId(5), "evt-1")), "evt-1");
+  EXPECT_EQ(keys::EventIdOfDedupKey(keys::DedupKey(TopicId(5), 2, "evt-1")), "evt-1");
   EXPECT_EQ(keys::EventIdOfDedupKey(keys::ProducerKey(ProducerId(1))), std::nullopt);
   EXPECT_EQ(keys::ProducerIdOfKey(keys::ProducerKey(ProducerId(77))), ProducerId(77));
   EXPECT_EQ(keys::ProducerIdOfKey(keys::TopicMetaKey(TopicId(77))), std::nullopt);

@@ -51,7 +51,7 @@ class FakeLogStore final : public LogStore {
     absl::MutexLock lock(&mu_);
     std::vector<WriteSet::DedupPut> out;
     for (const auto& [key, entry] : dedup_) {
-      if (key.first == topic_id) out.push_back({topic_id, key.second, entry});
+      if (std::get<0>(key) == topic_id) out.push_back({topic_id, std::get<2>(key), entry});
     }
     return out;
   }
@@ -67,7 +67,7 @@ class FakeLogStore final : public LogStore {
     records_.erase(records_.lower_bound({topic.id, 0, 0}), records_.lower_bound({TopicId(topic.id.value() + 1), 0, 0}));
     std::erase_if(partitions_, [&](const auto& kv) { return kv.first.first == topic.id; });
     std::erase_if(producer_states_, [&](const auto& kv) { return std::get<0>(kv.first) == topic.id; });
-    std::erase_if(dedup_, [&](const auto& kv) { return kv.first.first == topic.id; });
+    std::erase_if(dedup_, [&](const auto& kv) { return std::get<0>(kv.first) == topic.id; });
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<ProducerInfo>> LoadProducers() override {
@@ -103,14 +103,16 @@ class FakeLogStore final : public LogStore {
     for (const auto& d : w.record_deletes) records_.erase({d.topic_id, d.partition, d.offset});
     for (const auto& e : w.records) {
       records_[{e.topic_id, e.partition, e.offset}] =
-          StoredRecord{e.partition, e.offset, e.append_time, *e.data};
+          StoredRecord{e.partition, e.offset, e.append_time, e.leader_epoch, *e.data};
     }
     for (const auto& p : w.partitions) partitions_[{p.topic_id, p.partition}] = p.meta;
     for (const auto& p : w.producers) {
       producer_states_[{p.topic_id, p.partition, p.producer_id}] = p.state;
     }
-    for (const auto& d : w.dedup_deletes) dedup_.erase({d.topic_id, d.event_id});
-    for (const auto& d : w.dedup_puts) dedup_[{d.topic_id, d.event_id}] = d.entry;
+    for (const auto& d : w.dedup_deletes) dedup_.erase({d.topic_id, d.partition, d.event_id});
+    for (const auto& d : w.dedup_puts) {
+      dedup_[{d.topic_id, d.entry.position.partition, d.event_id}] = d.entry;
+    }
     return absl::OkStatus();
   }
   absl::Status SyncWal() override {
@@ -187,7 +189,7 @@ class FakeLogStore final : public LogStore {
   std::map<std::pair<TopicId, int32_t>, PartitionMeta> partitions_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<TopicId, int32_t, ProducerId>, ProducerPartitionState> producer_states_
       ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<TopicId, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<TopicId, int32_t, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
   std::map<ProducerId, ProducerInfo> producers_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
   int fail_after_ ABSL_GUARDED_BY(mu_) = -1;

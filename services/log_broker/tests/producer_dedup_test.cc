@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/hash/murmur2.h"
 #include "services/log_broker/tests/broker_fixture.h"
 
 namespace conduit::log_broker {
@@ -166,7 +167,10 @@ TEST_F(LifecycleTest, DuplicateOfARecordInTheSameBatchIsAckedOnlyWhenItIsDurable
   }
 }
 
-TEST_F(LifecycleTest, RetryOfABatchWithAnEventIdDuplicateInAnotherPartition) {
+// The dedup window is per partition (it moves with the partition in a cluster). The same event
+// id sent on purpose to another partition is a record of that partition; an idempotent retry
+// of that request still answers with its own original.
+TEST_F(LifecycleTest, DedupWindowIsPerPartition) {
   TopicConfigPatch patch;
   patch.dedup_window = absl::Hours(1);
   ASSERT_TRUE(broker_->CreateTopic("t", 2, patch).ok());
@@ -174,14 +178,39 @@ TEST_F(LifecycleTest, RetryOfABatchWithAnEventIdDuplicateInAnotherPartition) {
   ProduceRecordArgs first = WithEventId("x", "evt");
   first.partition = 1;
   ASSERT_TRUE(Produce("t", {first}, Stamp(*producer, {{1, 0}})).ok());
-  ProduceRecordArgs again = WithEventId("x", "evt");  // partition 0, same event id
-  auto answer = Produce("t", {again}, Stamp(*producer, {{0, 0}}));
+  ProduceRecordArgs other = WithEventId("x", "evt");  // partition 0, same event id
+  auto answer = Produce("t", {other}, Stamp(*producer, {{0, 0}}));
   ASSERT_TRUE(answer.ok());
-  EXPECT_THAT(answer->positions, ElementsAre(RecordPosition{1, 0, true}));
-  auto retry = Produce("t", {again}, Stamp(*producer, {{0, 0}}));
+  EXPECT_THAT(answer->positions, ElementsAre(RecordPosition{0, 0, false}));
+  auto retry = Produce("t", {other}, Stamp(*producer, {{0, 0}}));
   ASSERT_TRUE(retry.ok()) << retry.status();
-  EXPECT_THAT(retry->positions, ElementsAre(RecordPosition{1, 0, true}))
-      << "the retry names the original's partition too";
+  EXPECT_THAT(retry->positions, ElementsAre(RecordPosition{0, 0, true}));
+  auto again_in_1 = Produce("t", {first});
+  ASSERT_TRUE(again_in_1.ok());
+  EXPECT_THAT(again_in_1->positions, ElementsAre(RecordPosition{1, 0, true}));
+}
+
+// A keyless record with an event id is placed by the id's hash when the topic deduplicates, so
+// a retry lands where the first attempt did and finds it, however the round-robin cursor moved.
+TEST_F(LifecycleTest, KeylessRecordWithEventIdIsPlacedByItsIdSoRetriesAreCaught) {
+  TopicConfigPatch patch;
+  patch.dedup_window = absl::Hours(1);
+  ASSERT_TRUE(broker_->CreateTopic("t", 4, patch).ok());
+  ProduceRecordArgs keyless;
+  keyless.data.value = "v";
+  keyless.data.event_id = "evt-42";
+  const int32_t home = hash::PartitionForKey("evt-42", 4);
+  auto first = Produce("t", {keyless});
+  ASSERT_TRUE(first.ok());
+  EXPECT_THAT(first->positions, ElementsAre(RecordPosition{home, 0, false}));
+  for (int i = 0; i < 5; ++i) {
+    ProduceRecordArgs plain;  // keyless, no event id: moves the round-robin cursor
+    plain.data.value = "p";
+    ASSERT_TRUE(Produce("t", {plain}).ok());
+    auto retry = Produce("t", {keyless});
+    ASSERT_TRUE(retry.ok());
+    EXPECT_THAT(retry->positions, ElementsAre(RecordPosition{home, 0, true})) << i;
+  }
 }
 }  // namespace
 }  // namespace conduit::log_broker

@@ -1,8 +1,14 @@
 #include "services/log_broker/storage/rocksdb_log_store.h"
 
+#include <algorithm>
+#include <map>
+
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include "common/testing/temp_dir.h"
+#include "services/log_broker/storage/codec.h"
+#include "services/log_broker/storage/key_schema.h"
 
 namespace conduit::log_broker {
 namespace {
@@ -14,7 +20,8 @@ TopicMeta Topic(uint64_t id, std::string name, int32_t partitions) {
 WriteSet Entries(uint64_t topic, int32_t partition, int64_t first, int n, const RecordData& data) {
   WriteSet out;
   for (int i = 0; i < n; ++i) {
-    out.records.push_back({TopicId(topic), partition, first + i, absl::FromUnixSeconds(100 + first + i), &data});
+    out.records.push_back({TopicId(topic), partition, first + i,
+                           absl::FromUnixSeconds(100 + first + i), /*leader_epoch=*/2, &data});
   }
   return out;
 }
@@ -110,7 +117,7 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
     cleanup.range_deletes.push_back({TopicId(1), 0, 0, 3});
     cleanup.record_deletes.push_back({TopicId(1), 0, 5});
     cleanup.partitions.push_back({TopicId(1), 0, PartitionMeta{3, 10, 6, 12, absl::FromUnixSeconds(5)}});
-    cleanup.dedup_deletes.push_back({TopicId(1), "evt-1"});
+    cleanup.dedup_deletes.push_back({TopicId(1), 0, "evt-1"});
     ASSERT_TRUE(store->Write(cleanup, false).ok());
     ASSERT_TRUE(store->SaveProducer(ProducerInfo{ProducerId(77), 3, "relay"}).ok());
   }
@@ -121,7 +128,10 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
   EXPECT_EQ(recovered->first_offset, 3);
   std::vector<int64_t> offsets;
   auto records = store->Read(TopicId(1), 0, 0, 10, 100, 1 << 20);
-  for (const auto& r : *records) offsets.push_back(r.offset);
+  for (const auto& r : *records) {
+    offsets.push_back(r.offset);
+    EXPECT_EQ(r.leader_epoch, 2) << "the epoch a record was appended under is kept on disk";
+  }
   EXPECT_EQ(offsets, (std::vector<int64_t>{3, 4, 6, 7, 8, 9}));
   auto producers = store->LoadProducerStates(TopicId(1));
   ASSERT_EQ(producers->size(), 1u);
@@ -140,6 +150,56 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
   EXPECT_FALSE(store->RecoverPartition(TopicId(1), 0)->meta.has_value());
   EXPECT_TRUE(store->LoadProducerStates(TopicId(1))->empty());
   EXPECT_TRUE(store->LoadDedupEntries(TopicId(1))->empty());
+}
+
+// The same event id in two partitions is two entries (dedup windows are per partition), and an
+// entry written under the old topic-keyed layout is still found, then rewritten per partition.
+TEST(RocksDbLogStore, DedupEntriesArePerPartitionAndLegacyEntriesMigrate) {
+  conduit::testing::TempDir dir;
+  const DedupEntry in_p0{RecordPosition{0, 3}, absl::FromUnixSeconds(9)};
+  const DedupEntry in_p1{RecordPosition{1, 8}, absl::FromUnixSeconds(9)};
+  const DedupEntry legacy{RecordPosition{1, 2}, absl::FromUnixSeconds(8)};
+  {
+    auto store = *RocksDbLogStore::Open(dir.path());
+    ASSERT_TRUE(store->CreateTopic(Topic(1, "a", 2)).ok());
+    WriteSet w;
+    w.dedup_puts.push_back({TopicId(1), "evt", in_p0});
+    w.dedup_puts.push_back({TopicId(1), "evt", in_p1});
+    ASSERT_TRUE(store->Write(w, true).ok());
+  }
+  {  // plant an entry as the previous version wrote it: 'E' + BE64(topic id) + event id
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.path(), &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const auto& n : names) families.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir.path(), families, &handles, &raw).ok());
+    const size_t meta = std::find(names.begin(), names.end(), "meta") - names.begin();
+    std::string key = keys::TopicScopeKey(keys::kLegacyDedupPrefix, TopicId(1)) + "old";
+    ASSERT_TRUE(
+        raw->Put(rocksdb::WriteOptions(), handles[meta], key, codec::EncodeDedupEntry(legacy))
+            .ok());
+    for (auto* h : handles) (void)raw->DestroyColumnFamilyHandle(h);
+    delete raw;
+  }
+  for (int open = 0; open < 2; ++open) {  // the second open reads the rewritten entry
+    auto store = *RocksDbLogStore::Open(dir.path());
+    auto dedup = store->LoadDedupEntries(TopicId(1));
+    ASSERT_TRUE(dedup.ok()) << dedup.status();
+    std::map<std::pair<int32_t, std::string>, DedupEntry> got;
+    for (const auto& d : *dedup) got[{d.entry.position.partition, d.event_id}] = d.entry;
+    EXPECT_EQ(got.size(), 3u) << open;
+    EXPECT_EQ((got[{0, "evt"}].position), in_p0.position);
+    EXPECT_EQ((got[{1, "evt"}].position), in_p1.position);
+    EXPECT_EQ((got[{1, "old"}].position), legacy.position);
+    if (open == 1) {  // expiring it deletes the one copy left
+      WriteSet expire;
+      expire.dedup_deletes.push_back({TopicId(1), 1, "old"});
+      ASSERT_TRUE(store->Write(expire, true).ok());
+      EXPECT_EQ(store->LoadDedupEntries(TopicId(1))->size(), 2u);
+    }
+  }
 }
 
 }  // namespace
