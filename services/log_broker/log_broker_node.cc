@@ -24,6 +24,9 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
     services->push_back((*node)->service());
     return absl::OkStatus();
   };
+  component.started = [node](const std::string& address) {
+    (*node)->service()->SetAddress(address);
+  };
   component.begin_shutdown = [node] { (*node)->service()->BeginShutdown(); };
   component.teardown = [node] { node->reset(); };
   component.health_services = {::conduit::log::v1::LogService::service_full_name()};

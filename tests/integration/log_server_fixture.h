@@ -25,6 +25,7 @@ class LogServerTest : public ::testing::Test {
     auto server = grpc_util::StartServer({}, {node_->service()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
+    node_->service()->SetAddress(server_->address());
     client_ = std::make_unique<LogClient>(server_->address());
   }
 
@@ -43,6 +44,7 @@ class LogServerTest : public ::testing::Test {
   }
 
   LogClient& client() { return *client_; }
+  std::string address() const { return server_->address(); }
   prometheus::Registry& registry() { return *registry_; }
 
  private:

@@ -1,5 +1,7 @@
 #include "services/log_broker/api/convert.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace conduit::log_broker::api {
 
 absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config) {
@@ -149,6 +151,47 @@ std::optional<ProducerArgs> ProducerFromProto(const pb::ProduceRequest& request)
     args.base_sequences.emplace_back(s.partition(), s.base_sequence());
   }
   return args;
+}
+
+namespace {
+
+void ToProto(const TopicAssignment& t, pb::TopicMetadata* out) {
+  out->set_name(t.meta.name);
+  out->set_topic_id(t.meta.id.value());
+  out->set_replication_factor(t.replication_factor);
+  if (!t.placed()) return;  // partitions appear once all are placed
+  for (size_t p = 0; p < t.partitions.size(); ++p) {
+    auto* info = out->add_partitions();
+    info->set_partition(static_cast<int32_t>(p));
+    info->set_leader(t.partitions[p]->leader);
+    info->set_leader_epoch(t.partitions[p]->leader_epoch);
+    for (int32_t r : t.partitions[p]->replicas) info->add_replicas(r);
+    for (int32_t r : t.partitions[p]->isr) info->add_isr(r);
+  }
+}
+
+}  // namespace
+
+absl::Status ToProto(const ClusterView& view,
+                     const google::protobuf::RepeatedPtrField<std::string>& topics,
+                     pb::GetMetadataResponse* out) {
+  for (const auto& [id, b] : view.brokers) {
+    auto* broker = out->add_brokers();
+    broker->set_id(id);
+    broker->set_address(b.address);
+  }
+  out->set_controller_id(view.controller);
+  out->set_controller_epoch(view.controller_epoch);
+  if (topics.empty()) {
+    for (const auto& [name, t] : view.topics) ToProto(t, out->add_topics());
+    return absl::OkStatus();
+  }
+  for (const std::string& name : topics) {
+    const TopicAssignment* t = view.FindTopic(name);
+    if (t == nullptr) return absl::NotFoundError(absl::StrCat("topic '", name, "' does not exist"));
+    ToProto(*t, out->add_topics());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace conduit::log_broker::api

@@ -18,6 +18,11 @@ void ToProto(const StoredRecord& record, pb::Record* out);
 void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out);
 FetchArgs FromProto(const pb::FetchRequest& request);
 std::optional<ProducerArgs> ProducerFromProto(const pb::ProduceRequest& request);
+// The view's brokers, controller and the named topics (all when `topics` is empty; NOT_FOUND
+// for an unknown one).
+absl::Status ToProto(const ClusterView& view,
+                     const google::protobuf::RepeatedPtrField<std::string>& topics,
+                     pb::GetMetadataResponse* out);
 
 using grpc_util::FromDuration;
 using grpc_util::FromTimestamp;

@@ -74,6 +74,18 @@ grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* 
   });
 }
 
+grpc::ServerUnaryReactor* LogService::GetMetadata(grpc::CallbackServerContext* ctx,
+                                                  const pb::GetMetadataRequest* request,
+                                                  pb::GetMetadataResponse* response) {
+  std::string address;
+  {
+    absl::MutexLock lock(&address_mu_);
+    address = address_;
+  }
+  response->set_answered_by(0);
+  return Done(ctx, ToProto(broker_->Metadata(address), request->topics(), response));
+}
+
 grpc::ServerUnaryReactor* LogService::DeleteTopic(grpc::CallbackServerContext* ctx,
                                                   const pb::DeleteTopicRequest* request,
                                                   pb::DeleteTopicResponse* response) {

@@ -1,7 +1,10 @@
 #pragma once
 
 #include <atomic>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "services/log_broker/api/convert.h"
 #include "services/log_broker/api/log_metrics.h"
@@ -20,6 +23,11 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
 
   // Ends open Tail streams (within about a second) so a server shutdown can drain quickly.
   void BeginShutdown() { shutting_down_.store(true); }
+  // The address the server serves on (GetMetadata names it on a single node).
+  void SetAddress(const std::string& address) {
+    absl::MutexLock lock(&address_mu_);
+    address_ = address;
+  }
 
   grpc::ServerUnaryReactor* CreateTopic(grpc::CallbackServerContext* ctx,
                                         const pb::CreateTopicRequest* request,
@@ -50,6 +58,9 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   grpc::ServerUnaryReactor* InitProducer(grpc::CallbackServerContext* ctx,
                                          const pb::InitProducerRequest* request,
                                          pb::InitProducerResponse* response) override;
+  grpc::ServerUnaryReactor* GetMetadata(grpc::CallbackServerContext* ctx,
+                                        const pb::GetMetadataRequest* request,
+                                        pb::GetMetadataResponse* response) override;
 
  private:
   class TailReactor;
@@ -57,6 +68,8 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   Broker* const broker_;
   LogMetrics* const metrics_;
   std::atomic<bool> shutting_down_{false};
+  absl::Mutex address_mu_;
+  std::string address_ ABSL_GUARDED_BY(address_mu_);
 };
 
 }  // namespace conduit::log_broker::api

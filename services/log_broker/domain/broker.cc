@@ -203,6 +203,23 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic_name, int32_t parti
   return absl::OkStatus();
 }
 
+ClusterView Broker::Metadata(const std::string& self_address) const {
+  ClusterView view;
+  view.brokers[0] = BrokerRegistration{0, self_address, ""};
+  view.controller = 0;
+  for (const auto& topic : TopicsSnapshot()) {
+    TopicAssignment t;
+    t.meta = topic->meta();
+    for (const Partition& part : topic->partitions) {
+      absl::MutexLock lock(&part.mu);
+      t.partitions.push_back(PartitionAssignment{0, part.leader_epoch, {0}, {0}});
+      t.partition_revisions.push_back(0);
+    }
+    view.topics.emplace(t.meta.name, std::move(t));
+  }
+  return view;
+}
+
 absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
   return producers_.Init(name);
 }

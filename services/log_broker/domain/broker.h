@@ -18,6 +18,7 @@
 #include "common/runtime/runtime.h"
 #include "common/time/clock.h"
 #include "services/log_broker/domain/append_pipeline.h"
+#include "services/log_broker/domain/cluster_view.h"
 #include "services/log_broker/domain/id_allocator.h"
 #include "services/log_broker/domain/log_cleaner.h"
 #include "services/log_broker/domain/log_store.h"
@@ -154,6 +155,10 @@ class Broker {
   // durable with the next append (a restart before one recovers the previous epoch; the
   // cluster's metadata then names the current one again).
   absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
+
+  // The cluster as this broker sees it. A single node is broker 0 at `self_address`, the
+  // controller and leader of every partition (one replica, its current leader epoch).
+  ClusterView Metadata(const std::string& self_address) const;
 
   // A producer id and epoch for idempotent produce. Blocking (a synced write).
   absl::StatusOr<ProducerInfo> InitProducer(const std::string& name);

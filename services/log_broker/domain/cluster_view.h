@@ -1,0 +1,106 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "services/log_broker/domain/topic.h"
+
+namespace conduit::log_broker {
+
+inline constexpr int32_t kNoBroker = -1;
+
+// A broker registered in the cluster (its key lives on its etcd lease).
+struct BrokerRegistration {
+  int32_t id = kNoBroker;
+  std::string address;      // host:port clients reach it at
+  std::string incarnation;  // random per process start: tells a restart from the old process
+  friend bool operator==(const BrokerRegistration&, const BrokerRegistration&) = default;
+};
+
+// Who holds one partition. Written only by the controller (issue 16: the leader too, for the
+// in-sync set), each write guarded by the revision it read.
+struct PartitionAssignment {
+  int32_t leader = kNoBroker;  // kNoBroker: offline
+  int32_t leader_epoch = 0;    // bumped by every change of leader, offline included
+  std::vector<int32_t> replicas;
+  std::vector<int32_t> isr;
+  friend bool operator==(const PartitionAssignment&, const PartitionAssignment&) = default;
+};
+
+// A topic as the cluster knows it. `partitions[p]` is absent until the controller has placed
+// partition p.
+struct TopicAssignment {
+  TopicMeta meta;
+  int32_t replication_factor = 1;
+  std::vector<std::optional<PartitionAssignment>> partitions;
+  // The metadata revision of each partition's state (0: absent), for the controller's guards.
+  std::vector<int64_t> partition_revisions;
+
+  bool placed() const {
+    for (const auto& p : partitions)
+      if (!p) return false;
+    return true;
+  }
+};
+
+// One consistent snapshot of the cluster's metadata, as of one etcd revision. Immutable once
+// published: readers hold a shared_ptr to it and a new snapshot replaces it whole.
+struct ClusterView {
+  int64_t revision = 0;
+  std::map<int32_t, BrokerRegistration> brokers;  // live brokers by id
+  int32_t controller = kNoBroker;
+  int64_t controller_epoch = 0;  // the controller key's create revision
+  std::map<std::string, TopicAssignment> topics;
+
+  const TopicAssignment* FindTopic(const std::string& name) const {
+    auto it = topics.find(name);
+    return it == topics.end() ? nullptr : &it->second;
+  }
+  const PartitionAssignment* FindPartition(const std::string& topic, int32_t partition) const {
+    const TopicAssignment* t = FindTopic(topic);
+    if (t == nullptr || partition < 0 || partition >= static_cast<int32_t>(t->partitions.size()))
+      return nullptr;
+    return t->partitions[partition] ? &*t->partitions[partition] : nullptr;
+  }
+};
+
+// The cluster's metadata as a broker uses it: the current view, and the changes any broker
+// may ask for. Implemented over etcd in cluster/; absent on a single node.
+//
+// Every change is one compare-and-swap on the metadata, so concurrent requests through
+// different brokers never lose an update; errors: UNAVAILABLE when the metadata store cannot
+// be reached ("etcd unreachable: ..."), DEADLINE_EXCEEDED when a change was made but not yet
+// seen through (e.g. placement pending). Thread-safe.
+class ClusterMetadata {
+ public:
+  virtual ~ClusterMetadata() = default;
+
+  virtual int32_t self() const = 0;
+  virtual const std::string& cluster_name() const = 0;
+  // The latest view; never null.
+  virtual std::shared_ptr<const ClusterView> View() const = 0;
+  // Whether this broker's lease is confirmed within its TTL, by this broker's own monotonic
+  // clock since the last confirmed keep-alive. While not, it must refuse appends: the cluster
+  // may already have declared it gone.
+  virtual bool LeaseValid() const = 0;
+
+  // ALREADY_EXISTS when the name is taken (of two concurrent creators exactly one wins);
+  // INVALID_ARGUMENT for a replication factor above the live brokers. Answers once the
+  // controller's placement is visible.
+  virtual absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta& meta,
+                                                      int32_t replication_factor) = 0;
+  virtual absl::Status DeleteTopic(const std::string& name) = 0;
+  // Replaces the topic's config: a compare-and-swap on the revision it was read at (a
+  // concurrent change makes it retry on the newer config). NOT_FOUND, INVALID_ARGUMENT.
+  virtual absl::StatusOr<TopicMeta> UpdateTopicConfig(const std::string& name,
+                                                      const TopicConfig& config) = 0;
+};
+
+}  // namespace conduit::log_broker

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "services/log_broker/domain/cluster_view.h"
+
+namespace conduit::log_broker {
+
+// One partition state the controller wants written, guarded by the revision it read.
+struct PartitionChange {
+  std::string topic;
+  TopicId topic_id;
+  int32_t partition = 0;
+  int64_t read_revision = 0;  // 0: the key must not exist yet
+  PartitionAssignment next;
+  friend bool operator==(const PartitionChange&, const PartitionChange&) = default;
+};
+
+// The controller's rules, as a pure function of one view (no I/O, so every rule is a unit
+// test). Applied in order, each change keeps these invariants:
+// - a new topic's partitions are placed on live brokers only, replicas on distinct brokers,
+//   leaders spread so that no live broker leads more than one partition above another
+//   (counting every partition already led), at leader epoch 1, in-sync = replicas;
+// - a partition whose leader is not live goes offline (leader kNoBroker) at epoch + 1;
+// - an offline partition gets the first live in-sync replica as leader at epoch + 1 (part 1:
+//   one replica, so the same broker back once it registers again);
+// - every change of leader bumps the epoch, and the epoch never goes back.
+std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view);
+
+// INVALID_ARGUMENT unless 1 <= replication_factor <= live brokers.
+absl::Status CheckReplicationFactor(const ClusterView& view, int32_t replication_factor);
+
+}  // namespace conduit::log_broker
