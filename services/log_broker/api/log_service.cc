@@ -5,11 +5,23 @@
 #include "common/grpc/status.h"
 #include "services/log_broker/api/convert.h"
 #include "services/log_broker/domain/limits.h"
+#include "services/log_broker/domain/not_leader.h"
 
 namespace conduit::log_broker::api {
 namespace {
 
 using grpc_util::ToGrpcStatus;
+
+// The one status mapping of this service: a not-leader status also names the leader in the
+// trailing metadata documented in log.proto.
+grpc::Status Answer(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  if (auto hint = LeaderHintOf(status)) {
+    ctx->AddTrailingMetadata("conduit-leader-id", std::to_string(hint->id));
+    ctx->AddTrailingMetadata("conduit-leader-address", hint->address);
+    ctx->AddTrailingMetadata("conduit-leader-epoch", std::to_string(hint->epoch));
+  }
+  return ToGrpcStatus(status);
+}
 
 // Each Tail wait is bounded so that a cancelled or shutting-down stream ends promptly.
 constexpr absl::Duration kTailWait = absl::Seconds(1);
@@ -18,16 +30,15 @@ constexpr absl::Duration kTailWait = absl::Seconds(1);
 template <typename Work>
 grpc::ServerUnaryReactor* Blocking(grpc::CallbackServerContext* ctx, Broker* broker, Work work) {
   auto* reactor = ctx->DefaultReactor();
-  absl::Status queued = broker->RunBlocking([reactor, work]() mutable {
-    reactor->Finish(ToGrpcStatus(work()));
-  });
+  absl::Status queued =
+      broker->RunBlocking([ctx, reactor, work]() mutable { reactor->Finish(Answer(ctx, work())); });
   if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& status) {
   auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(Answer(ctx, status));
   return reactor;
 }
 
@@ -40,7 +51,9 @@ grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* c
   auto patch = FromProto(request->config());
   if (!patch.ok()) return Done(ctx, patch.status());
   return Blocking(ctx, broker_, [this, request, response, config = *patch]() -> absl::Status {
-    auto meta = broker_->CreateTopic(request->name(), request->partitions(), config);
+    auto meta =
+        broker_->CreateTopic(request->name(), request->partitions(), config,
+                             request->has_replication_factor() ? request->replication_factor() : 1);
     if (!meta.ok()) return meta.status();
     ToProto(*meta, response->mutable_topic());
     return absl::OkStatus();
@@ -142,7 +155,7 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
       });
   if (!status.ok()) {
     metrics_->CountProduce(status.code());
-    reactor->Finish(ToGrpcStatus(status));
+    reactor->Finish(Answer(ctx, status));
   }
   return reactor;
 }
@@ -165,7 +178,7 @@ grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
         metrics_->ObserveFetchLatency(absl::Now() - started);
         reactor->Finish(ToGrpcStatus(result.status()));
       });
-  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  if (!status.ok()) reactor->Finish(Answer(ctx, status));
   return reactor;
 }
 
@@ -211,7 +224,8 @@ grpc::ServerUnaryReactor* LogService::ListOffsets(grpc::CallbackServerContext* c
 // slow reader holds back the stream (HTTP/2 flow control) instead of growing a buffer.
 class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailResponse> {
  public:
-  TailReactor(LogService* service, const pb::TailRequest& request) : service_(service) {
+  TailReactor(LogService* service, grpc::CallbackServerContext* ctx, const pb::TailRequest& request)
+      : service_(service), ctx_(ctx) {
     if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) {
       Finish(ToGrpcStatus(s));
       return;
@@ -227,7 +241,7 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
           request.start() == pb::OFFSET_SPEC_EARLIEST ? OffsetQuery::kEarliest : OffsetQuery::kLatest,
           absl::InfinitePast());
       if (!offsets.ok()) {
-        Finish(ToGrpcStatus(offsets.status()));
+        Finish(Answer(ctx_, offsets.status()));
         return;
       }
       args_.offset = offsets->front().offset;
@@ -272,7 +286,7 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
           }
           if (cancel) pending->Cancel();
         });
-    if (!status.ok()) Finish(ToGrpcStatus(status));
+    if (!status.ok()) Finish(Answer(ctx_, status));
   }
 
   void OnFetched(absl::StatusOr<FetchResult> result) {
@@ -303,6 +317,7 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
   }
 
   LogService* const service_;
+  grpc::CallbackServerContext* const ctx_;
   FetchArgs args_;
   pb::TailResponse response_;
   std::atomic<bool> cancelled_{false};
@@ -312,7 +327,7 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
 
 grpc::ServerWriteReactor<pb::TailResponse>* LogService::Tail(grpc::CallbackServerContext* ctx,
                                                              const pb::TailRequest* request) {
-  return new TailReactor(this, *request);
+  return new TailReactor(this, ctx, *request);
 }
 
 }  // namespace conduit::log_broker::api

@@ -8,6 +8,7 @@
 #include "common/hash/murmur2.h"
 #include "common/status/status_macros.h"
 #include "services/log_broker/domain/limits.h"
+#include "services/log_broker/domain/placement.h"
 #include "services/log_broker/domain/validation.h"
 
 namespace conduit::log_broker {
@@ -26,6 +27,7 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
       options_(options),
       local_ids_(options.ids ? nullptr : std::make_unique<LocalIdAllocator>()),
       ids_(options.ids ? options.ids : local_ids_.get()),
+      cluster_(options.cluster),
       producers_(store, ids_),
       scope_(runtime, runtime::Pool::kStorage, options.max_queued_reads),
       pipeline_(store, observer, &scope_, &producers_, options.pipeline),
@@ -87,11 +89,32 @@ absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta
 }
 
 absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t partitions,
-                                              const TopicConfigPatch& patch) {
+                                              const TopicConfigPatch& patch,
+                                              int32_t replication_factor) {
   CONDUIT_RETURN_IF_ERROR(ValidateTopicName(name));
   CONDUIT_RETURN_IF_ERROR(ValidatePartitionCount(partitions));
   const TopicConfig config = patch.ApplyTo(TopicConfig{});
   CONDUIT_RETURN_IF_ERROR(ValidateConfig(config));
+  if (cluster_ != nullptr) {
+    CONDUIT_RETURN_IF_ERROR(CheckReplicationFactor(*cluster_->View(), replication_factor));
+    if (replication_factor > 1) {
+      return absl::UnimplementedError(
+          "replication_factor above 1 needs replicated partitions, which are not built yet");
+    }
+    if (cluster_->View()->FindTopic(name) != nullptr) {
+      return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
+    }
+    CONDUIT_ASSIGN_OR_RETURN(TopicId id, ids_->NextTopicId());
+    CONDUIT_ASSIGN_OR_RETURN(
+        TopicAssignment created,
+        cluster_->CreateTopic(TopicMeta{id, name, partitions, config, clock_->Now()},
+                              replication_factor));
+    return created.meta;
+  }
+  if (replication_factor != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "replication_factor %d is not within 1..1 (a single node)", replication_factor));
+  }
 
   // admin_mu_ serializes topic changes; mu_ is held only for map access, so RocksDB work here
   // never stalls produce and fetch looking up their topics.
@@ -116,6 +139,7 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
 
 absl::StatusOr<TopicMeta> Broker::UpdateTopicConfig(const std::string& name,
                                                     const TopicConfigPatch& patch) {
+  if (cluster_ != nullptr) return UpdateClusterTopicConfig(name, patch);
   absl::MutexLock admin(&admin_mu_);
   auto topic = FindTopic(name);
   if (!topic.ok()) return topic.status();
@@ -131,10 +155,15 @@ absl::StatusOr<TopicMeta> Broker::UpdateTopicConfig(const std::string& name,
 }
 
 absl::Status Broker::DeleteTopic(const std::string& name) {
+  if (cluster_ != nullptr) return cluster_->DeleteTopic(name);  // ApplyView removes it here
   absl::MutexLock admin(&admin_mu_);
   auto found = FindTopic(name);
   if (!found.ok()) return found.status();
-  std::shared_ptr<TopicState> topic = *std::move(found);
+  return RemoveTopic(*std::move(found));
+}
+
+absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
+  const std::string name = topic->name;
   absl::Status status;
   // Between batches, so no write to the topic is half-done when its records go.
   pipeline_.RunExclusive([&] {
@@ -154,6 +183,10 @@ absl::Status Broker::DeleteTopic(const std::string& name) {
 
 std::vector<TopicMeta> Broker::ListTopics() const {
   std::vector<TopicMeta> out;
+  if (cluster_ != nullptr) {  // the cluster's topics, created here or through another broker
+    for (const auto& [name, t] : cluster_->View()->topics) out.push_back(t.meta);
+    return out;  // by name already
+  }
   for (const auto& topic : TopicsSnapshot()) out.push_back(topic->meta());
   std::sort(out.begin(), out.end(),
             [](const TopicMeta& a, const TopicMeta& b) { return a.name < b.name; });
@@ -201,23 +234,6 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic_name, int32_t parti
   }
   part.leader_epoch = epoch;
   return absl::OkStatus();
-}
-
-ClusterView Broker::Metadata(const std::string& self_address) const {
-  ClusterView view;
-  view.brokers[0] = BrokerRegistration{0, self_address, ""};
-  view.controller = 0;
-  for (const auto& topic : TopicsSnapshot()) {
-    TopicAssignment t;
-    t.meta = topic->meta();
-    for (const Partition& part : topic->partitions) {
-      absl::MutexLock lock(&part.mu);
-      t.partitions.push_back(PartitionAssignment{0, part.leader_epoch, {0}, {0}});
-      t.partition_revisions.push_back(0);
-    }
-    view.topics.emplace(t.meta.name, std::move(t));
-  }
-  return view;
 }
 
 absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
@@ -269,7 +285,7 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
       // The dedup window is per partition: a retry must land where the first attempt did.
       partition = hash::PartitionForKey(r.data.event_id, meta.partitions);
     } else {
-      if (!sticky) sticky = (*topic)->sticky_cursor.fetch_add(1) % meta.partitions;
+      if (!sticky) sticky = StickyPartition(**topic);
       partition = *sticky;
     }
     bytes += static_cast<int64_t>(r.data.PayloadBytes()) + kRecordOverheadBytes;
@@ -278,6 +294,14 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
   if (bytes > kMaxProduceRequestBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "produce request is %d bytes; the limit is %d", bytes, kMaxProduceRequestBytes));
+  }
+  if (cluster_ != nullptr) {
+    absl::flat_hash_map<int32_t, bool> checked;
+    for (const RoutedRecord& r : routed) {
+      if (checked.emplace(r.partition, true).second) {
+        CONDUIT_RETURN_IF_ERROR(CheckServing(**topic, r.partition, /*write=*/true));
+      }
+    }
   }
   std::optional<ProducerStamp> stamp;
   if (producer) {

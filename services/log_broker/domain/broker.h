@@ -107,6 +107,10 @@ struct BrokerOptions {
   // Where topic and producer ids come from (must outlive the broker); null: a LocalIdAllocator
   // the broker owns (single node).
   IdAllocator* ids = nullptr;
+  // Cluster mode (must outlive the broker): topics are created, changed and deleted through the
+  // cluster's metadata, and this broker serves only the partitions the applied view says it
+  // leads. Null: a single node.
+  ClusterMetadata* cluster = nullptr;
 };
 
 // The log broker's rules: topics, record placement, offset assignment (through the
@@ -126,9 +130,12 @@ class Broker {
   // Loads topics and recovers each partition's offsets from the store. Call once, first.
   absl::Status Recover();
 
-  // INVALID_ARGUMENT for a bad name, partition count or config; ALREADY_EXISTS for a taken name.
+  // INVALID_ARGUMENT for a bad name, partition count, replication factor or config;
+  // ALREADY_EXISTS for a taken name. In a cluster, through the metadata (any broker), answering
+  // once the partitions are placed.
   absl::StatusOr<TopicMeta> CreateTopic(const std::string& name, int32_t partitions,
-                                        const TopicConfigPatch& config);
+                                        const TopicConfigPatch& config,
+                                        int32_t replication_factor = 1);
   // Changes the set fields of a topic's config. NOT_FOUND, INVALID_ARGUMENT.
   absl::StatusOr<TopicMeta> UpdateTopicConfig(const std::string& name,
                                               const TopicConfigPatch& patch);
@@ -160,6 +167,13 @@ class Broker {
   // controller and leader of every partition (one replica, its current leader epoch).
   ClusterView Metadata(const std::string& self_address) const;
 
+  // Cluster mode: makes the local state follow a new view of the metadata, then serves by it.
+  // Every topic of the view exists locally (with the view's topic id; a local topic of the
+  // same name and another id, or gone from the view, is deleted), configs follow the view, and
+  // each partition this broker leads takes the view's leader epoch. Blocking (column families
+  // are created and dropped); one call at a time. A view older than the applied one is ignored.
+  absl::Status ApplyView(std::shared_ptr<const ClusterView> view);
+
   // A producer id and epoch for idempotent produce. Blocking (a synced write).
   absl::StatusOr<ProducerInfo> InitProducer(const std::string& name);
 
@@ -190,6 +204,22 @@ class Broker {
   absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopic(const TopicMeta& meta);
   absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
   absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
+  // Cluster mode: OK when this broker leads the partition at the applied view's epoch (and, for
+  // a write, its lease is confirmed); else the not-leader FAILED_PRECONDITION naming the leader,
+  // or UNAVAILABLE (offline, not placed yet, epoch not applied yet, lease unconfirmed).
+  // Always OK on a single node.
+  absl::Status CheckServing(const TopicState& topic, int32_t partition, bool write) const;
+  std::shared_ptr<const ClusterView> AppliedView() const;
+  // A keyless record's partition: round-robin, over the partitions this broker leads in a
+  // cluster.
+  int32_t StickyPartition(TopicState& topic) const;
+  // ApplyView's steps.
+  absl::Status MaterializeTopic(const TopicAssignment& assignment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);
+  absl::Status RemoveTopic(std::shared_ptr<TopicState> topic)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);
+  absl::StatusOr<TopicMeta> UpdateClusterTopicConfig(const std::string& name,
+                                                     const TopicConfigPatch& patch);
   static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
                                                          const std::vector<RoutedRecord>& routed);
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);
@@ -203,11 +233,14 @@ class Broker {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TopicState>> topics_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_waiter_id_{1};
+  mutable absl::Mutex view_mu_;
+  std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(view_mu_);  // cluster mode
 
   std::vector<std::shared_ptr<TopicState>> TopicsSnapshot() const;
 
   std::unique_ptr<LocalIdAllocator> local_ids_;  // when options.ids is null
   IdAllocator* const ids_;
+  ClusterMetadata* const cluster_;  // null: single node
   ProducerRegistry producers_;
   // Destroyed in reverse order, after the destructor has stopped the maintenance pass: the
   // pipeline (completing appends and waking waiters), then the scope (running pending

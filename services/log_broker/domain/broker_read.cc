@@ -45,6 +45,7 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   if (!found.ok()) return found.status();
   std::shared_ptr<TopicState> topic = *std::move(found);
   CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, args.partition));
+  CONDUIT_RETURN_IF_ERROR(CheckServing(*topic, args.partition, /*write=*/false));
   CONDUIT_RETURN_IF_ERROR(CheckFetchLimits(args));
 
   Partition& part = topic->partitions[args.partition];
@@ -153,6 +154,7 @@ absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
   }
   for (int32_t p : wanted) {
     CONDUIT_RETURN_IF_ERROR(CheckPartition(**topic, p));
+    CONDUIT_RETURN_IF_ERROR(CheckServing(**topic, p, /*write=*/false));
   }
   std::vector<RecordPosition> out;
   for (int32_t p : wanted) {

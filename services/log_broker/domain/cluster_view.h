@@ -97,10 +97,12 @@ class ClusterMetadata {
   virtual absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta& meta,
                                                       int32_t replication_factor) = 0;
   virtual absl::Status DeleteTopic(const std::string& name) = 0;
-  // Replaces the topic's config: a compare-and-swap on the revision it was read at (a
-  // concurrent change makes it retry on the newer config). NOT_FOUND, INVALID_ARGUMENT.
-  virtual absl::StatusOr<TopicMeta> UpdateTopicConfig(const std::string& name,
-                                                      const TopicConfig& config) = 0;
+  // Sets the topic's config to change(current config): a compare-and-swap on the revision
+  // read, so a concurrent change makes it re-read and apply `change` again (no lost update).
+  // NOT_FOUND; `change`'s own error.
+  virtual absl::StatusOr<TopicMeta> UpdateTopicConfig(
+      const std::string& name,
+      const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) = 0;
 };
 
 }  // namespace conduit::log_broker

@@ -46,6 +46,7 @@ class BrokerTest : public ::testing::Test {
     broker_.reset();
     BrokerOptions options;
     options.maintenance_interval = absl::ZeroDuration();  // tests run passes themselves
+    options.cluster = cluster_;
     broker_ = std::make_unique<Broker>(&store_, &runtime_, &observer_, options);
     ASSERT_TRUE(broker_->Recover().ok());
   }
@@ -80,6 +81,7 @@ class BrokerTest : public ::testing::Test {
   time::FakeClock clock_;
   runtime::Runtime runtime_{&clock_};
   BrokerObserver observer_;
+  ClusterMetadata* cluster_ = nullptr;  // cluster mode when set (then Reopen())
   std::unique_ptr<Broker> broker_;
 };
 

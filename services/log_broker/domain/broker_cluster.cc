@@ -1,0 +1,155 @@
+// The Broker in cluster mode: following the applied view of the cluster's metadata, and the
+// serving rule (only the leader at the current epoch serves a partition).
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status/status_macros.h"
+#include "services/log_broker/domain/broker.h"
+#include "services/log_broker/domain/not_leader.h"
+#include "services/log_broker/domain/validation.h"
+
+namespace conduit::log_broker {
+
+std::shared_ptr<const ClusterView> Broker::AppliedView() const {
+  absl::MutexLock lock(&view_mu_);
+  return view_;
+}
+
+ClusterView Broker::Metadata(const std::string& self_address) const {
+  if (cluster_ != nullptr) return *cluster_->View();
+  ClusterView view;
+  view.brokers[0] = BrokerRegistration{0, self_address, ""};
+  view.controller = 0;
+  for (const auto& topic : TopicsSnapshot()) {
+    TopicAssignment t;
+    t.meta = topic->meta();
+    for (const Partition& part : topic->partitions) {
+      absl::MutexLock lock(&part.mu);
+      t.partitions.push_back(PartitionAssignment{0, part.leader_epoch, {0}, {0}});
+      t.partition_revisions.push_back(0);
+    }
+    view.topics.emplace(t.meta.name, std::move(t));
+  }
+  return view;
+}
+
+absl::Status Broker::ApplyView(std::shared_ptr<const ClusterView> view) {
+  absl::MutexLock admin(&admin_mu_);
+  if (auto applied = AppliedView(); applied && applied->revision > view->revision) {
+    return absl::OkStatus();
+  }
+  for (const auto& [name, assignment] : view->topics) {
+    CONDUIT_RETURN_IF_ERROR(MaterializeTopic(assignment));
+  }
+  for (const auto& topic : TopicsSnapshot()) {
+    if (!view->topics.contains(topic->name)) CONDUIT_RETURN_IF_ERROR(RemoveTopic(topic));
+  }
+  const int32_t self = cluster_->self();
+  for (const auto& [name, assignment] : view->topics) {
+    for (size_t p = 0; p < assignment.partitions.size(); ++p) {
+      const auto& a = assignment.partitions[p];
+      if (!a || a->leader != self) continue;
+      // Epochs never go back: a lower one here is a stale view, refused and logged by the caller.
+      CONDUIT_RETURN_IF_ERROR(SetLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
+    }
+  }
+  absl::MutexLock lock(&view_mu_);
+  view_ = std::move(view);
+  return absl::OkStatus();
+}
+
+absl::Status Broker::MaterializeTopic(const TopicAssignment& assignment) {
+  const TopicMeta& meta = assignment.meta;
+  auto local = FindTopic(meta.name);
+  if (local.ok() && (*local)->id != meta.id) {  // a topic of that name deleted and made again
+    CONDUIT_RETURN_IF_ERROR(RemoveTopic(*local));
+    local = absl::NotFoundError("replaced");
+  }
+  if (!local.ok()) {
+    CONDUIT_RETURN_IF_ERROR(store_->CreateTopic(meta));
+    ids_->NoteInUse(meta.id);
+    absl::MutexLock lock(&mu_);
+    topics_.emplace(meta.name, std::make_shared<TopicState>(meta));
+  } else if ((*local)->config() != meta.config) {
+    TopicMeta updated = (*local)->meta();
+    updated.config = meta.config;
+    CONDUIT_RETURN_IF_ERROR(store_->UpdateTopic(updated));
+    (*local)->set_config(meta.config);
+  }
+  if (meta.config.durability == Durability::kInterval) {
+    pipeline_.RequestSyncEvery(meta.config.flush_interval);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Broker::CheckServing(const TopicState& topic, int32_t partition, bool write) const {
+  if (cluster_ == nullptr) return absl::OkStatus();
+  const std::shared_ptr<const ClusterView> view = AppliedView();
+  const PartitionAssignment* a = view ? view->FindPartition(topic.name, partition) : nullptr;
+  const TopicAssignment* t = view ? view->FindTopic(topic.name) : nullptr;
+  if (a == nullptr || t == nullptr || t->meta.id != topic.id) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s/%d is not placed on a broker yet; retry shortly", topic.name, partition));
+  }
+  const int32_t self = cluster_->self();
+  if (a->leader == kNoBroker) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s/%d is offline: its leader's broker is gone (epoch %d); retry after GetMetadata",
+        topic.name, partition, a->leader_epoch));
+  }
+  if (a->leader != self) {
+    auto leader = view->brokers.find(a->leader);
+    const std::string address = leader == view->brokers.end() ? "" : leader->second.address;
+    return NotLeaderError(self, topic.name, partition,
+                          LeaderHint{a->leader, address, a->leader_epoch});
+  }
+  {
+    const Partition& part = topic.partitions[partition];
+    absl::MutexLock lock(&part.mu);
+    if (part.leader_epoch != a->leader_epoch) {
+      return absl::UnavailableError(
+          absl::StrFormat("broker %d is taking over %s/%d at epoch %d; retry shortly", self,
+                          topic.name, partition, a->leader_epoch));
+    }
+  }
+  if (write && !cluster_->LeaseValid()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "broker %d cannot confirm its etcd lease, so it accepts no writes; its partitions may "
+        "move (retry after GetMetadata)",
+        self));
+  }
+  return absl::OkStatus();
+}
+
+int32_t Broker::StickyPartition(TopicState& topic) const {
+  const uint32_t turn = topic.sticky_cursor.fetch_add(1);
+  if (cluster_ == nullptr) return static_cast<int32_t>(turn % topic.partition_count);
+  std::vector<int32_t> led;
+  if (const auto view = AppliedView()) {
+    if (const TopicAssignment* t = view->FindTopic(topic.name)) {
+      for (size_t p = 0; p < t->partitions.size(); ++p) {
+        if (t->partitions[p] && t->partitions[p]->leader == cluster_->self()) {
+          led.push_back(static_cast<int32_t>(p));
+        }
+      }
+    }
+  }
+  // Leading none: any partition; the serving check then names its leader.
+  if (led.empty()) return static_cast<int32_t>(turn % topic.partition_count);
+  return led[turn % led.size()];
+}
+
+absl::StatusOr<TopicMeta> Broker::UpdateClusterTopicConfig(const std::string& name,
+                                                           const TopicConfigPatch& patch) {
+  return cluster_->UpdateTopicConfig(
+      name, [&patch](const TopicConfig& current) -> absl::StatusOr<TopicConfig> {
+        const TopicConfig config = patch.ApplyTo(current);
+        CONDUIT_RETURN_IF_ERROR(ValidateConfig(config));
+        return config;
+      });
+}
+
+}  // namespace conduit::log_broker
