@@ -16,6 +16,11 @@
 
 namespace conduit::etcd::internal {
 
+// The metadata with which etcd refuses (UNAVAILABLE "etcdserver: no leader") a stream on a member
+// without a leader, and ends such streams when the member loses it.
+inline constexpr absl::string_view kRequireLeaderKey = "hasleader";
+inline constexpr absl::string_view kRequireLeaderValue = "true";
+
 struct Endpoint {
   std::string address;  // host:port, as messages name it
   std::shared_ptr<grpc::Channel> channel;

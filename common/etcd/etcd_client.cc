@@ -209,6 +209,8 @@ absl::StatusOr<int64_t> Client::KeepAliveOnce(LeaseId id) {
       Invoke("LeaseKeepAlive", /*repeatable=*/true, [&](Endpoint& e, absl::Time d) {
         grpc::ClientContext context;
         context.set_deadline(absl::ToChronoTime(d));
+        context.AddMetadata(std::string(internal::kRequireLeaderKey),
+                            std::string(internal::kRequireLeaderValue));
         auto stream = e.lease->LeaseKeepAlive(&context);
         const bool answered = stream->Write(request) && stream->Read(&response);
         stream->WritesDone();

@@ -41,8 +41,9 @@ struct WatchHandlers {
   // The start revision was compacted away: etcd ended the watch without sending anything. Read
   // the state again (its RangeResult::revision) and watch from that revision + 1.
   std::function<void(int64_t compact_revision)> on_compacted;
-  // The stream ended without Cancel: UNAVAILABLE "etcd unreachable: ..." when etcd went away or
-  // stopped answering keepalives, ABORTED when etcd cancelled the watch for another reason.
+  // The stream ended without Cancel: UNAVAILABLE "etcd unreachable: ..." when etcd went away,
+  // stopped answering keepalives or lost its raft leader ("etcdserver: no leader"), ABORTED when
+  // etcd cancelled the watch for another reason.
   // Changes after the last batch may have been missed: re-read and watch again.
   std::function<void(absl::Status status)> on_ended;
 };

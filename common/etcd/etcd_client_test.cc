@@ -181,6 +181,16 @@ TEST_F(EtcdTest, KilledEtcdIsUnreachableAndTheSameClientWorksOnceItIsBack) {
   EXPECT_GT(again, written);
 }
 
+TEST_F(EtcdTest, StoppedEtcdRestartsWithItsData) {
+  ASSERT_OK_AND_ASSIGN(const int64_t written, client_->Put("/durable", "kept"));
+  EXPECT_TRUE(etcd_.Stop());  // SIGTERM: exits by itself
+  EXPECT_FALSE(etcd_.running());
+  ASSERT_OK(etcd_.Start());
+  ASSERT_OK_AND_ASSIGN(const RangeResult after, GetOnceReachable("/durable"));
+  ASSERT_EQ(after.kvs.size(), 1u);
+  EXPECT_EQ(after.kvs[0].mod_revision, written);
+}
+
 TEST_F(EtcdTest, PausedEtcdIsUnreachableWithinTheRequestTimeout) {
   ASSERT_OK(client_->Put("/p", "v").status());  // the channel is connected
   etcd_.Pause();

@@ -39,6 +39,9 @@ WatchReactor::WatchReactor(std::string endpoint, etcdserverpb::WatchRequest crea
     : endpoint_(std::move(endpoint)), create_(std::move(create)), handlers_(std::move(handlers)) {}
 
 void WatchReactor::Start(etcdserverpb::Watch::Stub& stub) {
+  // As etcd's own client does: a member that has lost its leader ends the stream ("etcdserver:
+  // no leader", UNAVAILABLE) instead of keeping a watch that sees no new changes.
+  context_.AddMetadata(std::string(kRequireLeaderKey), std::string(kRequireLeaderValue));
   stub.async()->Watch(&context_, this);
   StartWrite(&create_);
   StartRead(&response_);
@@ -53,7 +56,10 @@ absl::Status WatchReactor::AwaitCreated(absl::Time deadline) {
   mu_.AwaitWithDeadline(absl::Condition(&answered), deadline);
   if (created_) return absl::OkStatus();
   if (refused_) return *refused_;
-  if (done_status_) return *done_status_;
+  if (done_status_) {
+    return done_status_->ok() ? absl::UnavailableError("watch stream closed before etcd confirmed")
+                              : *done_status_;
+  }
   return absl::DeadlineExceededError("no answer to the watch request in time");
 }
 
