@@ -67,6 +67,7 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta& meta,
                                               int32_t replication_factor) override;
   absl::Status DeleteTopic(const std::string& name) override;
+  absl::StatusOr<ProducerInfo> InitProducer(const std::string& name) override;
   absl::StatusOr<TopicMeta> UpdateTopicConfig(
       const std::string& name,
       const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) override;

@@ -159,6 +159,41 @@ absl::StatusOr<TopicMeta> EtcdCluster::UpdateTopicConfig(
   return absl::AbortedError(absl::StrCat("topic '", name, "' kept changing; try again"));
 }
 
+absl::StatusOr<ProducerInfo> EtcdCluster::InitProducer(const std::string& name) {
+  if (name.size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("producer_name is ", name.size(), " bytes; the limit is 256"));
+  }
+  if (name.empty()) {
+    CONDUIT_ASSIGN_OR_RETURN(ProducerId id, NextProducerId());
+    return ProducerInfo{id, 0, ""};
+  }
+  const std::string key = keys_.Producer(name);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    CONDUIT_ASSIGN_OR_RETURN(etcd::RangeResult read, client_->Get(key));
+    ProducerInfo next;
+    int64_t read_revision = 0;
+    if (read.kvs.empty()) {
+      CONDUIT_ASSIGN_OR_RETURN(ProducerId id, NextProducerId());
+      next = ProducerInfo{id, 0, name};
+    } else {
+      CONDUIT_ASSIGN_OR_RETURN(next, DecodeProducer(name, read.kvs[0].value));
+      if (next.epoch == INT32_MAX) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("producer '", name, "' has used every epoch; use a new producer_name"));
+      }
+      ++next.epoch;
+      read_revision = read.kvs[0].mod_revision;
+    }
+    etcd::Txn txn;
+    txn.If(Compare::ModRevision(key, CompareOp::kEqual, read_revision))
+        .Then(Op::Put(key, EncodeProducer(next)));
+    CONDUIT_ASSIGN_OR_RETURN(etcd::TxnResult result, client_->Commit(txn));
+    if (result.succeeded) return next;
+  }
+  return absl::AbortedError(absl::StrCat("producer '", name, "' kept changing; try again"));
+}
+
 absl::StatusOr<TopicId> EtcdCluster::NextTopicId() {
   absl::MutexLock lock(&ids_mu_);
   CONDUIT_ASSIGN_OR_RETURN(uint64_t id, NextId(keys_.TopicIds(), &topic_ids_));

@@ -101,6 +101,19 @@ absl::StatusOr<PartitionAssignment> DecodePartition(const std::string& json) {
                              {r->isr().begin(), r->isr().end()}};
 }
 
+std::string EncodeProducer(const ProducerInfo& producer) {
+  cpb::ProducerRecord r;
+  r.set_id(producer.id.value());
+  r.set_epoch(producer.epoch);
+  return ToJson(r);
+}
+
+absl::StatusOr<ProducerInfo> DecodeProducer(const std::string& name, const std::string& json) {
+  auto r = FromJson<cpb::ProducerRecord>(json, "producer");
+  if (!r.ok()) return r.status();
+  return ProducerInfo{ProducerId(r->id()), r->epoch(), name};
+}
+
 std::string EncodeIdBlock(uint64_t next) {
   cpb::IdBlockRecord r;
   r.set_next(next);

@@ -32,6 +32,7 @@ class MetadataKeys {
   std::string Partition(TopicId topic, int32_t partition) const {
     return Partitions(topic) + std::to_string(partition);
   }
+  std::string Producer(const std::string& name) const { return prefix_ + "producers/" + name; }
   std::string TopicIds() const { return prefix_ + "ids/topics"; }
   std::string ProducerIds() const { return prefix_ + "ids/producers"; }
 
@@ -51,6 +52,8 @@ std::string EncodeTopic(const TopicMeta& meta, int32_t replication_factor);
 absl::StatusOr<TopicAssignment> DecodeTopic(const std::string& json);
 std::string EncodePartition(const PartitionAssignment& partition);
 absl::StatusOr<PartitionAssignment> DecodePartition(const std::string& json);
+std::string EncodeProducer(const ProducerInfo& producer);
+absl::StatusOr<ProducerInfo> DecodeProducer(const std::string& name, const std::string& json);
 std::string EncodeIdBlock(uint64_t next);
 absl::StatusOr<uint64_t> DecodeIdBlock(const std::string& json);
 

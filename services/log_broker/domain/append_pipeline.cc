@@ -25,7 +25,7 @@ BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) 
 }
 
 AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, runtime::Scope* scope,
-                               const ProducerRegistry* producers, PipelineOptions options)
+                               ProducerRegistry* producers, PipelineOptions options)
     : store_(store),
       observer_(observer),
       clock_(scope->clock()),

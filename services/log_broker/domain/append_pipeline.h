@@ -41,6 +41,9 @@ struct ProduceResult {
 using ProduceCallback = std::function<void(absl::StatusOr<ProduceResult>)>;
 
 struct PipelineOptions {
+  // Cluster mode: an idempotent producer's epoch is learnt from its requests (it was
+  // initialised through the cluster's metadata), never refused as unknown.
+  bool learn_producer_epochs = false;
   // Produce requests are refused with RESOURCE_EXHAUSTED beyond this many queued bytes.
   int64_t max_queued_bytes = 256 << 20;
   // Upper bound on one group-committed WriteBatch.
@@ -117,7 +120,7 @@ class AppendPipeline {
  public:
   // The interval fsync runs as periodic work on `scope`, which must outlive the pipeline.
   AppendPipeline(LogStore* store, BrokerObserver* observer, runtime::Scope* scope,
-                 const ProducerRegistry* producers, PipelineOptions options);
+                 ProducerRegistry* producers, PipelineOptions options);
   ~AppendPipeline();  // completes queued requests and stops the interval fsync
 
   // Queues a request; `done` runs on the writer thread (an answer that needs no write) or the
@@ -197,7 +200,7 @@ class AppendPipeline {
   LogStore* const store_;
   BrokerObserver* const observer_;
   const time::Clock* const clock_;
-  const ProducerRegistry* const producers_;
+  ProducerRegistry* const producers_;
   const PipelineOptions options_;
 
   // Held by WriteBatch (uncontended: one writer thread).

@@ -103,7 +103,9 @@ absl::StatusOr<absl::flat_hash_map<int32_t, const ProducerBatch*>> AppendPipelin
     bool* answered_from_batch) const {
   TopicState* topic = p.topic.get();
   const ProducerId producer_id = p.stamp->producer_id;
-  const int32_t current = producers_->CurrentEpoch(producer_id);
+  const int32_t current = options_.learn_producer_epochs
+                              ? producers_->LearnEpoch(producer_id, p.stamp->epoch)
+                              : producers_->CurrentEpoch(producer_id);
   if (current < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("unknown producer id ", producer_id.value(), "; call InitProducer"));
@@ -120,7 +122,9 @@ absl::StatusOr<absl::flat_hash_map<int32_t, const ProducerBatch*>> AppendPipelin
     } else if (auto known = part->producers.find(producer_id); known != part->producers.end()) {
       state = &known->second;
     }
-    auto verdict = CheckSequence(*state, current, producer_id, p.stamp->epoch,
+    // A partition's own producer state fences too: its epoch is durable with its records, so a
+    // zombie is refused after a restart or a move, before its epoch is learnt again.
+    auto verdict = CheckSequence(*state, std::max(current, state->epoch), producer_id, p.stamp->epoch,
                                  p.stamp->base_sequences.at(partition), count);
     if (!verdict.ok()) return verdict.status();
     if (verdict->kind == SequenceCheck::kDuplicate) originals[partition] = verdict->original;

@@ -30,7 +30,12 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
       cluster_(options.cluster),
       producers_(store, ids_),
       scope_(runtime, runtime::Pool::kStorage, options.max_queued_reads),
-      pipeline_(store, observer, &scope_, &producers_, options.pipeline),
+      pipeline_(store, observer, &scope_, &producers_,
+                [&options] {
+                  PipelineOptions pipeline = options.pipeline;
+                  pipeline.learn_producer_epochs = options.cluster != nullptr;
+                  return pipeline;
+                }()),
       cleaner_(store, &pipeline_, clock_, observer, options.cleaner) {}
 
 Broker::~Broker() { scope_.StopEvery(maintenance_); }  // before the members its runs use
@@ -237,6 +242,11 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic_name, int32_t parti
 }
 
 absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
+  if (cluster_ != nullptr) {  // ids and named epochs are the cluster's, not this broker's
+    CONDUIT_ASSIGN_OR_RETURN(ProducerInfo info, cluster_->InitProducer(name));
+    producers_.LearnEpoch(info.id, info.epoch);
+    return info;
+  }
   return producers_.Init(name);
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "services/log_broker/domain/producer_state.h"
 #include "services/log_broker/domain/topic.h"
 
 namespace conduit::log_broker {
@@ -97,6 +98,10 @@ class ClusterMetadata {
   virtual absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta& meta,
                                                       int32_t replication_factor) = 0;
   virtual absl::Status DeleteTopic(const std::string& name) = 0;
+  // An idempotent producer id and epoch, valid at every broker: an anonymous producer gets a
+  // new id at epoch 0; a named one the same id at the next epoch (fencing the older instance
+  // wherever it sends). INVALID_ARGUMENT for a name over 256 bytes.
+  virtual absl::StatusOr<ProducerInfo> InitProducer(const std::string& name) = 0;
   // Sets the topic's config to change(current config): a compare-and-swap on the revision
   // read, so a concurrent change makes it re-read and apply `change` again (no lost update).
   // NOT_FOUND; `change`'s own error.

@@ -1,5 +1,7 @@
 #include "services/log_broker/domain/producer_registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 
@@ -46,6 +48,14 @@ absl::StatusOr<ProducerInfo> ProducerRegistry::Init(const std::string& name) {
   by_id_[info.id] = info;
   if (!name.empty()) by_name_[name] = info.id;
   return info;
+}
+
+int32_t ProducerRegistry::LearnEpoch(ProducerId producer_id, int32_t epoch) {
+  absl::MutexLock lock(&mu_);
+  ProducerInfo& info = by_id_[producer_id];
+  if (info.id.value() == 0) info = ProducerInfo{producer_id, epoch, ""};
+  info.epoch = std::max(info.epoch, epoch);
+  return info.epoch;
 }
 
 int32_t ProducerRegistry::CurrentEpoch(ProducerId producer_id) const {

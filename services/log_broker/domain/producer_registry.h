@@ -31,6 +31,11 @@ class ProducerRegistry {
   // The current epoch of `producer_id`, or -1 if unknown.
   int32_t CurrentEpoch(ProducerId producer_id) const;
 
+  // Cluster mode: producers are initialised through the cluster's metadata, possibly at another
+  // broker, so the epoch a request carries is learnt here (never lowered). Returns the current
+  // epoch after learning.
+  int32_t LearnEpoch(ProducerId producer_id, int32_t epoch);
+
  private:
   LogStore* const store_;
   IdAllocator* const ids_;

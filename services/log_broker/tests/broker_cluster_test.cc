@@ -29,6 +29,9 @@ class FakeCluster : public ClusterMetadata {
     return t;
   }
   absl::Status DeleteTopic(const std::string& name) override { return absl::OkStatus(); }
+  absl::StatusOr<ProducerInfo> InitProducer(const std::string& name) override {
+    return ProducerInfo{ProducerId(++producers), 0, name};
+  }
   absl::StatusOr<TopicMeta> UpdateTopicConfig(
       const std::string& name,
       const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) override {
@@ -38,6 +41,7 @@ class FakeCluster : public ClusterMetadata {
   std::shared_ptr<ClusterView> view = std::make_shared<ClusterView>();
   bool lease_valid = true;
   std::vector<TopicMeta> created;
+  int64_t producers = 100;
 
  private:
   std::string name_ = "test";
@@ -141,6 +145,27 @@ TEST_F(BrokerClusterTest, LeaderEpochsNeverGoBackAndStaleViewsAreIgnored) {
   EXPECT_TRUE(broker_->DescribeTopic("t").ok()) << "an older view changes nothing";
   SetTopic("t", 1, {1}, 3);  // an epoch going back would be a metadata bug: refused
   EXPECT_EQ(Apply().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A producer initialised through another broker (an id this broker never saw) is served, and
+// once a newer epoch of it has appended, the older is fenced, also after a restart.
+TEST_F(BrokerClusterTest, IdempotentProducersInitialisedElsewhereAreServedAndFenced) {
+  SetTopic("t", 1, {1}, 1);
+  ASSERT_TRUE(Apply().ok());
+  const ProducerInfo elsewhere{ProducerId(77), 3, "relay"};
+  ASSERT_TRUE(Produce("t", {To(0, "a")}, Stamp(elsewhere, {{0, 0}})).ok());
+  auto retry = Produce("t", {To(0, "a")}, Stamp(elsewhere, {{0, 0}}));
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->positions[0].duplicate);
+  Reopen();
+  ASSERT_TRUE(Apply().ok());
+  const ProducerInfo zombie{ProducerId(77), 2, "relay"};
+  EXPECT_EQ(Produce("t", {To(0, "z")}, Stamp(zombie, {{0, 1}})).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "the partition's own producer state fences an older epoch";
+  auto init = broker_->InitProducer("");
+  ASSERT_TRUE(init.ok());
+  EXPECT_EQ(init->id, ProducerId(101)) << "ids come from the cluster";
 }
 
 TEST_F(BrokerClusterTest, CreateTopicChecksTheReplicationFactorAgainstLiveBrokers) {

@@ -183,6 +183,14 @@ TEST_F(EtcdClusterTest, IdBlocksNeverOverlapAcrossBrokers) {
   auto p1 = one->NextProducerId(), p2 = two->NextProducerId();
   ASSERT_TRUE(p1.ok() && p2.ok());
   EXPECT_NE(*p1, *p2);
+  // A named producer keeps its id and gets the next epoch wherever it initialises.
+  auto first = one->InitProducer("relay");
+  auto second = two->InitProducer("relay");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->id, second->id);
+  EXPECT_EQ(first->epoch, 0);
+  EXPECT_EQ(second->epoch, 1);
+  EXPECT_NE(one->InitProducer("")->id, two->InitProducer("")->id);
 }
 
 // A restart within the old process's lease: the old registration (its lease) is revoked and
