@@ -1,5 +1,11 @@
 #include "services/log_broker/log_broker_node.h"
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/rocksdb/rocksdb_util.h"
@@ -7,6 +13,16 @@
 
 ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
           "How often the log broker applies retention, compaction and dedup expiry");
+ABSL_FLAG(std::vector<std::string>, etcd_endpoints, {},
+          "Cluster mode: etcd host:port list (comma-separated). Empty: a single node");
+ABSL_FLAG(int32_t, broker_id, 0, "Cluster mode: this broker's id, unique in the cluster (>= 0)");
+ABSL_FLAG(std::string, cluster_name, "default", "Cluster mode: keys live under /conduit/<name>/");
+ABSL_FLAG(std::string, advertise_address, "",
+          "Cluster mode: host:port other brokers and clients reach this broker at (default: the "
+          "address it serves on)");
+ABSL_FLAG(absl::Duration, etcd_lease_ttl, absl::Seconds(6),
+          "Cluster mode: the broker's etcd lease; it is counted gone this long after its last "
+          "keep-alive");
 
 namespace conduit::log_broker {
 
@@ -18,7 +34,15 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
                            std::vector<grpc::Service*>* services) -> absl::Status {
     BrokerOptions options;
     options.maintenance_interval = absl::GetFlag(FLAGS_log_maintenance_interval);
-    auto opened = Open(data_dir, registry, runtime, options);
+    std::optional<cluster::EtcdClusterOptions> cluster;
+    if (!absl::GetFlag(FLAGS_etcd_endpoints).empty()) {
+      cluster.emplace();
+      cluster->endpoints = absl::GetFlag(FLAGS_etcd_endpoints);
+      cluster->broker_id = absl::GetFlag(FLAGS_broker_id);
+      cluster->cluster = absl::GetFlag(FLAGS_cluster_name);
+      cluster->lease_ttl = absl::GetFlag(FLAGS_etcd_lease_ttl);
+    }
+    auto opened = Open(data_dir, registry, runtime, options, std::move(cluster));
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());
@@ -26,6 +50,13 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
   };
   component.started = [node](const std::string& address) {
     (*node)->service()->SetAddress(address);
+    const std::string advertised = absl::GetFlag(FLAGS_advertise_address);
+    absl::Status joined = (*node)->Join(advertised.empty() ? address : advertised);
+    // Without the cluster this broker can serve nothing: stop rather than run half-joined.
+    if (!joined.ok()) {
+      spdlog::critical("conduit-broker: cannot join the cluster: {}", joined.ToString());
+      std::_Exit(1);
+    }
   };
   component.begin_shutdown = [node] { (*node)->service()->BeginShutdown(); };
   component.teardown = [node] { node->reset(); };
@@ -33,21 +64,36 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
   return component;
 }
 
-absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(const std::string& data_dir,
-                                                                   prometheus::Registry& registry,
-                                                                   runtime::Runtime* runtime,
-                                                                   BrokerOptions options) {
+absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
+    const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
+    BrokerOptions options, std::optional<cluster::EtcdClusterOptions> cluster) {
   CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<LogBrokerNode> node(new LogBrokerNode());
   auto store = RocksDbLogStore::Open(data_dir + "/broker");
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
   node->metrics_ = std::make_unique<api::LogMetrics>(registry);
+  if (cluster) {
+    LogBrokerNode* raw = node.get();
+    cluster->on_view = [raw](std::shared_ptr<const ClusterView> view) {
+      if (absl::Status s = raw->broker_->ApplyView(std::move(view)); !s.ok()) {
+        spdlog::error("broker: applying the cluster's metadata failed: {}", s.ToString());
+      }
+    };
+    CONDUIT_ASSIGN_OR_RETURN(node->cluster_,
+                             cluster::EtcdCluster::Create(*std::move(cluster), runtime));
+    options.cluster = node->cluster_.get();
+    options.ids = node->cluster_.get();
+  }
   node->broker_ =
       std::make_unique<Broker>(node->store_.get(), runtime, node->metrics_.get(), options);
   CONDUIT_RETURN_IF_ERROR(node->broker_->Recover());
   node->service_ = std::make_unique<api::LogService>(node->broker_.get(), node->metrics_.get());
   return node;
+}
+
+absl::Status LogBrokerNode::Join(const std::string& address) {
+  return cluster_ ? cluster_->Join(address) : absl::OkStatus();
 }
 
 }  // namespace conduit::log_broker

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -8,6 +9,7 @@
 #include "common/runtime/runtime.h"
 #include "services/log_broker/api/log_metrics.h"
 #include "services/log_broker/api/log_service.h"
+#include "services/log_broker/cluster/etcd_cluster.h"
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/storage/rocksdb_log_store.h"
 
@@ -20,14 +22,20 @@ namespace conduit::log_broker {
 // Destruction order is the reverse of construction: service, broker (drains), store (closes).
 class LogBrokerNode {
  public:
-  static absl::StatusOr<std::unique_ptr<LogBrokerNode>> Open(const std::string& data_dir,
-                                                             prometheus::Registry& registry,
-                                                             runtime::Runtime* runtime,
-                                                             BrokerOptions options = {});
+  // With `cluster` (endpoints set), the broker joins that cluster once Join() is called with its
+  // serving address; without, it is a single node.
+  static absl::StatusOr<std::unique_ptr<LogBrokerNode>> Open(
+      const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
+      BrokerOptions options = {}, std::optional<cluster::EtcdClusterOptions> cluster = {});
 
   // The broker as a component of a server binary, configured from flags
-  // (--log-maintenance-interval).
+  // (--log-maintenance-interval; cluster mode: --etcd-endpoints, --broker-id, --cluster-name,
+  // --advertise-address, --etcd-lease-ttl).
   static grpc_util::ServerComponent Component();
+
+  // Cluster mode: registers at `address` (the advertised one if set) and starts following the
+  // metadata. A no-op on a single node.
+  absl::Status Join(const std::string& address);
 
   api::LogService* service() { return service_.get(); }
   Broker* broker() { return broker_.get(); }
@@ -39,6 +47,8 @@ class LogBrokerNode {
   std::unique_ptr<RocksDbLogStore> store_;
   std::unique_ptr<api::LogMetrics> metrics_;
   std::unique_ptr<Broker> broker_;
+  // Destroyed before the broker (it applies views to it) and after the service.
+  std::unique_ptr<cluster::EtcdCluster> cluster_;
   std::unique_ptr<api::LogService> service_;
 };
 

@@ -66,6 +66,20 @@ class ServerProcess {
   bool running() const { return pid_ > 0 && !address_.empty(); }
   const std::string& address() const { return address_; }
 
+  // Sends `signal` without waiting (SIGSTOP, SIGCONT).
+  void Signal(int signal) {
+    if (pid_ > 0) ::kill(pid_, signal);
+  }
+  // Whether the process has exited (reaps it then); for a child expected to stop by itself.
+  bool Exited(int* status = nullptr) {
+    if (pid_ <= 0) return true;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    if (status != nullptr) *status = st;
+    return true;
+  }
+
   // Sends `signal` and reaps the process; returns its wait status.
   int Kill(int signal) {
     if (pid_ <= 0) return 0;

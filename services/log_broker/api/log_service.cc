@@ -95,7 +95,8 @@ grpc::ServerUnaryReactor* LogService::GetMetadata(grpc::CallbackServerContext* c
     absl::MutexLock lock(&address_mu_);
     address = address_;
   }
-  response->set_answered_by(0);
+  response->set_answered_by(broker_->broker_id());
+  response->set_cluster(broker_->cluster_name());
   return Done(ctx, ToProto(broker_->Metadata(address), request->topics(), response));
 }
 

@@ -166,6 +166,8 @@ class Broker {
   // The cluster as this broker sees it. A single node is broker 0 at `self_address`, the
   // controller and leader of every partition (one replica, its current leader epoch).
   ClusterView Metadata(const std::string& self_address) const;
+  int32_t broker_id() const { return cluster_ != nullptr ? cluster_->self() : 0; }
+  std::string cluster_name() const { return cluster_ != nullptr ? cluster_->cluster_name() : ""; }
 
   // Cluster mode: makes the local state follow a new view of the metadata, then serves by it.
   // Every topic of the view exists locally (with the view's topic id; a local topic of the
