@@ -41,9 +41,10 @@ class FakeLog {
     bool duplicate = false;  // a resend of a batch already in the log: not appended again
   };
 
-  FakeLog(std::string topic, int32_t partitions) : topic_(std::move(topic)), logs_(partitions) {}
+  FakeLog(std::string topic, int32_t partitions)
+      : topic_(std::move(topic)), partitions_(partitions), logs_(partitions) {}
   const std::string& topic() const { return topic_; }
-  int32_t partitions() const { return static_cast<int32_t>(logs_.size()); }
+  int32_t partitions() const { return partitions_; }
 
   // Appends a one-partition idempotent batch as a broker would (ABORTED on a sequence gap).
   grpc::Status Append(int32_t broker, const lpb::ProduceRequest& req, lpb::ProduceResponse* resp) {
@@ -103,6 +104,7 @@ class FakeLog {
 
  private:
   const std::string topic_;
+  const int32_t partitions_;
   absl::Mutex mu_;
   std::vector<std::vector<std::string>> logs_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, int32_t> next_sequence_ ABSL_GUARDED_BY(mu_);  // one producer per test
