@@ -41,8 +41,16 @@ absl::StatusOr<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(
   if (options.group.empty() || options.topics.empty()) {
     return absl::InvalidArgumentError("a group consumer needs a group and topics");
   }
+  auto router =
+      ClusterRouter::Create({.bootstrap = BootstrapList(options.address, options.bootstrap),
+                             .request_timeout = options.request_timeout});
+  if (!router.ok()) return router.status();
+  if (options.coordinator_address.empty()) {
+    options.coordinator_address = (*router)->answered_address();
+  }
   std::unique_ptr<GroupConsumer> c(
       new GroupConsumer(std::move(options), std::move(on_assigned), std::move(on_revoked)));
+  c->router_ = *std::move(router);
   CONDUIT_RETURN_IF_ERROR(c->HeartbeatOnce());
   c->heartbeat_ = std::thread([raw = c.get()] { raw->HeartbeatLoop(); });
   return c;
@@ -53,12 +61,8 @@ GroupConsumer::GroupConsumer(ConsumerOptions options, PartitionsCallback on_assi
     : options_(std::move(options)),
       on_assigned_(std::move(on_assigned)),
       on_revoked_(std::move(on_revoked)) {
-  log_ = lpb::LogService::NewStub(
-      grpc::CreateChannel(options_.address, grpc::InsecureChannelCredentials()));
-  const std::string& coordinator =
-      options_.coordinator_address.empty() ? options_.address : options_.coordinator_address;
   coordinator_ = cpb::GroupCoordinator::NewStub(
-      grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(options_.coordinator_address, grpc::InsecureChannelCredentials()));
 }
 
 GroupConsumer::~GroupConsumer() { Close(); }
@@ -216,8 +220,6 @@ absl::Status GroupConsumer::ApplyHeartbeat(const PartitionSet& owned,
 absl::StatusOr<std::map<TopicPartition, int64_t>> GroupConsumer::StartPositions(
     const PartitionSet& partitions) {
   std::map<TopicPartition, int64_t> out;
-  // Partitions without a committed offset, by topic: one ListOffsets per topic.
-  std::map<std::string, std::vector<int32_t>> uncommitted;
   {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
@@ -236,40 +238,31 @@ absl::StatusOr<std::map<TopicPartition, int64_t>> GroupConsumer::StartPositions(
       if (partitions.contains(tp)) out[tp] = o.offset();
     }
   }
+  // The rest start at the log's start or end, asked of each partition's leader (the partitions
+  // of a topic may have different leaders).
+  const lpb::OffsetSpec spec = options_.start == ConsumerOptions::Start::kEarliest
+                                   ? lpb::OFFSET_SPEC_EARLIEST
+                                   : lpb::OFFSET_SPEC_LATEST;
   for (const TopicPartition& tp : partitions) {
-    if (!out.contains(tp)) uncommitted[tp.first].push_back(tp.second);
-  }
-  for (const auto& [topic, ps] : uncommitted) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    lpb::ListOffsetsRequest req;
-    req.set_topic(topic);
-    for (int32_t p : ps) req.add_partitions(p);
-    req.set_spec(options_.start == ConsumerOptions::Start::kEarliest ? lpb::OFFSET_SPEC_EARLIEST
-                                                                      : lpb::OFFSET_SPEC_LATEST);
-    lpb::ListOffsetsResponse resp;
-    grpc::Status s = log_->ListOffsets(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
-    for (const lpb::PartitionOffset& o : resp.offsets()) out[{topic, o.partition()}] = o.offset();
-    for (int32_t p : ps) {
-      if (!out.contains({topic, p})) {
-        return absl::InternalError(absl::StrCat("ListOffsets gave no offset for ", topic, "/", p));
-      }
-    }
+    if (out.contains(tp)) continue;
+    absl::StatusOr<int64_t> offset = ListOffset(tp, spec);
+    if (!offset.ok()) return offset.status();
+    out[tp] = *offset;
   }
   return out;
 }
 
-absl::StatusOr<int64_t> GroupConsumer::ListOffset(const TopicPartition& tp,
-                                                  lpb::OffsetSpec spec) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+absl::StatusOr<int64_t> GroupConsumer::ListOffset(const TopicPartition& tp, lpb::OffsetSpec spec) {
   lpb::ListOffsetsRequest req;
   req.set_topic(tp.first);
   req.add_partitions(tp.second);
   req.set_spec(spec);
   lpb::ListOffsetsResponse resp;
-  grpc::Status s = log_->ListOffsets(&ctx, req, &resp);
+  grpc::Status s = router_->CallLeader(tp.first, tp.second,
+                                       [&](ClusterRouter::Stub& stub, grpc::ClientContext& ctx) {
+                                         resp.Clear();
+                                         return stub.ListOffsets(&ctx, req, &resp);
+                                       });
   if (!s.ok()) return FromGrpcStatus(s);
   if (resp.offsets_size() != 1) return absl::InternalError("ListOffsets: one offset expected");
   return resp.offsets(0).offset();

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/cluster_router.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 
@@ -23,8 +24,13 @@ using TopicPartition = std::pair<std::string, int32_t>;
 using PartitionSet = std::set<TopicPartition>;
 
 struct ConsumerOptions {
-  std::string address;  // conduit-standalone, or broker and coordinator at the same address
-  std::string coordinator_address;  // when the coordinator runs apart; default `address`
+  // Bootstrap brokers, host:port: `address` (when set) first, then `bootstrap`, as in
+  // ProducerOptions. Each partition is read from its leader.
+  std::string address;
+  std::vector<std::string> bootstrap;
+  // The group coordinator; default: the bootstrap broker that answered (conduit-standalone, or
+  // broker and coordinator at one address).
+  std::string coordinator_address;
   std::string group;
   std::vector<std::string> topics;
   std::string client_id;
@@ -49,14 +55,22 @@ struct ConsumedRecord {
 
 // A member of a consumer group. A background thread heartbeats at the interval the coordinator
 // asks for and applies assignment changes: revoked partitions are handed to `on_revoked` (where
-// the application may commit what it has processed) and released on the next heartbeat; new partitions start from their committed offsets and are handed to
-// `on_assigned`. Offset resets (ResetOffsets on the group) move the positions. Poll and Commit
-// are called from the application's thread. Thread-safe.
+// the application may commit what it has processed) and released on the next heartbeat; new
+// partitions start from their committed offsets and are handed to `on_assigned`. Offset resets
+// (ResetOffsets on the group) move the positions. Poll and Commit are called from the application's
+// thread. Thread-safe.
+//
+// Routing (ClusterRouter): Fetch and ListOffsets go to each partition's leader. A not-leader
+// answer is followed at once to the leader it names (when its epoch is newer); an unreachable
+// leader or an offline partition is retried after a metadata refresh and a backoff, a few
+// times, before Poll returns the error. Heartbeats and commits go to the one coordinator.
 class GroupConsumer {
  public:
   using PartitionsCallback = std::function<void(const PartitionSet&)>;
 
-  // Joins the group; the first assignment is in place when this returns.
+  // Reads the cluster's metadata from the first bootstrap broker that answers and joins the
+  // group; the first assignment is in place when this returns. INVALID_ARGUMENT without a group
+  // or topics; UNAVAILABLE when no bootstrap broker answers; the coordinator's error otherwise.
   static absl::StatusOr<std::unique_ptr<GroupConsumer>> Create(
       ConsumerOptions options, PartitionsCallback on_assigned = {},
       PartitionsCallback on_revoked = {});
@@ -102,12 +116,19 @@ class GroupConsumer {
   absl::Status CommitPositions(const std::map<TopicPartition, int64_t>& positions,
                                const std::string& member_id, int32_t epoch);
   absl::StatusOr<int64_t> ListOffset(const TopicPartition& tp, conduit::log::v1::OffsetSpec spec);
+  // One Fetch of `tp` from `position` on its leader, long-polling up to `wait` (if positive).
+  grpc::Status FetchFromLeader(const TopicPartition& tp, int64_t position, absl::Duration wait,
+                               conduit::log::v1::FetchResponse* resp);
+  // Moves the records of `resp` to `out` and the position to `next`, unless `tp` was revoked or
+  // reset (its position is no longer `position`) meanwhile.
+  void TakeFetched(const TopicPartition& tp, int64_t position, int64_t next,
+                   conduit::log::v1::FetchResponse& resp, std::vector<ConsumedRecord>* out);
   void SetDeadline(grpc::ClientContext* ctx) const;
   void StopThread();
 
   const ConsumerOptions options_;
   const PartitionsCallback on_assigned_, on_revoked_;
-  std::unique_ptr<conduit::log::v1::LogService::Stub> log_;
+  std::unique_ptr<ClusterRouter> router_;
   std::unique_ptr<conduit::coordinator::v1::GroupCoordinator::Stub> coordinator_;
 
   absl::Mutex mu_;

@@ -27,19 +27,11 @@ absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration t
     const absl::Duration left = deadline - absl::Now();
     for (size_t i = 0; i < owned.size() && out.empty(); ++i) {
       const auto& [tp, position] = owned[(first + i) % owned.size()];
-      grpc::ClientContext ctx;
-      SetDeadline(&ctx);
-      lpb::FetchRequest req;
-      req.set_topic(tp.first);
-      req.set_partition(tp.second);
-      req.set_offset(position);
-      req.set_max_records(options_.max_poll_records);
       // Long-poll on the last partition tried, so an idle group does not spin.
-      if (i + 1 == owned.size() && left > absl::ZeroDuration()) {
-        grpc_util::SetDuration(std::min(left, absl::Milliseconds(200)), req.mutable_max_wait());
-      }
+      const absl::Duration wait =
+          i + 1 == owned.size() ? std::min(left, absl::Milliseconds(200)) : absl::ZeroDuration();
       lpb::FetchResponse resp;
-      grpc::Status s = log_->Fetch(&ctx, req, &resp);
+      grpc::Status s = FetchFromLeader(tp, position, wait, &resp);
       int64_t next = position;
       if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
         // Retention passed this position: skip to the log start (the records are gone).
@@ -50,27 +42,47 @@ absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration t
       } else {
         next = resp.next_offset();
       }
-      absl::MutexLock lock(&mu_);
-      auto it = positions_.find(tp);
-      if (it == positions_.end() || it->second != position) continue;  // revoked or reset
-      it->second = next;
-      for (lpb::Record& r : *resp.mutable_records()) {  // the response is ours: move out
-        ConsumedRecord c;
-        c.topic = tp.first;
-        c.partition = tp.second;
-        c.offset = r.offset();
-        if (r.has_key()) c.key = std::move(*r.mutable_key());
-        if (r.has_value()) c.value = std::move(*r.mutable_value());
-        for (lpb::Header& h : *r.mutable_headers()) {
-          c.headers.emplace_back(std::move(*h.mutable_key()), std::move(*h.mutable_value()));
-        }
-        c.append_time = grpc_util::FromTimestamp(r.append_time());
-        if (r.has_event_time()) c.event_time = grpc_util::FromTimestamp(r.event_time());
-        out.push_back(std::move(c));
-      }
+      TakeFetched(tp, position, next, resp, &out);
     }
     if (!out.empty() || absl::Now() >= deadline) return out;
     if (owned.empty()) absl::SleepFor(std::min(deadline - absl::Now(), absl::Milliseconds(20)));
+  }
+}
+
+grpc::Status GroupConsumer::FetchFromLeader(const TopicPartition& tp, int64_t position,
+                                            absl::Duration wait, lpb::FetchResponse* resp) {
+  lpb::FetchRequest req;
+  req.set_topic(tp.first);
+  req.set_partition(tp.second);
+  req.set_offset(position);
+  req.set_max_records(options_.max_poll_records);
+  if (wait > absl::ZeroDuration()) grpc_util::SetDuration(wait, req.mutable_max_wait());
+  return router_->CallLeader(tp.first, tp.second,
+                             [&](ClusterRouter::Stub& stub, grpc::ClientContext& ctx) {
+                               resp->Clear();
+                               return stub.Fetch(&ctx, req, resp);
+                             });
+}
+
+void GroupConsumer::TakeFetched(const TopicPartition& tp, int64_t position, int64_t next,
+                                lpb::FetchResponse& resp, std::vector<ConsumedRecord>* out) {
+  absl::MutexLock lock(&mu_);
+  auto it = positions_.find(tp);
+  if (it == positions_.end() || it->second != position) return;  // revoked or reset
+  it->second = next;
+  for (lpb::Record& r : *resp.mutable_records()) {  // the response is ours: move out
+    ConsumedRecord c;
+    c.topic = tp.first;
+    c.partition = tp.second;
+    c.offset = r.offset();
+    if (r.has_key()) c.key = std::move(*r.mutable_key());
+    if (r.has_value()) c.value = std::move(*r.mutable_value());
+    for (lpb::Header& h : *r.mutable_headers()) {
+      c.headers.emplace_back(std::move(*h.mutable_key()), std::move(*h.mutable_value()));
+    }
+    c.append_time = grpc_util::FromTimestamp(r.append_time());
+    if (r.has_event_time()) c.event_time = grpc_util::FromTimestamp(r.event_time());
+    out->push_back(std::move(c));
   }
 }
 

@@ -14,19 +14,13 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
   if (options.max_batch_records < 1 || options.max_batch_bytes < 1) {
     return absl::InvalidArgumentError("max_batch_records and max_batch_bytes must be positive");
   }
-  auto stub = lpb::LogService::NewStub(
-      grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials()));
-  int32_t partitions = 0;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.request_timeout));
-    lpb::DescribeTopicRequest req;
-    req.set_name(options.topic);
-    lpb::DescribeTopicResponse resp;
-    grpc::Status s = stub->DescribeTopic(&ctx, req, &resp);
-    if (!s.ok()) return grpc_util::FromGrpcStatus(s);
-    partitions = resp.partitions_size();
-  }
+  auto router =
+      ClusterRouter::Create({.bootstrap = BootstrapList(options.address, options.bootstrap),
+                             .request_timeout = options.request_timeout,
+                             .retry_backoff = options.retry_backoff});
+  if (!router.ok()) return router.status();
+  absl::StatusOr<int32_t> partitions = (*router)->PartitionCount(options.topic);
+  if (!partitions.ok()) return partitions.status();
   int64_t producer_id = 0;
   int32_t epoch = 0;
   if (options.idempotent) {
@@ -35,13 +29,13 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
     lpb::InitProducerRequest req;
     req.set_producer_name(options.producer_name);
     lpb::InitProducerResponse resp;
-    grpc::Status s = stub->InitProducer(&ctx, req, &resp);
+    grpc::Status s = (*router)->AnyBroker()->InitProducer(&ctx, req, &resp);
     if (!s.ok()) return grpc_util::FromGrpcStatus(s);
     producer_id = resp.producer_id();
     epoch = resp.producer_epoch();
   }
-  std::unique_ptr<Producer> p(new Producer(std::move(options), partitions, producer_id, epoch));
-  p->stub_ = std::move(stub);
+  std::unique_ptr<Producer> p(new Producer(std::move(options), *partitions, producer_id, epoch));
+  p->router_ = *std::move(router);
   p->sender_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
 }

@@ -15,12 +15,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/cluster_router.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 
 namespace conduit::client {
 
 struct ProducerOptions {
-  std::string address;  // host:port of the broker (or conduit-standalone)
+  // Bootstrap brokers, host:port: `address` (when set) first, then `bootstrap`. The first that
+  // answers GetMetadata tells where every partition's leader is; batches go to the leaders.
+  // A single broker (or conduit-standalone) is just `address`.
+  std::string address;
+  std::vector<std::string> bootstrap;
   std::string topic;
   // A batch (one Produce request, one partition) is sent when it has this many records or
   // bytes, or when its first record has waited `linger`.
@@ -31,7 +36,8 @@ struct ProducerOptions {
   // appended once. Off: plain Produce (a retry may duplicate).
   bool idempotent = true;
   std::string producer_name;  // optional stable name: the same name fences older instances
-  // Retries of UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED / ABORTED, with backoff.
+  // Retries of UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED / ABORTED, with backoff,
+  // and resends after a not-leader answer (each counts as one).
   int max_retries = 8;
   // Batches of one partition in flight at once, 1..5 (idempotent producers; a plain producer
   // sends one at a time, as nothing else would keep its order; the broker remembers the last 5
@@ -66,11 +72,21 @@ struct RecordPosition {
 // batch and rotate. Results arrive on the producer's threads. After an unclear failure of an
 // idempotent batch (retries exhausted on a timeout: it may or may not be appended) the producer
 // stops: later sends fail, and a new Producer (a new epoch) carries on. Thread-safe.
+//
+// Routing (ClusterRouter): each partition's batches go to its leader. A broker that does not
+// lead the partition answers FAILED_PRECONDITION naming the leader (conduit-leader-* trailing
+// metadata); the batch is resent there at once when that leader epoch is newer, else after a
+// metadata refresh and a backoff, as is a batch whose broker is unreachable (UNAVAILABLE) or whose
+// partition is offline. A resend is the same request — producer id, epoch and sequences — so a
+// batch that did land before is recognised and not appended twice, and the partition's order
+// holds as for any retry (one resend at a time, from the oldest unanswered batch).
 class Producer {
  public:
   using Callback = std::function<void(absl::StatusOr<RecordPosition>)>;
 
-  // Asks the broker for the partition count (and a producer id when idempotent).
+  // Reads the cluster's metadata from the first bootstrap broker that answers (the partition
+  // count) and, when idempotent, asks it for a producer id. INVALID_ARGUMENT for bad options;
+  // NOT_FOUND for an unknown topic; UNAVAILABLE when no bootstrap broker answers.
   static absl::StatusOr<std::unique_ptr<Producer>> Create(ProducerOptions options);
   ~Producer();  // Flush, then stop
 
@@ -121,8 +137,21 @@ class Producer {
   void SendOutbox();
   BatchPtr StartBatchLocked(int32_t partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAsync(int32_t partition, BatchPtr batch);
+  // `sent`/`ctx`: the route the call took and its context; null when it could not be sent (no
+  // leader known).
   void OnResponse(int32_t partition, const BatchPtr& batch, const grpc::Status& status,
-                  const conduit::log::v1::ProduceResponse& response);
+                  const conduit::log::v1::ProduceResponse& response,
+                  const ClusterRouter::Route* sent, const grpc::ClientContext* ctx);
+  // What a failed call says of its partition's leader (taken into the router outside mu_).
+  struct RouteNews {
+    bool not_leader = false;  // refused by a broker that does not lead the partition
+    bool moved = false;       // the route moved past the one the call took: resend at once
+  };
+  RouteNews TakeRouteNews(int32_t partition, const grpc::Status& status,
+                          const ClusterRouter::Route* sent, const grpc::ClientContext* ctx);
+  // Sets a failed batch up to be resent when its failure and its attempts allow; false if not.
+  bool ScheduleResendLocked(PartitionQueue& q, const BatchPtr& batch, const grpc::Status& status,
+                            RouteNews news) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the callbacks of settled batches, unless another thread is at it.
   void RunCompletions();
   // Records `status` as the batch's result, and what follows from it for the partition.
@@ -138,7 +167,7 @@ class Producer {
   const int32_t partitions_;
   const int64_t producer_id_;
   const int32_t producer_epoch_;
-  std::unique_ptr<conduit::log::v1::LogService::Stub> stub_;
+  std::unique_ptr<ClusterRouter> router_;
 
   absl::Mutex mu_;
   std::map<int32_t, PartitionQueue> queues_ ABSL_GUARDED_BY(mu_);
@@ -146,6 +175,8 @@ class Producer {
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // records without a result yet
   int64_t live_calls_ ABSL_GUARDED_BY(mu_) = 0;   // Produce calls whose callback has not ended
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
+  // A call failed in a way that asks for fresh metadata; the sender thread reads it.
+  bool refresh_wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   // Batches to send, in the order ReadyLocked chose them; one thread at a time sends them.

@@ -29,6 +29,7 @@ bool Retryable(grpc::StatusCode code) {
 
 // Per attempt: the call's context and response live as long as the call.
 struct Call {
+  ClusterRouter::Route route;  // where it went
   grpc::ClientContext ctx;
   lpb::ProduceResponse response;
 };
@@ -117,10 +118,18 @@ bool Producer::ReadyLocked(absl::Time now) {
 void Producer::Loop() {
   const absl::Duration tick = std::max(absl::Microseconds(200), options_.linger / 4);
   while (true) {
-    bool ready;
+    bool refresh;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_ && outstanding_ == 0) return;
+      refresh = std::exchange(refresh_wanted_, false);
+    }
+    // Here, not on a gRPC callback thread: Refresh blocks. A batch it concerns waits out its
+    // backoff meanwhile, so it goes to the leader the refresh found.
+    if (refresh) (void)router_->Refresh();  // a failed refresh shows in the next attempt
+    bool ready;
+    {
+      absl::MutexLock lock(&mu_);
       ready = ReadyLocked(absl::Now());
     }
     SendOutbox();
@@ -145,13 +154,21 @@ void Producer::SendOutbox() {
 }
 
 void Producer::SendAsync(int32_t partition, BatchPtr batch) {
+  absl::StatusOr<ClusterRouter::Route> route = router_->Leader(options_.topic, partition);
+  if (!route.ok()) {  // offline, or its leader's address unknown: as a failed call
+    OnResponse(partition, batch, grpc_util::ToGrpcStatus(route.status()), lpb::ProduceResponse(),
+               nullptr, nullptr);
+    return;
+  }
   auto call = std::make_shared<Call>();
+  call->route = *route;
   call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
   Batch* raw = batch.get();
-  stub_->async()->Produce(&call->ctx, &raw->request, &call->response,
-                          [this, partition, batch = std::move(batch), call](grpc::Status status) {
-                            OnResponse(partition, batch, status, call->response);
-                          });
+  route->stub->async()->Produce(
+      &call->ctx, &raw->request, &call->response,
+      [this, partition, batch = std::move(batch), call](grpc::Status status) {
+        OnResponse(partition, batch, status, call->response, &call->route, &call->ctx);
+      });
 }
 
 void Producer::SettleLocked(PartitionQueue& q, Batch& batch, const grpc::Status& status,
@@ -237,8 +254,42 @@ void Producer::CollectAnsweredLocked() {
   }
 }
 
+Producer::RouteNews Producer::TakeRouteNews(int32_t partition, const grpc::Status& status,
+                                            const ClusterRouter::Route* sent,
+                                            const grpc::ClientContext* ctx) {
+  RouteNews news;
+  if (status.ok() || sent == nullptr || ctx == nullptr) return news;
+  news.not_leader = NotLeaderHint(*ctx, status).has_value();
+  news.moved = router_->OnNotLeader(options_.topic, partition, *sent, *ctx, status);
+  return news;
+}
+
+bool Producer::ScheduleResendLocked(PartitionQueue& q, const BatchPtr& batch,
+                                    const grpc::Status& status, RouteNews news) {
+  const grpc::StatusCode code = status.error_code();
+  if (!(Retryable(code) || news.not_leader) || batch->attempts > options_.max_retries ||
+      !fatal_.ok()) {
+    return false;
+  }
+  // Same request, same sequences: the broker appends it once. Behind an unanswered batch (it
+  // overtook that one: ABORTED, a sequence gap; or that one was refused too) it goes again
+  // right after it; to a leader that just moved, at once.
+  const bool behind = q.in_flight.front() != batch;
+  batch->retry_at = behind || news.moved ? absl::Now()
+                                         : absl::Now() + options_.retry_backoff *
+                                                             (1 << std::min(batch->attempts, 8));
+  // Where the partition's leader is now is not known: ask before the backoff is over.
+  if (!news.moved && (news.not_leader || code == grpc::StatusCode::UNAVAILABLE ||
+                      code == grpc::StatusCode::DEADLINE_EXCEEDED)) {
+    refresh_wanted_ = true;
+  }
+  return true;
+}
+
 void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::Status& status,
-                          const lpb::ProduceResponse& response) {
+                          const lpb::ProduceResponse& response, const ClusterRouter::Route* sent,
+                          const grpc::ClientContext* ctx) {
+  const RouteNews news = TakeRouteNews(partition, status, sent, ctx);
   {
     absl::MutexLock lock(&mu_);
     PartitionQueue& q = queues_[partition];
@@ -253,15 +304,7 @@ void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::
         fatal_ = absl::InternalError("a batch behind a refused one was appended; create a new Producer");
         FailPendingLocked();
       }
-    } else if (!status.ok() && Retryable(status.error_code()) &&
-               batch->attempts <= options_.max_retries && fatal_.ok()) {
-      // Same request, same sequences: the broker appends it once. Behind an unanswered batch
-      // (it overtook that one: ABORTED, a sequence gap) it goes again right after it.
-      const bool behind = q.in_flight.front() != batch;
-      batch->retry_at =
-          behind ? absl::Now()
-                 : absl::Now() + options_.retry_backoff * (1 << std::min(batch->attempts, 8));
-    } else {
+    } else if (status.ok() || !ScheduleResendLocked(q, batch, status, news)) {
       SettleLocked(q, *batch, status, response);
     }
     CollectAnsweredLocked();

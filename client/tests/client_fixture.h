@@ -41,6 +41,7 @@ class ClientTest : public ::testing::Test {
         {}, {broker_->service(), coordinator_->service(), queue_->service()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
+    broker_->service()->SetAddress(server_->address());  // what GetMetadata names (as ServerMain)
     coordinator_->SetBrokerAddress(server_->address());
     log_ = std::make_unique<testing::LogClient>(server_->address());
   }

@@ -19,14 +19,38 @@ namespace {
 
 namespace logpb = ::conduit::log::v1;
 
-// Forwards DescribeTopic, InitProducer and Produce to the broker, except that the batch with
-// sequence 0 waits until the one with sequence 1 has been answered (whichever arrives first).
-// Records the base sequence of every Produce it forwards.
+// Forwards GetMetadata, DescribeTopic, InitProducer and Produce to the broker, except that the
+// batch with sequence 0 waits until the one with sequence 1 has been answered (whichever arrives
+// first). Records the base sequence of every Produce it forwards. Its GetMetadata names the proxy
+// as the broker, so that the producer's batches keep coming through it.
 class ReorderingProxy final : public logpb::LogService::CallbackService {
  public:
   explicit ReorderingProxy(const std::string& broker)
       : stub_(logpb::LogService::NewStub(
             grpc::CreateChannel(broker, grpc::InsecureChannelCredentials()))) {}
+
+  void set_address(const std::string& address) {
+    absl::MutexLock lock(&mu_);
+    address_ = address;
+  }
+
+  grpc::ServerUnaryReactor* GetMetadata(grpc::CallbackServerContext* ctx,
+                                        const logpb::GetMetadataRequest* req,
+                                        logpb::GetMetadataResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    auto* call = new grpc::ClientContext;
+    std::string address;
+    {
+      absl::MutexLock lock(&mu_);
+      address = address_;
+    }
+    stub_->async()->GetMetadata(call, req, resp, [reactor, call, resp, address](grpc::Status s) {
+      for (auto& b : *resp->mutable_brokers()) b.set_address(address);
+      delete call;
+      reactor->Finish(s);
+    });
+    return reactor;
+  }
 
   grpc::ServerUnaryReactor* DescribeTopic(grpc::CallbackServerContext* ctx,
                                           const logpb::DescribeTopicRequest* req,
@@ -102,6 +126,7 @@ class ReorderingProxy final : public logpb::LogService::CallbackService {
   bool released_ ABSL_GUARDED_BY(mu_) = false;  // the second batch has been answered
   Parked parked_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> forwarded_ ABSL_GUARDED_BY(mu_);
+  std::string address_ ABSL_GUARDED_BY(mu_);  // the proxy's own
 };
 
 TEST_F(ClientTest, AnOvertakingBatchIsResentAfterTheOneItOvertook) {
@@ -109,6 +134,7 @@ TEST_F(ClientTest, AnOvertakingBatchIsResentAfterTheOneItOvertook) {
   ReorderingProxy proxy(address());
   auto proxy_server = grpc_util::StartServer({}, {&proxy});
   ASSERT_TRUE(proxy_server.ok()) << proxy_server.status();
+  proxy.set_address((*proxy_server)->address());
   {
     auto producer = Producer::Create({.address = (*proxy_server)->address(), .topic = "reorder",
                                       .max_batch_records = 1, .linger = absl::ZeroDuration(),

@@ -9,7 +9,8 @@ server refused ("error: CODE: message" on stderr); 2 bad usage.
 
 Sections (each with its own topic / group / queue names, so one failure does not hide the
 others): topics, produce/consume, consumer groups and offset resets, queues and the dead-letter
-lane, bad input. Every subprocess has a timeout.
+lane, the cluster (describe; --addr as a bootstrap list), bad input. Every subprocess has a
+timeout.
 
 The last three sections cover defects this test found, since fixed: consume --group --max
 committed past what it printed, produce to a missing partition exited 0, and -o json was ignored
@@ -640,6 +641,63 @@ def test_queues():
 
 
 # ---------------------------------------------------------------------------------------------
+# The cluster: describe, and --addr as a list of bootstrap brokers
+
+
+def test_cluster():
+    topic = f"cli-cluster-{SUFFIX}"
+    conduit("topic", "create", topic, "--partitions", 3)
+
+    # A single node is a cluster of one: broker 0 at its address, controller, leader of all.
+    r = conduit("cluster", "describe")
+    check(r.out.startswith("cluster (single node): 1 brokers, controller broker 0 (epoch 0)"),
+          "cluster describe summary line", r)
+    brokers = as_dicts(table_after(r.out, "BROKER"))
+    check_eq([(b["BROKER"], b["ADDRESS"], b["CONTROLLER"]) for b in brokers], [("0", ADDR, "yes")],
+             "cluster describe brokers", r)
+    parts = as_dicts(table_after(r.out, "TOPIC"))
+    check_eq(list(parts[0].keys()), ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR"],
+             "cluster describe partition columns", r)
+    mine = [(p["PARTITION"], p["LEADER"], p["EPOCH"], p["REPLICAS"], p["ISR"])
+            for p in parts if p["TOPIC"] == topic]
+    check_eq(mine, [(str(i), "0", "0", "0", "0") for i in range(3)],
+             "broker 0 leads every partition", r)
+    check_eq([p["TOPIC"] for p in parts], sorted(p["TOPIC"] for p in parts),
+             "topics in name order", r)
+
+    # Only the named topics; an unknown one is NOT_FOUND.
+    r = conduit("cluster", "describe", topic)
+    check_eq({p["TOPIC"] for p in as_dicts(table_after(r.out, "TOPIC"))}, {topic},
+             "cluster describe TOPIC", r)
+    expect_error(conduit("cluster", "describe", f"no-such-{SUFFIX}", expect=None), "NOT_FOUND")
+
+    # -o json: the GetMetadata response.
+    r = conduit("cluster", "describe", topic, output="json")
+    doc = json.loads(r.out)
+    check_eq(doc["brokers"], [{"id": 0, "address": ADDR}], "JSON brokers", r)
+    check_eq(doc["controllerId"], 0, "JSON controller", r)
+    check_eq([(p["partition"], p["leader"], p["replicas"]) for p in doc["topics"][0]["partitions"]],
+             [(i, 0, [0]) for i in range(3)], "JSON partitions", r)
+
+    # --addr as a list whose first broker is down: admin calls, produce, consume and group
+    # consume all use the one that answers.
+    multi = f"{UNREACHABLE},{ADDR}"
+    r = conduit("topic", "list", addr=multi)
+    check(any(row[0] == topic for row in table(r.out)[1:]), "topic list via a list", r)
+    conduit("cluster", "describe", addr=multi)
+    r = conduit("produce", topic, "--partition", 2, stdin="a\nb\n", addr=multi)
+    check(r.out.startswith(f"produced 2 records to {topic} in "), "produce via a list", r)
+    r = conduit("consume", topic, "--partition", 2, addr=multi)
+    check_eq([(p, o, v) for p, o, _, v in records(r)], [(2, 0, "a"), (2, 1, "b")],
+             "consume via a list", r)
+    r = conduit("consume", topic, "--group", f"cli-cluster-{SUFFIX}", addr=multi)
+    check_eq([v for *_, v in records(r)], ["a", "b"], "consume --group via a list", r)
+    r = conduit("--timeout", 5, "cluster", "describe", addr=f"{UNREACHABLE},127.0.0.1:2",
+                expect=None)
+    expect_error(r, "UNAVAILABLE")
+
+
+# ---------------------------------------------------------------------------------------------
 # Bad input
 
 
@@ -736,7 +794,8 @@ def main():
     print(f"cli_test: {BIN} against {ADDR}", flush=True)
     start = time.monotonic()
     failures = []
-    for test in (test_topics, test_produce_consume, test_groups, test_queues, test_bad_input,
+    for test in (test_topics, test_produce_consume, test_groups, test_queues, test_cluster,
+                 test_bad_input,
                  test_group_max_commits_only_what_it_printed,
                  test_produce_to_a_missing_partition_fails, test_group_consume_prints_json):
         t0 = time.monotonic()

@@ -5,16 +5,52 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/grpc/status.h"
 
 namespace conduit::cli {
 
+namespace {
+
+// True once `channel` is connected; false when it fails to connect (refused, unresolvable) or
+// `deadline` passes first.
+bool Connects(grpc::Channel& channel, absl::Time deadline) {
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) return false;
+    if (!channel.WaitForStateChange(state, absl::ToChronoTime(deadline))) return false;
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> Globals::Bootstrap() const {
+  std::vector<std::string> out;
+  for (absl::string_view a : absl::StrSplit(addr, ',', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(a));
+  }
+  return out;
+}
 
 std::shared_ptr<grpc::Channel> Globals::Channel() const {
-  return grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  const std::vector<std::string> addresses = Bootstrap();
+  if (addresses.size() <= 1) {
+    return grpc::CreateChannel(addresses.empty() ? addr : addresses[0],
+                               grpc::InsecureChannelCredentials());
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(timeout_seconds);
+  std::shared_ptr<grpc::Channel> channel;
+  for (const std::string& a : addresses) {
+    channel = grpc::CreateChannel(a, grpc::InsecureChannelCredentials());
+    if (Connects(*channel, deadline)) break;
+  }
+  return channel;
 }
 
 std::unique_ptr<grpc::ClientContext> Globals::Context() const {

@@ -13,7 +13,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
-
 #include "absl/time/time.h"
 
 namespace conduit::cli {
@@ -24,11 +23,17 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 
 struct Globals {
+  // host:port, or a comma-separated list of them (bootstrap brokers of a cluster).
   std::string addr = "127.0.0.1:7070";
   double timeout_seconds = 10;
   std::string output = "table";  // table | json
 
   bool json() const { return output == "json"; }
+  // The --addr list, split at commas (blanks dropped).
+  std::vector<std::string> Bootstrap() const;
+  // A channel to the first --addr address that accepts a connection (admin calls, which any
+  // broker serves); with one address, to it without probing. When none connects, the last one
+  // (its calls fail UNAVAILABLE).
   std::shared_ptr<grpc::Channel> Channel() const;
   // A context with the --timeout deadline.
   std::unique_ptr<grpc::ClientContext> Context() const;
@@ -42,6 +47,7 @@ void AddTopicCommands(CLI::App& app, const Globals& g, Action* run);
 void AddRecordCommands(CLI::App& app, const Globals& g, Action* run);
 void AddGroupCommands(CLI::App& app, const Globals& g, Action* run);
 void AddQueueCommands(CLI::App& app, const Globals& g, Action* run);
+void AddClusterCommands(CLI::App& app, const Globals& g, Action* run);
 
 // Prints "error: CODE: message" on stderr and returns kExitError.
 int Fail(const grpc::Status& status);

@@ -1,6 +1,6 @@
-// conduit: one tool for topics, records, consumer groups, queues and dead letters.
+// conduit: one tool for topics, records, consumer groups, queues, dead letters and the cluster.
 //
-//   conduit [--addr host:port] [--timeout s] [--output table|json] <command> ...
+//   conduit [--addr host:port[,host:port...]] [--timeout s] [--output table|json] <command> ...
 //
 // Exit codes: 0 ok; 1 the server refused (the gRPC status and message are printed); 2 bad usage.
 #include <cstdlib>
@@ -9,13 +9,16 @@
 
 int main(int argc, char** argv) {
   using namespace conduit::cli;
-  CLI::App app{"conduit: topics, records, consumer groups, work queues and dead letters",
+  CLI::App app{"conduit: topics, records, consumer groups, work queues, dead letters, the cluster",
                "conduit"};
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the command (inherited by subcommands)
   Globals globals;
   if (const char* env = std::getenv("CONDUIT_ADDR")) globals.addr = env;
-  app.add_option("--addr", globals.addr, "server address host:port (env CONDUIT_ADDR)")
+  app.add_option("--addr", globals.addr,
+                 "server address host:port, or a comma-separated list of a cluster's brokers: "
+                 "admin calls use the first reachable, produce and consume route by metadata "
+                 "(env CONDUIT_ADDR)")
       ->capture_default_str();
   app.add_option("--timeout", globals.timeout_seconds, "per-call deadline in seconds")
       ->capture_default_str();
@@ -27,6 +30,7 @@ int main(int argc, char** argv) {
   AddRecordCommands(app, globals, &run);
   AddGroupCommands(app, globals, &run);
   AddQueueCommands(app, globals, &run);
+  AddClusterCommands(app, globals, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

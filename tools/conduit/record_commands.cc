@@ -1,4 +1,5 @@
-// conduit produce TOPIC / conduit consume TOPIC
+// conduit produce TOPIC / conduit consume TOPIC: records go to and come from each partition's
+// leader (the client library's ClusterRouter, from the --addr list).
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/cluster_router.h"
 #include "client/group_consumer.h"
 #include "client/producer.h"
 #include "common/grpc/proto_time.h"
@@ -75,7 +77,7 @@ int Produce(const Globals& g, const ProduceFlags& f) {
     if (!file) return UsageError("cannot read " + f.file);
   }
   std::istream& in = f.file.empty() ? std::cin : file;
-  auto producer = client::Producer::Create({.address = g.addr,
+  auto producer = client::Producer::Create({.bootstrap = g.Bootstrap(),
                                             .topic = f.topic,
                                             .request_timeout = absl::Seconds(g.timeout_seconds)});
   if (!producer.ok()) {
@@ -151,9 +153,12 @@ lpb::Record ToProto(const client::ConsumedRecord& r) {
 }
 
 int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
-  auto consumer = client::GroupConsumer::Create(
-      {.address = g.addr, .group = f.group, .topics = {f.topic}, .client_id = "conduit-cli",
-       .request_timeout = absl::Seconds(g.timeout_seconds)});
+  auto consumer =
+      client::GroupConsumer::Create({.bootstrap = g.Bootstrap(),
+                                     .group = f.group,
+                                     .topics = {f.topic},
+                                     .client_id = "conduit-cli",
+                                     .request_timeout = absl::Seconds(g.timeout_seconds)});
   if (!consumer.ok()) {
     return Fail(consumer.status());
   }
@@ -191,9 +196,9 @@ int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
 
 using Positions = std::vector<std::pair<int32_t, int64_t>>;  // partition → next offset
 
-// Moves each position to the first record appended at or after --from-time; the exit code.
-int SeekToTime(lpb::LogService::Stub& stub, const Globals& g, const ConsumeFlags& f,
-               Positions* positions) {
+// Moves each position to the first record appended at or after --from-time (asking each
+// partition's leader); the exit code.
+int SeekToTime(client::ClusterRouter& router, const ConsumeFlags& f, Positions* positions) {
   absl::Time t;
   if (!ParseTime(f.from_time, &t)) return UsageError("bad --from-time " + f.from_time);
   for (auto& [partition, offset] : *positions) {
@@ -203,7 +208,15 @@ int SeekToTime(lpb::LogService::Stub& stub, const Globals& g, const ConsumeFlags
     req.set_spec(lpb::OFFSET_SPEC_TIMESTAMP);
     grpc_util::SetTimestamp(t, req.mutable_timestamp());
     lpb::ListOffsetsResponse resp;
-    if (auto s = stub.ListOffsets(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+    grpc::Status s = router.CallLeader(
+        f.topic, partition, [&](client::ClusterRouter::Stub& stub, grpc::ClientContext& ctx) {
+          resp.Clear();
+          return stub.ListOffsets(&ctx, req, &resp);
+        });
+    if (!s.ok()) return Fail(s);
+    if (resp.offsets_size() != 1) {
+      return Fail(absl::InternalError("ListOffsets: one offset expected"));
+    }
     offset = resp.offsets(0).offset();
   }
   return kExitOk;
@@ -225,27 +238,9 @@ void PrintFetched(const Globals& g, const ConsumeFlags& f, int32_t partition,
                 .c_str());
 }
 
-int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
-  auto stub = lpb::LogService::NewStub(g.Channel());
-  lpb::DescribeTopicRequest dreq;
-  dreq.set_name(f.topic);
-  lpb::DescribeTopicResponse topic;
-  if (auto s = stub->DescribeTopic(g.Context().get(), dreq, &topic); !s.ok()) return Fail(s);
-  if (f.offset >= 0 && f.partition < 0 && topic.partitions_size() > 1) {
-    return UsageError("--offset needs --partition: topic " + f.topic + " has " +
-                      std::to_string(topic.partitions_size()) + " partitions");
-  }
-  Positions positions;
-  for (const auto& p : topic.partitions()) {
-    if (f.partition >= 0 && p.partition() != f.partition) continue;
-    positions.emplace_back(p.partition(), f.offset >= 0 ? f.offset : p.log_start_offset());
-  }
-  if (positions.empty()) {
-    return UsageError(absl::StrCat("topic ", f.topic, " has no partition ", f.partition));
-  }
-  if (!f.from_time.empty()) {
-    if (int code = SeekToTime(*stub, g, f, &positions); code != kExitOk) return code;
-  }
+// Fetches from each partition's leader and prints, to the end or (--follow) on; the exit code.
+int FetchAndPrint(client::ClusterRouter& router, const Globals& g, const ConsumeFlags& f,
+                  Positions& positions) {
   int64_t printed = 0;
   while (f.max < 0 || printed < f.max) {
     bool any = false, all_caught_up = true;
@@ -255,9 +250,16 @@ int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
       req.set_partition(partition);
       req.set_offset(offset);
       req.set_max_records(500);
-      if (f.follow && positions.size() == 1) grpc_util::SetDuration(absl::Seconds(1), req.mutable_max_wait());
+      if (f.follow && positions.size() == 1) {
+        grpc_util::SetDuration(absl::Seconds(1), req.mutable_max_wait());
+      }
       lpb::FetchResponse resp;
-      if (auto s = stub->Fetch(g.Context().get(), req, &resp); !s.ok()) return Fail(s);
+      grpc::Status s = router.CallLeader(
+          f.topic, partition, [&](client::ClusterRouter::Stub& stub, grpc::ClientContext& ctx) {
+            resp.Clear();
+            return stub.Fetch(&ctx, req, &resp);
+          });
+      if (!s.ok()) return Fail(s);
       for (const lpb::Record& r : resp.records()) {
         if (f.max >= 0 && printed >= f.max) break;
         PrintFetched(g, f, partition, r);
@@ -272,6 +274,34 @@ int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
     if (!any && f.follow && positions.size() > 1) absl::SleepFor(absl::Milliseconds(200));
   }
   return kExitOk;
+}
+
+int ConsumePartitions(const Globals& g, const ConsumeFlags& f) {
+  auto router = client::ClusterRouter::Create(
+      {.bootstrap = g.Bootstrap(), .request_timeout = absl::Seconds(g.timeout_seconds)});
+  if (!router.ok()) return Fail(router.status());
+  lpb::DescribeTopicRequest dreq;
+  dreq.set_name(f.topic);
+  lpb::DescribeTopicResponse topic;
+  if (auto s = (*router)->AnyBroker()->DescribeTopic(g.Context().get(), dreq, &topic); !s.ok()) {
+    return Fail(s);
+  }
+  if (f.offset >= 0 && f.partition < 0 && topic.partitions_size() > 1) {
+    return UsageError("--offset needs --partition: topic " + f.topic + " has " +
+                      std::to_string(topic.partitions_size()) + " partitions");
+  }
+  Positions positions;
+  for (const auto& p : topic.partitions()) {
+    if (f.partition >= 0 && p.partition() != f.partition) continue;
+    positions.emplace_back(p.partition(), f.offset >= 0 ? f.offset : p.log_start_offset());
+  }
+  if (positions.empty()) {
+    return UsageError(absl::StrCat("topic ", f.topic, " has no partition ", f.partition));
+  }
+  if (!f.from_time.empty()) {
+    if (int code = SeekToTime(**router, f, &positions); code != kExitOk) return code;
+  }
+  return FetchAndPrint(**router, g, f, positions);
 }
 
 }  // namespace
