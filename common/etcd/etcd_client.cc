@@ -90,6 +90,15 @@ absl::Duration Client::AttemptTimeout() const {
 
 absl::Status Client::Invoke(absl::string_view what, bool repeatable,
                             const std::function<absl::Status(Endpoint&, absl::Time)>& call) {
+  const absl::Time started = absl::Now();
+  absl::Status status = InvokeOnEndpoints(what, repeatable, call);
+  if (options_.on_request) options_.on_request(what, absl::Now() - started, status);
+  return status;
+}
+
+absl::Status Client::InvokeOnEndpoints(
+    absl::string_view what, bool repeatable,
+    const std::function<absl::Status(Endpoint&, absl::Time)>& call) {
   const absl::Time deadline = absl::Now() + options_.request_timeout;
   const size_t first = preferred_.load(std::memory_order_relaxed);
   absl::Status last;

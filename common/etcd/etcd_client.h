@@ -28,6 +28,11 @@ struct ClientOptions {
   // more often than its --grpc-keepalive-min-time (5 s) by closing the connection.
   absl::Duration keepalive_time = absl::Seconds(10);
   absl::Duration keepalive_timeout = absl::Seconds(5);
+  // Told of every call once it ends (etcd's method name: Range, Put, DeleteRange, Txn, Compact,
+  // LeaseGrant, LeaseKeepAlive, LeaseRevoke, LeaseTimeToLive, Watch), for metrics. Runs on the
+  // calling thread; must not block.
+  std::function<void(absl::string_view method, absl::Duration latency, const absl::Status& status)>
+      on_request;
 };
 
 // What a watch hands its owner. All three must be set. They run on gRPC's callback threads, one
@@ -155,6 +160,9 @@ class Client {
   // messages; `repeatable` allows a retry after the request was sent.
   absl::Status Invoke(absl::string_view what, bool repeatable,
                       const std::function<absl::Status(internal::Endpoint&, absl::Time)>& call);
+  absl::Status InvokeOnEndpoints(
+      absl::string_view what, bool repeatable,
+      const std::function<absl::Status(internal::Endpoint&, absl::Time)>& call);
   absl::StatusOr<RangeResult> Range(absl::string_view key, bool prefix);
   absl::StatusOr<DeleteResult> DeleteRange(absl::string_view key, bool prefix);
   absl::StatusOr<std::unique_ptr<WatchHandle>> Watch(absl::string_view key, bool prefix,

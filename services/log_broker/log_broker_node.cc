@@ -74,6 +74,8 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
   node->store_ = *std::move(store);
   node->metrics_ = std::make_unique<api::LogMetrics>(registry);
   if (cluster) {
+    node->cluster_metrics_ = std::make_unique<cluster::ClusterMetrics>(registry);
+    cluster->observer = node->cluster_metrics_.get();
     LogBrokerNode* raw = node.get();
     cluster->on_view = [raw](std::shared_ptr<const ClusterView> view) {
       if (absl::Status s = raw->broker_->ApplyView(std::move(view)); !s.ok()) {

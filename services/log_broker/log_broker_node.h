@@ -47,6 +47,7 @@ class LogBrokerNode {
   std::unique_ptr<RocksDbLogStore> store_;
   std::unique_ptr<api::LogMetrics> metrics_;
   std::unique_ptr<Broker> broker_;
+  std::unique_ptr<cluster::ClusterMetrics> cluster_metrics_;
   // Destroyed before the broker (it applies views to it) and after the service.
   std::unique_ptr<cluster::EtcdCluster> cluster_;
   std::unique_ptr<api::LogService> service_;

@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
@@ -45,21 +48,41 @@ absl::Status FromBroker(const grpc::Status& status, const char* what) {
 }  // namespace
 
 namespace {
+PartitionMarks MarksOf(const lpb::PartitionInfo& p) {
+  PartitionMarks m;
+  m.partition = p.partition();
+  m.log_start = p.log_start_offset();
+  m.high_watermark = p.high_watermark();
+  if (p.has_oldest_append_time() && p.high_watermark() > p.log_start_offset()) {
+    m.oldest_append_time = grpc_util::FromTimestamp(p.oldest_append_time());
+  }
+  return m;
+}
+
 std::vector<PartitionMarks> MarksOf(const lpb::DescribeTopicResponse& resp) {
   std::vector<PartitionMarks> out;
-  for (const lpb::PartitionInfo& p : resp.partitions()) {
-    PartitionMarks m;
-    m.partition = p.partition();
-    m.log_start = p.log_start_offset();
-    m.high_watermark = p.high_watermark();
-    if (p.has_oldest_append_time() && p.high_watermark() > p.log_start_offset()) {
-      m.oldest_append_time = grpc_util::FromTimestamp(p.oldest_append_time());
-    }
-    out.push_back(m);
-  }
+  for (const lpb::PartitionInfo& p : resp.partitions()) out.push_back(MarksOf(p));
   return out;
 }
+
+bool LedElsewhere(const lpb::DescribeTopicResponse& resp) {
+  for (const lpb::PartitionInfo& p : resp.partitions()) {
+    if (p.leader() != resp.answered_by()) return true;
+  }
+  return false;
+}
 }  // namespace
+
+std::shared_ptr<GrpcTopicSource::LogStub> GrpcTopicSource::LeaderStubs::For(
+    const std::string& address) {
+  absl::MutexLock lock(&mu);
+  auto& stub = stubs[address];
+  if (!stub) {
+    stub =
+        lpb::LogService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  return stub;
+}
 
 absl::StatusOr<std::vector<PartitionMarks>> GrpcTopicSource::Describe(const std::string& topic) {
   return Await<absl::StatusOr<std::vector<PartitionMarks>>>(
@@ -79,27 +102,123 @@ void GrpcTopicSource::DescribeAsync(const std::string& topic, MarksCallback done
   call->req.set_name(topic);
   (*stub)->async()->DescribeTopic(
       &call->ctx, &call->req, &call->resp,
-      [call, stub = *stub, done = std::move(done)](grpc::Status s) {
+      [this, topic, call, stub = *stub, done = std::move(done)](grpc::Status s) {
         if (!s.ok()) return done(FromBroker(s, "DescribeTopic"));
-        done(MarksOf(call->resp));
+        if (!LedElsewhere(call->resp)) return done(MarksOf(call->resp));
+        DescribeAtLeaders(topic, stub, call->resp, std::move(done));
       });
+}
+
+namespace {
+
+// The marks of one topic being put together from several leaders' answers.
+struct MarksMerge {
+  absl::Mutex mu;
+  std::vector<PartitionMarks> marks ABSL_GUARDED_BY(mu);
+  int pending ABSL_GUARDED_BY(mu) = 0;
+  absl::Status error ABSL_GUARDED_BY(mu);
+  TopicSource::MarksCallback done;
+};
+
+// DescribeTopic at one leader: takes the partitions it leads into `merge`; the last answer in
+// finishes the merge.
+void DescribeAtLeader(std::shared_ptr<lpb::LogService::Stub> stub, const std::string& topic,
+                      absl::Time deadline, std::shared_ptr<MarksMerge> merge) {
+  struct Call {
+    grpc::ClientContext ctx;
+    lpb::DescribeTopicRequest req;
+    lpb::DescribeTopicResponse resp;
+  };
+  auto call = std::make_shared<Call>();
+  call->ctx.set_deadline(absl::ToChronoTime(deadline));
+  call->req.set_name(topic);
+  stub->async()->DescribeTopic(
+      &call->ctx, &call->req, &call->resp, [call, stub, merge](grpc::Status s) {
+        absl::MutexLock lock(&merge->mu);
+        if (!s.ok() && merge->error.ok()) merge->error = FromBroker(s, "DescribeTopic");
+        for (const lpb::PartitionInfo& p : call->resp.partitions()) {
+          const size_t i = static_cast<size_t>(p.partition());
+          if (p.leader() == call->resp.answered_by() && i < merge->marks.size()) {
+            merge->marks[i] = MarksOf(p);
+          }
+        }
+        if (--merge->pending > 0) return;
+        absl::StatusOr<std::vector<PartitionMarks>> out = merge->marks;
+        if (!merge->error.ok()) out = merge->error;
+        merge->done(std::move(out));
+      });
+}
+
+}  // namespace
+
+void GrpcTopicSource::DescribeAtLeaders(const std::string& topic, std::shared_ptr<LogStub> via,
+                                        const lpb::DescribeTopicResponse& first,
+                                        MarksCallback done) {
+  std::set<int32_t> leaders;
+  for (const lpb::PartitionInfo& p : first.partitions()) {
+    if (p.leader() < 0) {
+      return done(absl::UnavailableError(
+          absl::StrCat("partition ", p.partition(), " of '", topic, "' is offline")));
+    }
+    if (p.leader() != first.answered_by()) leaders.insert(p.leader());
+  }
+  auto merge = std::make_shared<MarksMerge>();
+  {
+    absl::MutexLock lock(&merge->mu);
+    merge->marks = MarksOf(first);
+    merge->pending = static_cast<int>(leaders.size());
+  }
+  merge->done = std::move(done);
+  struct Call {
+    grpc::ClientContext ctx;
+    lpb::GetMetadataRequest req;
+    lpb::GetMetadataResponse resp;
+  };
+  auto call = std::make_shared<Call>();
+  SetDeadline(&call->ctx);
+  call->req.add_topics(topic);
+  via->async()->GetMetadata(&call->ctx, &call->req, &call->resp,
+                            [topic, call, via, merge, leaders, stubs = leaders_,
+                             deadline = absl::Now() + deadline_](grpc::Status s) {
+                              if (!s.ok()) return merge->done(FromBroker(s, "GetMetadata"));
+                              std::map<int32_t, std::string> addresses;
+                              for (const auto& b : call->resp.brokers())
+                                addresses[b.id()] = b.address();
+                              for (int32_t leader : leaders) {
+                                DescribeAtLeader(stubs->For(addresses[leader]), topic, deadline,
+                                                 merge);
+                              }
+                            });
+}
+
+grpc::Status GrpcTopicSource::CallFollowingLeader(
+    const std::function<grpc::Status(LogStub& stub, grpc::ClientContext& ctx)>& call) {
+  auto stub = Stub();
+  if (!stub.ok())
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(stub.status().message()));
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  grpc::Status s = call(**stub, ctx);
+  if (s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return s;
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto leader = trailers.find("conduit-leader-address");
+  if (leader == trailers.end()) return s;
+  grpc::ClientContext again;
+  SetDeadline(&again);
+  return call(*leaders_->For(std::string(leader->second.data(), leader->second.size())), again);
 }
 
 absl::StatusOr<int64_t> GrpcTopicSource::OffsetForTime(const std::string& topic, int32_t partition,
                                                        absl::Time at) {
-  auto stub = Stub();
-  if (!stub.ok()) return stub.status();
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
   lpb::ListOffsetsRequest req;
   req.set_topic(topic);
   req.add_partitions(partition);
   req.set_spec(lpb::OFFSET_SPEC_TIMESTAMP);
   grpc_util::SetTimestamp(at, req.mutable_timestamp());
   lpb::ListOffsetsResponse resp;
-  if (grpc::Status s = (*stub)->ListOffsets(&ctx, req, &resp); !s.ok()) {
-    return FromBroker(s, "ListOffsets");
-  }
+  grpc::Status s = CallFollowingLeader(
+      [&](LogStub& stub, grpc::ClientContext& ctx) { return stub.ListOffsets(&ctx, req, &resp); });
+  if (!s.ok()) return FromBroker(s, "ListOffsets");
   if (resp.offsets_size() != 1) {
     return absl::InternalError(absl::StrCat("broker ListOffsets returned ", resp.offsets_size(),
                                             " offsets for one partition"));
@@ -108,19 +227,17 @@ absl::StatusOr<int64_t> GrpcTopicSource::OffsetForTime(const std::string& topic,
 }
 
 absl::StatusOr<std::optional<absl::Time>> GrpcTopicSource::AppendTimeAt(const std::string& topic,
-                                                                         int32_t partition,
-                                                                         int64_t offset) {
-  auto stub = Stub();
-  if (!stub.ok()) return stub.status();
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+                                                                        int32_t partition,
+                                                                        int64_t offset) {
   lpb::FetchRequest req;
   req.set_topic(topic);
   req.set_partition(partition);
   req.set_offset(offset);
   req.set_max_records(1);
   lpb::FetchResponse resp;
-  if (grpc::Status s = (*stub)->Fetch(&ctx, req, &resp); !s.ok()) return FromBroker(s, "Fetch");
+  grpc::Status s = CallFollowingLeader(
+      [&](LogStub& stub, grpc::ClientContext& ctx) { return stub.Fetch(&ctx, req, &resp); });
+  if (!s.ok()) return FromBroker(s, "Fetch");
   if (resp.records_size() == 0) return std::optional<absl::Time>();
   return std::optional<absl::Time>(grpc_util::FromTimestamp(resp.records(0).append_time()));
 }

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -13,6 +15,11 @@ namespace conduit::coordinator {
 // on first use, so that conduit-standalone can point it at its own address once it is serving.
 // Every call has a deadline; failures come back as the broker's status (UNAVAILABLE when it
 // cannot be reached). Thread-safe.
+//
+// In a cluster the configured broker is the way in: marks of partitions it does not lead come
+// from their leaders (GetMetadata, then DescribeTopic at each leader), and offset and time
+// lookups follow the not-leader answer's conduit-leader-address. An offline partition makes
+// Describe UNAVAILABLE.
 class GrpcTopicSource final : public TopicSource {
  public:
   // `address` is host:port, or empty until SetAddress.
@@ -30,13 +37,28 @@ class GrpcTopicSource final : public TopicSource {
                                                          int64_t offset) override;
 
  private:
-  absl::StatusOr<std::shared_ptr<conduit::log::v1::LogService::Stub>> Stub();
+  using LogStub = conduit::log::v1::LogService::Stub;
+  // Stubs of partition leaders by address, made on first use; shared with calls in flight.
+  struct LeaderStubs {
+    absl::Mutex mu;
+    std::map<std::string, std::shared_ptr<LogStub>> stubs ABSL_GUARDED_BY(mu);
+    std::shared_ptr<LogStub> For(const std::string& address);
+  };
+
+  absl::StatusOr<std::shared_ptr<LogStub>> Stub();
   void SetDeadline(grpc::ClientContext* ctx) const;
+  // Re-describes, at their leaders, the partitions `first` (answered by `via`) does not lead.
+  void DescribeAtLeaders(const std::string& topic, std::shared_ptr<LogStub> via,
+                         const conduit::log::v1::DescribeTopicResponse& first, MarksCallback done);
+  // A call to the configured broker that follows a not-leader answer to the leader once.
+  grpc::Status CallFollowingLeader(
+      const std::function<grpc::Status(LogStub& stub, grpc::ClientContext& ctx)>& call);
 
   const absl::Duration deadline_;
   absl::Mutex mu_;
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<conduit::log::v1::LogService::Stub> stub_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<LeaderStubs> leaders_ = std::make_shared<LeaderStubs>();
 };
 
 }  // namespace conduit::coordinator

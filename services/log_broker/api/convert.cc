@@ -117,6 +117,7 @@ void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out
     info->set_high_watermark(p.high_watermark);
     info->set_log_end_offset(p.meta.next_offset);
     info->set_leader_epoch(p.leader_epoch);
+    info->set_leader(p.leader);
     info->set_record_count(p.meta.record_count);
     info->set_bytes(p.meta.bytes);
     if (p.meta.record_count > 0 && p.oldest_append_time != absl::InfinitePast()) {

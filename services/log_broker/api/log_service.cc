@@ -121,6 +121,7 @@ grpc::ServerUnaryReactor* LogService::DescribeTopic(grpc::CallbackServerContext*
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto description = broker_->DescribeTopic(request->name());
   if (description.ok()) ToProto(*description, response);
+  response->set_answered_by(broker_->broker_id());
   return Done(ctx, description.status());
 }
 

@@ -28,7 +28,14 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Create(EtcdClusterOpti
     return absl::InvalidArgumentError(
         absl::StrCat("broker id must be >= 0, got ", options.broker_id));
   }
-  CONDUIT_ASSIGN_OR_RETURN(auto client, etcd::Client::Connect(options.endpoints, options.etcd));
+  etcd::ClientOptions etcd_options = options.etcd;
+  if (ClusterObserver* observer = options.observer) {
+    etcd_options.on_request = [observer](absl::string_view op, absl::Duration latency,
+                                         const absl::Status& status) {
+      observer->OnEtcdRequest(op, latency, status);
+    };
+  }
+  CONDUIT_ASSIGN_OR_RETURN(auto client, etcd::Client::Connect(options.endpoints, etcd_options));
   return std::unique_ptr<EtcdCluster>(
       new EtcdCluster(std::move(options), std::move(client), runtime));
 }
@@ -36,6 +43,7 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Create(EtcdClusterOpti
 EtcdCluster::EtcdCluster(EtcdClusterOptions options, std::unique_ptr<etcd::Client> client,
                          runtime::Runtime* runtime)
     : options_(std::move(options)),
+      observer_(options_.observer ? options_.observer : &default_observer_),
       keys_(options_.cluster),
       client_(std::move(client)),
       clock_(runtime->clock()),
@@ -86,6 +94,7 @@ absl::Status EtcdCluster::Join(const std::string& address) {
     absl::MutexLock lock(&mu_);
     ttl = lease_ttl_;
   }
+  observer_->OnLease(true);
   keepalive_ = scope_.Every(ttl / 3, [this] { KeepAlive(); });
   // Changes are driven by watch events; the tick retries a controller write that failed.
   controller_tick_ = scope_.Every(ttl, [this] { RunController(View()); });
@@ -197,12 +206,14 @@ void EtcdCluster::Publish(std::shared_ptr<const ClusterView> view) {
     view_ = view;
   }
   // In order and coalesced: each task applies the newest view, once.
-  (void)scope_.Submit([this] {
+  const absl::Duration received = clock_->Monotonic();
+  (void)scope_.Submit([this, received] {
     absl::MutexLock apply(&apply_mu_);
     std::shared_ptr<const ClusterView> latest = View();
     if (latest->revision <= last_applied_revision_) return;
     last_applied_revision_ = latest->revision;
     options_.on_view(latest);
+    observer_->OnViewApplied(*latest, options_.broker_id, clock_->Monotonic() - received);
     RunController(latest);
   });
 }
@@ -212,10 +223,14 @@ void EtcdCluster::KeepAlive() {
   const etcd::LeaseId id = lease();
   absl::StatusOr<int64_t> ttl = client_->KeepAliveOnce(id);
   if (ttl.ok()) {
-    absl::MutexLock lock(&mu_);
-    if (lease_ == id) lease_confirmed_at_ = sent;
+    {
+      absl::MutexLock lock(&mu_);
+      if (lease_ == id) lease_confirmed_at_ = sent;
+    }
+    observer_->OnLease(LeaseValid());
     return;
   }
+  observer_->OnLease(LeaseValid());
   if (absl::IsNotFound(ttl.status())) {
     spdlog::warn(
         "broker {}: its etcd lease {} is gone (the cluster counted it dead); joining again",

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/etcd/etcd_client.h"
 #include "common/runtime/runtime.h"
+#include "services/log_broker/cluster/cluster_metrics.h"
 #include "services/log_broker/cluster/metadata_codec.h"
 #include "services/log_broker/domain/cluster_view.h"
 #include "services/log_broker/domain/id_allocator.h"
@@ -30,6 +31,7 @@ struct EtcdClusterOptions {
   absl::Duration placement_wait = absl::Seconds(10);
   // Called (on the remote pool, one at a time, in revision order) with every new view.
   std::function<void(std::shared_ptr<const ClusterView>)> on_view = [](auto) {};
+  ClusterObserver* observer = nullptr;  // null: none; must outlive the EtcdCluster
 };
 
 // ClusterMetadata and IdAllocator over etcd (services/log_broker/README.md, "Cluster mode").
@@ -106,6 +108,8 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
       const std::function<bool(const ClusterView&)>& ready, absl::Duration timeout);
 
   const EtcdClusterOptions options_;
+  ClusterObserver default_observer_;
+  ClusterObserver* const observer_;
   const MetadataKeys keys_;
   const std::unique_ptr<etcd::Client> client_;
   const time::Clock* const clock_;

@@ -209,12 +209,15 @@ absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) 
   auto topic = FindTopic(name);
   if (!topic.ok()) return topic.status();
   TopicDescription out{(*topic)->meta(), {}};
+  const std::shared_ptr<const ClusterView> view = cluster_ ? AppliedView() : nullptr;
   for (int32_t p = 0; p < out.meta.partitions; ++p) {
+    const PartitionAssignment* a = view ? view->FindPartition(name, p) : nullptr;
+    const int32_t leader = view == nullptr ? 0 : a != nullptr ? a->leader : kNoBroker;
     const Partition& part = (*topic)->partitions[p];
     absl::MutexLock lock(&part.mu);
     out.partitions.push_back(PartitionDescription{p, part.meta, part.high_watermark,
-                                                  part.leader_epoch, part.oldest_append_time,
-                                                  part.last_append_time});
+                                                  part.leader_epoch, leader,
+                                                  part.oldest_append_time, part.last_append_time});
   }
   return out;
 }

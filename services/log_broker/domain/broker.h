@@ -64,6 +64,7 @@ struct PartitionDescription {
   PartitionMeta meta;
   int64_t high_watermark = 0;
   int32_t leader_epoch = 0;  // the epoch new appends get
+  int32_t leader = 0;        // in a cluster, the applied view's leader (kNoBroker: offline)
   absl::Time oldest_append_time = absl::InfinitePast();
   absl::Time newest_append_time = absl::InfinitePast();
 };

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "services/log_broker/domain/cluster_view.h"
+
+namespace conduit::log_broker::cluster {
+
+// What EtcdCluster reports as it works; the default does nothing. Called on its threads (the
+// runtime's remote pool, gRPC's watch thread); must not block.
+class ClusterObserver {
+ public:
+  virtual ~ClusterObserver() = default;
+  // One etcd call (all endpoint attempts): `op` is etcd's method name (Range, Txn, ...).
+  virtual void OnEtcdRequest(absl::string_view op, absl::Duration latency,
+                             const absl::Status& status) {}
+  // A view was applied to the broker, `latency` after its watch batch arrived.
+  virtual void OnViewApplied(const ClusterView& view, int32_t self, absl::Duration latency) {}
+  virtual void OnLease(bool valid) {}
+};
+
+// The cluster's Prometheus families (services/log_broker/README.md, "Metrics"):
+// conduit_cluster_partitions_led, _offline_partitions, _live_brokers, _is_controller,
+// _controller_epoch, _lease_valid (gauges), _etcd_request_seconds{op} and
+// _view_apply_seconds (histograms), _etcd_errors_total{op}. Thread-safe.
+class ClusterMetrics final : public ClusterObserver {
+ public:
+  explicit ClusterMetrics(prometheus::Registry& registry);
+
+  void OnEtcdRequest(absl::string_view op, absl::Duration latency,
+                     const absl::Status& status) override;
+  void OnViewApplied(const ClusterView& view, int32_t self, absl::Duration latency) override;
+  void OnLease(bool valid) override { lease_valid_.Set(valid ? 1 : 0); }
+
+ private:
+  prometheus::Gauge& partitions_led_;
+  prometheus::Gauge& offline_partitions_;
+  prometheus::Gauge& live_brokers_;
+  prometheus::Gauge& is_controller_;
+  prometheus::Gauge& controller_epoch_;
+  prometheus::Gauge& lease_valid_;
+  prometheus::Histogram& view_apply_;
+  prometheus::Family<prometheus::Histogram>& etcd_latency_;
+  prometheus::Family<prometheus::Counter>& etcd_errors_;
+};
+
+}  // namespace conduit::log_broker::cluster
