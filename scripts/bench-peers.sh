@@ -105,6 +105,9 @@ kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 echo "build/bin/e2e_bench --loads=1000,10000,50000 --producers= --seconds=$SECONDS_PER:" >>"$extra"
 "$BIN/e2e_bench" --loads=1000,10000,50000 --producers= --seconds="$SECONDS_PER" |
   grep -v '^producer throughput' | tee -a "$extra" >&2
+# Cluster mode (issue 15): the Producer through 1 vs 3 brokers, GetMetadata, SIGKILL reaction.
+echo "build/bin/cluster_bench:" >>"$extra"
+CONDUIT_BIN_DIR="$BIN" "$BIN/cluster_bench" 2>/dev/null | tee -a "$extra" >&2
 
 python3 scripts/bench_peers_report.py "$results" "$rss" "$SECONDS_PER" "$extra" >"$OUT"
 cat "$OUT"

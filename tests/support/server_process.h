@@ -64,6 +64,7 @@ class ServerProcess {
   ~ServerProcess() { Kill(SIGKILL); }
 
   bool running() const { return pid_ > 0 && !address_.empty(); }
+  pid_t pid() const { return pid_; }
   const std::string& address() const { return address_; }
 
   // Sends `signal` without waiting (SIGSTOP, SIGCONT).
