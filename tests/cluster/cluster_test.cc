@@ -95,6 +95,25 @@ TEST_F(ClusterTest, TopicsCanBeManagedThroughAnyBrokerAndBadInputChangesNothing)
     ASSERT_EQ(listed.topics_size(), 1) << "the refused topic was not created";
     EXPECT_EQ(listed.topics(0).name(), "race");
   }
+  {  // a config change through one broker reaches the others' view
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    logpb::UpdateTopicConfigRequest update;
+    update.set_name("race");
+    update.mutable_config()->set_max_record_bytes(4096);
+    logpb::UpdateTopicConfigResponse updated;
+    ASSERT_TRUE(client(2).stub()->UpdateTopicConfig(&ctx, update, &updated).ok());
+    EXPECT_EQ(updated.topic().config().max_record_bytes(), 4096);
+    ASSERT_TRUE(Eventually([&] {
+      grpc::ClientContext c;
+      LogClient::SetDeadline(&c);
+      logpb::DescribeTopicRequest d;
+      d.set_name("race");
+      logpb::DescribeTopicResponse described;
+      return client(1).stub()->DescribeTopic(&c, d, &described).ok() &&
+             described.topic().config().max_record_bytes() == 4096;
+    }));
+  }
   grpc::ClientContext ctx;
   LogClient::SetDeadline(&ctx);
   logpb::DeleteTopicRequest del;

@@ -69,6 +69,11 @@ EtcdCluster::~EtcdCluster() {
   if (lease.value() != 0) (void)client_->Revoke(lease);
 }
 
+bool EtcdCluster::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
 etcd::LeaseId EtcdCluster::lease() const {
   absl::MutexLock lock(&mu_);
   return lease_;
@@ -158,12 +163,14 @@ absl::Status EtcdCluster::Relist() {
   Publish(view);
   auto relist_later = [this](absl::Duration delay) {
     scope_.After(delay, [this] {
+      if (stopping()) return;  // the destructor's drain runs pending timers at once
       absl::MutexLock join(&join_mu_);
       if (absl::Status s = Relist(); !s.ok()) {
         spdlog::warn("broker {}: re-reading the cluster metadata failed: {}", options_.broker_id,
                      s.ToString());
         // The next keep-alive or controller tick does not re-watch: try again here.
         scope_.After(absl::Seconds(1), [this] {
+          if (stopping()) return;
           absl::MutexLock again(&join_mu_);
           (void)Relist();
         });
@@ -208,6 +215,7 @@ void EtcdCluster::Publish(std::shared_ptr<const ClusterView> view) {
   // In order and coalesced: each task applies the newest view, once.
   const absl::Duration received = clock_->Monotonic();
   (void)scope_.Submit([this, received] {
+    if (stopping()) return;
     absl::MutexLock apply(&apply_mu_);
     std::shared_ptr<const ClusterView> latest = View();
     if (latest->revision <= last_applied_revision_) return;

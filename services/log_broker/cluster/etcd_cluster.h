@@ -95,6 +95,7 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   EtcdCluster(EtcdClusterOptions options, std::unique_ptr<etcd::Client> client,
               runtime::Runtime* runtime);
 
+  bool stopping() const;
   absl::Status Register() ABSL_EXCLUSIVE_LOCKS_REQUIRED(join_mu_);
   absl::Status Relist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(join_mu_);
   void OnEvents(std::vector<etcd::WatchEvent> events, int64_t revision);
