@@ -6,7 +6,8 @@
 #                 prints the addresses; Ctrl-C stops them all (scripts/run-cluster.sh)
 # Deployment (see README "Deploy"):
 #   make deploy-check  the Helm/compose/alert checks alone (no C++ build; `make test` runs them too)
-#   make image         build the container image (podman or docker; docker/Dockerfile)
+#   make image         build the container images (podman or docker; docker/Dockerfile, and
+#                      conduit-etcd from docker/etcd.Dockerfile for cluster mode)
 #   make image-smoke   build it, run conduit-standalone in it, check gRPC health from outside
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo

@@ -7,8 +7,8 @@
 #      hardened); values the schema must reject are rejected.
 #   2. Every rendered manifest validated against the Kubernetes / Prometheus Operator schemas
 #      (kubernetes-models) plus the chart's own rules (tests/deploy/validate-manifests.js).
-#   3. docker-compose: its schema (`docker-compose config -q`, with and without the pending
-#      profiles) and the images, binaries, flags, ports and mounts it names
+#   3. docker-compose: its schema (`docker-compose config -q`, with and without the cluster
+#      profile) and the images, binaries, flags, ports, mounts and cluster-mode broker ids it names
 #      (tests/deploy/check-compose.js); `promtool check config` on the Prometheus config.
 #   4. Alerts: `promtool check rules`, `promtool test rules tests/deploy/alerts_test.yml`, the
 #      metric contract (tests/deploy/check-metrics.js) and the dashboard's queries through promtool.
@@ -90,6 +90,8 @@ step "manifests against Kubernetes schemas"
 step "docker-compose"
 run docker-compose -f deploy/docker-compose.yml config -q &&
   echo "docker-compose config: valid"
+run docker-compose -f deploy/docker-compose.yml --profile cluster config -q &&
+  echo "docker-compose --profile cluster config: valid"
 run node tests/deploy/check-compose.js && cat "$out/cmd.log"
 run promtool check config deploy/prometheus/prometheus.yml &&
   echo "promtool check config deploy/prometheus/prometheus.yml: valid, $(grep -o '[0-9]* rule files found' "$out/cmd.log")"
