@@ -2,7 +2,7 @@
 # A local Conduit cluster in the foreground (`make cluster`): one etcd, three conduit-broker in
 # cluster mode (ids 1..3), the coordinator and the queue, all on free 127.0.0.1 ports. Prints
 # every address, then waits; Ctrl-C (SIGINT) or SIGTERM stops every process it started, as does
-# a failed start or any of them exiting on its own.
+# a failed start. A process that exits later (a broker you killed) is reported; the rest run on.
 #
 # Usage: run-cluster.sh [BIN_DIR]    (default <repo>/build/bin; `make cluster` builds it first)
 # Env:   CLUSTER_DIR   state, logs, port files and `env` (the addresses); default <repo>/.cluster.
@@ -49,7 +49,7 @@ mkdir -p "$dir/logs" || die "cannot create $dir"
 touch "$dir/$MARKER"
 dir=$(cd "$dir" && pwd)
 
-names=() pids=()  # started children, in start order
+names=() pids=() cmds=()  # started children, in start order
 
 alive() {
   local state
@@ -105,6 +105,7 @@ spawn() {
   setsid "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
   names+=("$name")
   pids+=($!)
+  cmds+=("$(printf '%q ' "$@")")
   echo "$!" >>"$dir/pids"
 }
 
@@ -154,7 +155,7 @@ start_etcd() {
     done
     alive "${pids[-1]}" && fail_start etcd "not healthy after ${START_TIMEOUT_S}s"
     wait "${pids[-1]}" 2>/dev/null
-    unset 'pids[-1]' 'names[-1]'
+    unset 'pids[-1]' 'names[-1]' 'cmds[-1]'
     echo "run-cluster: etcd exited at start (attempt $attempt; a port taken?)" >&2
   done
   fail_start etcd "it exited three times"
@@ -207,13 +208,23 @@ The coordinator asks broker-1; the CLI takes every broker (--addr or CONDUIT_ADD
   ETCDCTL_API=3 etcdctl --endpoints $etcd_endpoint get --prefix /conduit/$cluster/ --keys-only
 EOF
 
-# Until a signal (the traps) or a child exiting on its own.
-exited=""
-wait -n -p exited "${pids[@]}"
-rc=$?
-name="a child"
-for i in "${!pids[@]}"; do
-  [ "${pids[$i]}" = "$exited" ] && name=${names[$i]}
+# Until a signal (the traps). A child that exits is reported and the others keep running (kill a
+# broker to watch its partitions go offline and come back); with none left, this exits 1.
+running=("${pids[@]}")
+while [ ${#running[@]} -gt 0 ]; do
+  exited=""
+  wait -n -p exited "${running[@]}"
+  rc=$?
+  [ -z "$exited" ] && continue
+  for i in "${!pids[@]}"; do
+    [ "${pids[$i]}" = "$exited" ] && name=${names[$i]} && cmd=${cmds[$i]}
+  done
+  echo "run-cluster: $name (pid $exited) exited with status $rc; the rest keep running" >&2
+  echo "  to start it again (Ctrl-C here does not stop that one): $cmd" >&2
+  for i in "${!running[@]}"; do
+    [ "${running[$i]}" = "$exited" ] && unset 'running[i]'
+  done
+  running=("${running[@]}")
 done
-echo "run-cluster: $name exited with status $rc; stopping the rest" >&2
+echo "run-cluster: every process has exited" >&2
 exit 1

@@ -5,8 +5,9 @@ Usage: run_cluster_test.py BIN_DIR
 
 1. Starts the script in a session of its own (as a terminal runs it), waits for the printed
    `conduit --addr ... cluster describe` line, runs that command and a topic create through it:
-   three brokers, one controller, partitions led by each broker. Then SIGINT to the session (a
-   terminal's Ctrl-C): the script exits 130 and every process it recorded is gone.
+   three brokers, one controller, partitions led by each broker. A broker SIGKILLed is reported
+   and the rest keep running. Then SIGINT to the session (a terminal's Ctrl-C): the script exits
+   130 and every process it recorded is gone.
 2. A start that fails (conduit-queue replaced by a program that exits 3): the script exits 1,
    names the queue, and stops etcd, the brokers and the coordinator it had started.
 
@@ -107,6 +108,11 @@ def test_start_describe_ctrl_c(tmp):
         assert leaders == {"1", "2", "3"}, f"leaders {leaders}:\n{described}"
         pids = recorded_pids(cluster_dir)
         assert len(pids) == 6 and all(running(p, cluster_dir) for p in pids), pids
+        os.kill(pids[3], signal.SIGKILL)  # etcd, broker-1, broker-2, broker-3, ...
+        m, out = read_until(proc, rf"broker-3 \(pid {pids[3]}\) exited .* the rest keep running")
+        assert m, f"broker-3's exit not reported:\n{out}"
+        others = [p for p in pids if p != pids[3]]
+        assert all(running(p, cluster_dir) for p in others), f"not all of {others} run on"
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         rc = wait_exit(proc)
