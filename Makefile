@@ -1,9 +1,13 @@
 # Conduit — the two commands:
 #   make run    install what is missing, build, start conduit-standalone on ./data
 #   make test   install what is missing, build, run every test
+# A local cluster (issue 15): etcd, three conduit-broker in cluster mode, the coordinator, the queue:
+#   make cluster  install what is missing, build, start them on free ports (state in ./.cluster);
+#                 prints the addresses; Ctrl-C stops them all (scripts/run-cluster.sh)
 # Deployment (see README "Deploy"):
 #   make deploy-check  the Helm/compose/alert checks alone (no C++ build; `make test` runs them too)
-#   make image         build the container image (podman or docker; docker/Dockerfile)
+#   make image         build the container images (podman or docker; docker/Dockerfile, and
+#                      conduit-etcd from docker/etcd.Dockerfile for cluster mode)
 #   make image-smoke   build it, run conduit-standalone in it, check gRPC health from outside
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -14,7 +18,7 @@ JOBS ?= $(shell nproc)
 
 IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
 
-.PHONY: all deps configure build run test fuzz bench bench-peers clean deploy-deps deploy-check image image-smoke
+.PHONY: all deps configure build run cluster test fuzz bench bench-peers clean deploy-deps deploy-check image image-smoke
 
 all: build
 
@@ -33,6 +37,9 @@ run: build
 	@mkdir -p $(DATA_DIR)
 	@echo "starting conduit-standalone (data in $(DATA_DIR)); Ctrl-C stops it"
 	@exec $(BUILD_DIR)/bin/conduit-standalone --data-dir $(DATA_DIR) --listen $(LISTEN) --metrics-listen $(METRICS_LISTEN)
+
+cluster: build
+	@exec ./scripts/run-cluster.sh $(BUILD_DIR)/bin
 
 test: build deploy-deps
 	@./scripts/polyglot-deps.sh

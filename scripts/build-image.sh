@@ -2,6 +2,7 @@
 # Builds the Conduit image from docker/Dockerfile (`make image`).
 #
 # Usage: build-image.sh [IMAGE]    (default conduit:<appVersion of helm/conduit/Chart.yaml>)
+# Also builds ETCD_IMAGE (default conduit-etcd:<appVersion>) from docker/etcd.Dockerfile.
 # Env:   ENGINE      podman (default when installed) or docker
 #        BASE_IMAGE  the Debian 12 base of both stages. Default with podman: a local base made
 #                    by scripts/debian-base-image.sh (debootstrap; no registry pull). Default with
@@ -40,3 +41,9 @@ fi
 echo "building $image with $engine (base: ${BASE_IMAGE:-Dockerfile default})"
 context=${CONTEXT:-.}
 "${engine_cmd[@]}" build "${build_args[@]}" -f "$context/docker/Dockerfile" -t "$image" "$context"
+
+# etcd for cluster mode (compose profile cluster, the chart's etcd.enabled): Debian's etcd-server
+# on the same base. Its context is docker/ alone; it copies nothing.
+etcd_image=${ETCD_IMAGE:-conduit-etcd:${app_version}}
+echo "building $etcd_image (Debian's etcd-server) with $engine"
+"${engine_cmd[@]}" build "${build_args[@]}" -f "$context/docker/etcd.Dockerfile" -t "$etcd_image" "$context/docker"

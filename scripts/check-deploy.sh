@@ -4,11 +4,12 @@
 #
 #   1. Helm: `helm lint` and `helm template` of helm/conduit for the default values and every
 #      tests/deploy/values/*.yaml (standalone, monitoring, standalone-monitoring, all-services,
-#      hardened); values the schema must reject are rejected.
+#      hardened, cluster with the in-chart etcd, cluster-external-etcd); values the schema and
+#      the templates must reject are rejected.
 #   2. Every rendered manifest validated against the Kubernetes / Prometheus Operator schemas
 #      (kubernetes-models) plus the chart's own rules (tests/deploy/validate-manifests.js).
-#   3. docker-compose: its schema (`docker-compose config -q`, with and without the pending
-#      profiles) and the images, binaries, flags, ports and mounts it names
+#   3. docker-compose: its schema (`docker-compose config -q`, with and without the cluster
+#      profile) and the images, binaries, flags, ports, mounts and cluster-mode broker ids it names
 #      (tests/deploy/check-compose.js); `promtool check config` on the Prometheus config.
 #   4. Alerts: `promtool check rules`, `promtool test rules tests/deploy/alerts_test.yml`, the
 #      metric contract (tests/deploy/check-metrics.js) and the dashboard's queries through promtool.
@@ -83,6 +84,14 @@ reject "nothing enabled" --set broker.enabled=false --set coordinator.enabled=fa
 reject "a coordinator with no broker to ask" --set broker.enabled=false
 reject "a broker address without a port" --set coordinator.brokerAddress=broker
 reject "a per-service persistence switch" --set broker.persistence.enabled=false
+reject "several brokers without cluster mode" --set broker.replicas=3
+reject "cluster mode with no etcd" --set cluster.enabled=true --set etcd.enabled=false
+reject "both the in-chart etcd and etcd.endpoints" --set cluster.enabled=true --set 'etcd.endpoints={etcd:2379}'
+reject "an etcd endpoint without a port" --set cluster.enabled=true --set etcd.enabled=false --set 'etcd.endpoints={etcd}'
+reject "an even etcd member count" --set cluster.enabled=true --set etcd.replicas=2
+reject "cluster mode in standalone" --set cluster.enabled=true --set standalone.enabled=true
+reject "cluster mode without the broker" --set cluster.enabled=true --set broker.enabled=false
+reject "cluster mode before Kubernetes 1.28 (no pod-index label)" --set cluster.enabled=true --kube-version 1.27.0
 
 step "manifests against Kubernetes schemas"
 [ ${#manifest_args[@]} -gt 0 ] && run node tests/deploy/validate-manifests.js "${manifest_args[@]}" && cat "$out/cmd.log"
@@ -90,6 +99,8 @@ step "manifests against Kubernetes schemas"
 step "docker-compose"
 run docker-compose -f deploy/docker-compose.yml config -q &&
   echo "docker-compose config: valid"
+run docker-compose -f deploy/docker-compose.yml --profile cluster config -q &&
+  echo "docker-compose --profile cluster config: valid"
 run node tests/deploy/check-compose.js && cat "$out/cmd.log"
 run promtool check config deploy/prometheus/prometheus.yml &&
   echo "promtool check config deploy/prometheus/prometheus.yml: valid, $(grep -o '[0-9]* rule files found' "$out/cmd.log")"

@@ -5,9 +5,15 @@
 //     flags the servers define (a built binary still behind its profile gets a note);
 //   * their --listen/--metrics-listen ports are the container ports they publish; host ports are
 //     unique and bound to 127.0.0.1;
+//   * cluster-mode brokers (--etcd-endpoints) have distinct --broker-id values, advertise
+//     <service>:<gRPC port> and name etcd endpoints that are services publishing that port;
+//   * etcd is conduit-etcd:<appVersion>, built from docker/etcd.Dockerfile;
 //   * other images are pinned to a version; bind mounts exist; named volumes and depends_on
 //     targets are declared;
-//   * Prometheus scrapes every Conduit service as job conduit-<service> on its metrics port.
+//   * Prometheus scrapes every Conduit service on its metrics port as job conduit-<service>, where
+//     numbered services (broker-1, broker-2 of the cluster profile) share their base's job
+//     (conduit-broker); always-running services as static targets, services behind a profile
+//     through DNS; a job scrapes nothing else.
 'use strict';
 
 const fs = require('fs');
@@ -30,12 +36,16 @@ const hostPorts = new Map();
 const conduitServices = new Map(); // name → metrics port
 const notes = [];
 
-function portOfListen(command, flag) {
+function flagValue(command, flag) {
   const arg = command.find((a) => a.startsWith(`--${flag}=`));
-  if (!arg) return null;
-  const m = arg.match(/:(\d+)$/);
+  return arg ? arg.slice(flag.length + 3) : null;
+}
+
+function portOfListen(command, flag) {
+  const m = (flagValue(command, flag) || '').match(/:(\d+)$/);
   return m ? Number(m[1]) : null;
 }
+const brokerIds = new Map(); // cluster-mode broker id → service
 
 for (const [name, svc] of Object.entries(services)) {
   const where = `service ${name}`;
@@ -69,7 +79,7 @@ for (const [name, svc] of Object.entries(services)) {
     const binary = command[0];
     const profiles = svc.profiles || [];
     if (binaries.has(binary)) {
-      if (profiles.length) {
+      if (profiles.includes(name)) {
         // Built is not the same as ready to run by default: say so, don't fail.
         notes.push(`${where}: ${binary} is built now but still behind the profile [${profiles}]; ` +
           'drop the profile (and make its Prometheus job static) when it should run by default');
@@ -93,29 +103,56 @@ for (const [name, svc] of Object.entries(services)) {
     report.check(svc.build || Object.values(services).some((s) => s.image === image && s.build),
       `${where}: no service builds ${image}`);
     conduitServices.set(name, metrics);
+    const etcd = flagValue(command, 'etcd-endpoints');
+    if (binary === 'conduit-broker' && etcd) {
+      const id = flagValue(command, 'broker-id');
+      report.check(/^\d+$/.test(id || '') && !brokerIds.has(id),
+        `${where}: --broker-id=${id} must be a number no other broker has (${brokerIds.get(id) || 'none'})`);
+      brokerIds.set(id, name);
+      report.check(flagValue(command, 'advertise-address') === `${name}:${grpc}`,
+        `${where}: --advertise-address must be ${name}:${grpc}, its name on the compose network`);
+      for (const e of etcd.split(',')) {
+        const [host, port] = e.split(':');
+        const etcdCommand = (services[host] && services[host].command) || [];
+        report.check(etcdCommand.some((a) => a.startsWith('--listen-client-urls=') && a.endsWith(`:${port}`)),
+          `${where}: --etcd-endpoints names ${e}, which is no etcd service's client port`);
+      }
+    }
+  } else if (image.startsWith('conduit-etcd')) {
+    // docker/etcd.Dockerfile, tagged like the Conduit image by scripts/build-image.sh.
+    report.check(image === `conduit-etcd:${appVersion()}`, `${where}: image ${image}, but make image builds conduit-etcd:${appVersion()}`);
+    report.check(svc.build && svc.build.dockerfile === 'etcd.Dockerfile' &&
+      fs.existsSync(path.resolve(DEPLOY, svc.build.context, svc.build.dockerfile)),
+    `${where}: must build ${image} from docker/etcd.Dockerfile`);
   } else {
     report.check(/^[a-z0-9./_-]+:v?\d+(\.\d+)*$/.test(image), `${where}: image "${image}" is not pinned to a version`);
   }
 }
 
 // Prometheus jobs ↔ Conduit services.
+const jobOf = (name) => `conduit-${name.replace(/-\d+$/, '')}`;
 const jobs = new Map((prometheus.scrape_configs || []).map((j) => [j.job_name, j]));
+const staticTargets = (job) => (job.static_configs || []).flatMap((c) => c.targets);
+const dnsTargets = (job) => (job.dns_sd_configs || []).flatMap((d) => d.names.map((n) => `${n}:${d.port}`));
 for (const [name, metricsPort] of conduitServices) {
-  const job = jobs.get(`conduit-${name}`);
-  if (!report.check(job, `prometheus.yml has no job conduit-${name}`)) continue;
-  const targets = [];
-  for (const s of job.static_configs || []) targets.push(...s.targets);
-  for (const d of job.dns_sd_configs || []) for (const n of d.names) targets.push(`${n}:${d.port}`);
-  report.check(targets.length === 1 && targets[0] === `${name}:${metricsPort}`,
-    `job conduit-${name} scrapes ${targets.join(', ')}, expected ${name}:${metricsPort}`);
+  const job = jobs.get(jobOf(name));
+  if (!report.check(job, `prometheus.yml has no job ${jobOf(name)} for service ${name}`)) continue;
   const optional = (services[name].profiles || []).length > 0;
-  report.check(optional ? !job.static_configs : !job.dns_sd_configs,
-    `job conduit-${name}: ${optional ? 'a service behind a profile needs dns_sd_configs'
-      : 'an always-running service needs a static target (so it shows as down)'}`);
+  const target = `${name}:${metricsPort}`;
+  const [want, not] = optional ? [dnsTargets(job), staticTargets(job)] : [staticTargets(job), dnsTargets(job)];
+  report.check(want.includes(target) && !not.includes(target),
+    `job ${jobOf(name)} must scrape ${target} ${optional
+      ? 'through dns_sd_configs only (a service behind a profile runs only sometimes)'
+      : 'as a static target only (an always-running service must show as down when it stops)'}`);
 }
-for (const jobName of jobs.keys()) {
-  if (jobName.startsWith('conduit-')) {
-    report.check(conduitServices.has(jobName.slice('conduit-'.length)), `prometheus.yml job ${jobName} has no compose service`);
+for (const [jobName, job] of jobs) {
+  if (!jobName.startsWith('conduit-')) continue;
+  const targets = [...staticTargets(job), ...dnsTargets(job)];
+  report.check(targets.length > 0, `prometheus.yml job ${jobName} scrapes nothing`);
+  for (const t of targets) {
+    const name = t.split(':')[0];
+    report.check(conduitServices.get(name) === Number(t.split(':')[1]) && jobOf(name) === jobName,
+      `prometheus.yml job ${jobName} scrapes ${t}, which is no metrics port of a service of that job`);
   }
 }
 

@@ -14,7 +14,9 @@
 //     PodDisruptionBudgets select pods that exist, target ports the container declares;
 //     the ServiceMonitor selects the client Services by their metrics port;
 //   * PrometheusRule groups equal deploy/prometheus/rules/, the dashboard ConfigMap equals
-//     deploy/grafana/dashboards/conduit.json.
+//     deploy/grafana/dashboards/conduit.json;
+//   * cluster mode (tests/deploy/check-cluster-manifests.js): broker identities and etcd
+//     endpoints, and the in-chart etcd's bootstrap; replica counts as each case expects.
 'use strict';
 
 const fs = require('fs');
@@ -23,6 +25,7 @@ const YAML = require('yaml');
 const {
   ROOT, conduitBinaries, serverFlags, PENDING_BINARIES, Report,
 } = require('./repo_facts');
+const { checkBroker, checkEtcd } = require('./check-cluster-manifests');
 
 const HEALTH = {
   broker: 'conduit.log.v1.LogService',
@@ -31,7 +34,8 @@ const HEALTH = {
   standalone: 'conduit.log.v1.LogService',
 };
 
-// What each values combination must render: the services (StatefulSets) and the monitoring kinds.
+// What each values combination must render: the services (StatefulSets), the monitoring kinds
+// and the replica counts other than 1 (cluster mode; etcd: the in-chart etcd StatefulSet).
 const EXPECT = {
   default: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
   standalone: { services: ['standalone'], monitoring: false },
@@ -39,7 +43,15 @@ const EXPECT = {
   'standalone-monitoring': { services: ['standalone'], monitoring: true },
   'all-services': { services: ['broker', 'coordinator', 'queue'], monitoring: true },
   hardened: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
+  cluster: { services: ['broker', 'coordinator', 'queue'], monitoring: true, replicas: { broker: 3, etcd: 3 } },
+  'cluster-external-etcd': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 5 } },
 };
+
+// The values file of a case ({} for default).
+function caseValues(name) {
+  const file = path.join(ROOT, 'tests/deploy/values', `${name}.yaml`);
+  return fs.existsSync(file) ? YAML.parse(fs.readFileSync(file, 'utf8')) || {} : {};
+}
 
 function modelFor(apiVersion, kind) {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
@@ -107,9 +119,11 @@ for (const arg of process.argv.slice(2)) {
   // 2. Services rendered.
   const sets = kinds('StatefulSet');
   const components = sets.map((s) => s.spec.template.metadata.labels['app.kubernetes.io/component']).sort();
+  const replicas = (expect && expect.replicas) || {};
   if (expect) {
-    report.check(JSON.stringify(components) === JSON.stringify([...expect.services].sort()),
-      `StatefulSets for [${components}], expected [${expect.services}]`);
+    const want = [...expect.services, ...(replicas.etcd ? ['etcd'] : [])].sort();
+    report.check(JSON.stringify(components) === JSON.stringify(want),
+      `StatefulSets for [${components}], expected [${want}]`);
     for (const kind of ['ServiceMonitor', 'PrometheusRule']) {
       report.check((kinds(kind).length === 1) === expect.monitoring,
         `${kinds(kind).length} ${kind}, expected ${expect.monitoring ? 1 : 0}`);
@@ -124,7 +138,8 @@ for (const arg of process.argv.slice(2)) {
     const component = s.spec.template.metadata.labels['app.kubernetes.io/component'];
     const pod = s.spec.template.spec;
     const podLabels = s.spec.template.metadata.labels;
-    report.check(s.spec.replicas === 1, `${where}: ${s.spec.replicas} replicas (no replication yet)`);
+    const wantReplicas = replicas[component] || 1;
+    report.check(s.spec.replicas === wantReplicas, `${where}: ${s.spec.replicas} replicas, expected ${wantReplicas}`);
     report.check(matches(s.spec.selector.matchLabels, podLabels), `${where}: selector does not match its pods`);
     const headless = services.find((x) => x.metadata.name === s.spec.serviceName);
     report.check(headless && headless.spec.clusterIP === 'None', `${where}: serviceName ${s.spec.serviceName} is not a headless Service`);
@@ -147,6 +162,19 @@ for (const arg of process.argv.slice(2)) {
     report.check(c.resources && c.resources.requests && c.resources.requests.cpu && c.resources.requests.memory,
       `${where}: cpu and memory requests`);
     report.check(!/:latest$/.test(c.image) && /:[^/]+$/.test(c.image), `${where}: image ${c.image} is not pinned`);
+    // Volumes: data (PVC template or emptyDir), the flag file (Conduit), /tmp.
+    const mounts = new Map(c.volumeMounts.map((m) => [m.name, m.mountPath]));
+    report.check(mounts.get('tmp') === '/tmp', `${where}: an emptyDir must mount at /tmp (read-only root)`);
+    const claims = (s.spec.volumeClaimTemplates || []).map((v) => v.metadata.name);
+    const podVolumes = (pod.volumes || []).map((v) => v.name);
+    report.check(mounts.has('data'), `${where}: no data volume mounted`);
+    for (const m of mounts.keys()) {
+      report.check(claims.includes(m) || podVolumes.includes(m), `${where}: mount ${m} has no volume`);
+    }
+    if (component === 'etcd') {
+      checkEtcd(report, s, services);
+      continue;
+    }
     const binary = c.command[0];
     if (binaries.has(binary)) {
       // ok
@@ -164,15 +192,7 @@ for (const arg of process.argv.slice(2)) {
       report.check(c.readinessProbe.grpc.service === HEALTH[component],
         `${where}: readiness asks for ${c.readinessProbe.grpc.service}, expected ${HEALTH[component]}`);
     }
-    // Volumes: data (PVC template or emptyDir), the flag file, /tmp.
-    const mounts = new Map(c.volumeMounts.map((m) => [m.name, m.mountPath]));
     report.check(mounts.get('data') === '/var/lib/conduit', `${where}: data must mount at /var/lib/conduit`);
-    report.check(mounts.get('tmp') === '/tmp', `${where}: an emptyDir must mount at /tmp (read-only root)`);
-    const claims = (s.spec.volumeClaimTemplates || []).map((v) => v.metadata.name);
-    const podVolumes = (pod.volumes || []).map((v) => v.name);
-    for (const m of mounts.keys()) {
-      report.check(claims.includes(m) || podVolumes.includes(m), `${where}: mount ${m} has no volume`);
-    }
     const flagVolume = pod.volumes.find((v) => v.name === 'flags');
     const cm = flagVolume && configMaps.get(flagVolume.configMap.name);
     if (report.check(cm, `${where}: flag ConfigMap ${flagVolume && flagVolume.configMap.name} is not rendered`)) {
@@ -193,6 +213,9 @@ for (const arg of process.argv.slice(2)) {
       report.check((value('listen') || '').endsWith(`:${grpcPort}`), `${cm.metadata.name}: --listen port is not the container's grpc port`);
       const metricsPort = (c.ports.find((p) => p.name === 'metrics') || {}).containerPort;
       report.check((value('metrics_listen') || '').endsWith(`:${metricsPort}`), `${cm.metadata.name}: --metrics_listen port is not the container's metrics port`);
+      if (component === 'broker') {
+        checkBroker(report, s, value, { sets, values: caseValues(name), serverFlags: flags });
+      }
       if (component === 'coordinator') {
         // The broker it asks: this release's broker client Service (only ready pods), gRPC port.
         const broker = services.find((x) => x.spec.clusterIP !== 'None' &&
@@ -227,8 +250,9 @@ for (const arg of process.argv.slice(2)) {
   // 5. Monitoring.
   for (const sm of kinds('ServiceMonitor')) {
     const selected = services.filter((s) => matches(sm.spec.selector.matchLabels, s.metadata.labels));
-    report.check(selected.length === sets.length && selected.every((s) => s.spec.clusterIP !== 'None'),
-      `ServiceMonitor selects ${selected.length} Services, expected the ${sets.length} client Services`);
+    const conduitSets = sets.filter((s) => s.spec.template.metadata.labels['app.kubernetes.io/component'] !== 'etcd');
+    report.check(selected.length === conduitSets.length && selected.every((s) => s.spec.clusterIP !== 'None'),
+      `ServiceMonitor selects ${selected.length} Services, expected the ${conduitSets.length} Conduit client Services`);
     for (const s of selected) {
       report.check(sm.spec.endpoints.every((e) => s.spec.ports.some((p) => p.name === e.port)),
         `ServiceMonitor endpoint port missing on ${s.metadata.name}`);

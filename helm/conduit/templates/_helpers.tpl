@@ -79,6 +79,7 @@ standalone:
 
 {{/* The services this release runs, as a YAML list: [standalone] or the enabled ones. */}}
 {{- define "conduit.enabledServices" -}}
+{{- $_ := include "conduit.cluster" . -}}
 {{- $names := list -}}
 {{- if .Values.standalone.enabled -}}
 {{- $names = list "standalone" -}}
@@ -111,6 +112,16 @@ extraFlags.broker_address of its own, else this release's broker client Service
 {{- $_ := set $merged "healthService" (default $table.healthService $own.healthService) -}}
 {{- $_ := set $merged "name" .name -}}
 {{- $_ := set $merged "objectName" (printf "%s-%s" (include "conduit.fullname" .root) .name) -}}
+{{- $_ := set $merged "replicas" 1 -}}
+{{- if and (eq .name "broker") (include "conduit.cluster" .root) -}}
+{{- $flags := default (dict) $merged.extraFlags -}}
+{{- $_ := set $flags "etcd_endpoints" (include "conduit.etcdEndpoints" .root) -}}
+{{- $_ := set $flags "cluster_name" (default (include "conduit.fullname" .root) .root.Values.cluster.name) -}}
+{{- $_ := set $flags "etcd_lease_ttl" .root.Values.cluster.leaseTTL -}}
+{{- $_ := set $merged "extraFlags" $flags -}}
+{{- $_ := set $merged "cluster" true -}}
+{{- $_ := set $merged "replicas" (int (default 3 $own.replicas)) -}}
+{{- end -}}
 {{- if eq .name "coordinator" -}}
 {{- $flags := default (dict) $merged.extraFlags -}}
 {{- $address := coalesce $merged.brokerAddress (get $flags "broker_address") -}}
@@ -140,4 +151,56 @@ service values from conduit.serviceValues.
 {{- range $flag, $value := .extraFlags }}
 --{{ $flag }}={{ $value }}
 {{- end }}
+{{- end -}}
+
+{{/*
+Cluster mode: "true" when cluster.enabled, else "". Fails on values that cannot work together;
+conduit.enabledServices calls it, so every template checks them.
+*/}}
+{{- define "conduit.cluster" -}}
+{{- $v := .Values -}}
+{{- if $v.cluster.enabled -}}
+{{- if $v.standalone.enabled -}}
+{{- fail "cluster.enabled: conduit-standalone has no cluster mode; set standalone.enabled=false" -}}
+{{- end -}}
+{{- if not $v.broker.enabled -}}
+{{- fail "cluster.enabled needs the broker: set broker.enabled=true" -}}
+{{- end -}}
+{{- if and $v.etcd.enabled $v.etcd.endpoints -}}
+{{- fail "etcd.endpoints names an existing etcd: set etcd.enabled=false to use it instead of this chart's" -}}
+{{- end -}}
+{{- if not (or $v.etcd.enabled $v.etcd.endpoints) -}}
+{{- fail "cluster.enabled needs etcd: etcd.enabled=true (a StatefulSet in this release) or etcd.endpoints (host:port list)" -}}
+{{- end -}}
+{{- if not (semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- fail "cluster.enabled needs Kubernetes 1.28+: each broker's id is its pod-index label" -}}
+{{- end -}}
+true
+{{- else if and (not (kindIs "invalid" $v.broker.replicas)) (ne (int $v.broker.replicas) 1) -}}
+{{- fail "broker.replicas above 1 needs cluster.enabled: single-node brokers behind one Service would be unrelated logs" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The in-chart etcd: its StatefulSet's name (the headless Service adds "-headless"). */}}
+{{- define "conduit.etcdName" -}}
+{{- printf "%s-etcd" (include "conduit.fullname" .) -}}
+{{- end -}}
+
+{{/* One in-chart etcd member's stable DNS name: (root, ordinal). */}}
+{{- define "conduit.etcdMember" -}}
+{{- $name := include "conduit.etcdName" .root -}}
+{{- printf "%s-%d.%s-headless.%s.svc" $name (int .ordinal) $name .root.Release.Namespace -}}
+{{- end -}}
+
+{{/* The brokers' --etcd_endpoints: every in-chart member's client address, or etcd.endpoints. */}}
+{{- define "conduit.etcdEndpoints" -}}
+{{- if .Values.etcd.enabled -}}
+{{- $members := list -}}
+{{- range $i := until (int .Values.etcd.replicas) -}}
+{{- $members = append $members (printf "%s:2379" (include "conduit.etcdMember" (dict "root" $ "ordinal" $i))) -}}
+{{- end -}}
+{{- join "," $members -}}
+{{- else -}}
+{{- join "," .Values.etcd.endpoints -}}
+{{- end -}}
 {{- end -}}
