@@ -1,4 +1,4 @@
-"""Shared helpers for the Python polyglot tests (python_client.py, reflection_check.py).
+"""Shared helpers for the Python polyglot tests (python_client.py, python_cluster_client.py, ...).
 
 Stubs are generated at test time, into a temporary folder, with Debian's protoc 3.21 and
 grpc_python_plugin. (python3-grpc-tools' bundled protoc is 3.5 and rejects proto3 `optional`,
@@ -103,9 +103,25 @@ def run_main(name, main):
     if len(sys.argv) < 2:
         print("usage: %s HOST:PORT" % sys.argv[0], file=sys.stderr)
         sys.exit(2)
-    address = sys.argv[-1]
+    _run(name, main, sys.argv[-1])
+
+
+def run_cluster_main(name, main):
+    """Runs main(addresses), the brokers of a cluster, from the last command-line argument or,
+    without one, from $CONDUIT_ADDRS (run_with_cluster.sh sets it): host:port, comma-separated.
+    Exits 0 on success, 1 with a clear message on any failure."""
+    spec = sys.argv[-1] if len(sys.argv) >= 2 else os.environ.get("CONDUIT_ADDRS", "")
+    addresses = [a for a in spec.split(",") if a]
+    if not addresses:
+        print("usage: %s HOST:PORT,HOST:PORT,...  (or set CONDUIT_ADDRS)" % sys.argv[0],
+              file=sys.stderr)
+        sys.exit(2)
+    _run(name, main, addresses)
+
+
+def _run(name, main, arg):
     try:
-        main(address)
+        main(arg)
     except CheckFailed as e:
         print("%s: FAIL: %s" % (name, e), file=sys.stderr)
         sys.exit(1)
