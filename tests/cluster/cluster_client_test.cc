@@ -25,6 +25,7 @@ std::string CoordinatorBinary() {
 TEST_F(ClusterTest, ProducerAndGroupConsumerRouteByMetadata) {
   StartBrokers(3);
   ASSERT_TRUE(CreateTopic(client(2), "orders", 12).ok());
+  ASSERT_TRUE(AwaitApplied("orders", 12));
   ASSERT_TRUE(Eventually([&] { return Partitions(1, "orders").size() == 12; }));
   std::filesystem::create_directories(dir_.Sub("coordinator"));
   ServerProcess coordinator(CoordinatorBinary(), dir_.Sub("coordinator/data"),

@@ -94,6 +94,25 @@ class ClusterTest : public ::testing::Test {
     return true;
   }
 
+  // Waits until every running broker serves each partition of `topic` or refuses it naming the
+  // leader: until then a broker that has not applied the new metadata answers UNAVAILABLE
+  // (retry shortly), as clients are told.
+  bool AwaitApplied(const std::string& topic, int partitions) {
+    return Eventually([&] {
+      for (auto& [id, c] : clients_) {
+        if (!brokers_.at(id)->running()) continue;
+        for (int p = 0; p < partitions; ++p) {
+          logpb::FetchResponse ignored;
+          grpc::StatusCode code = c->Fetch(topic, p, 0, &ignored).error_code();
+          if (code != grpc::StatusCode::OK && code != grpc::StatusCode::FAILED_PRECONDITION) {
+            return false;
+          }
+        }
+      }
+      return true;
+    });
+  }
+
   static grpc::Status CreateTopic(LogClient& via, const std::string& name, int partitions,
                                   int replication_factor = 1) {
     grpc::ClientContext ctx;

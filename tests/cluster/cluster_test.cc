@@ -42,6 +42,7 @@ grpc::Status ProduceFollowing(LogClient& via, const std::string& topic, int part
 TEST_F(ClusterTest, TwelvePartitionsSpreadOverThreeBrokersAndEachServesOnlyItsOwn) {
   StartBrokers(3);
   ASSERT_TRUE(CreateTopic(client(2), "orders", 12).ok());
+  ASSERT_TRUE(AwaitApplied("orders", 12));
   std::vector<logpb::PartitionMetadata> parts;
   ASSERT_TRUE(Eventually([&] { return (parts = Partitions(3, "orders")).size() == 12; }));
   std::map<int32_t, int> led;
@@ -193,6 +194,7 @@ TEST_F(ClusterTest, AControllerResumedAfterLosingItsLeaseChangesNothing) {
 TEST_F(ClusterTest, ABrokerKilledAndRestartedLeadsItsPartitionsAgainWithEveryAcknowledgedRecord) {
   StartBrokers(3);
   ASSERT_TRUE(CreateTopic(client(1), "t", 3).ok());
+  ASSERT_TRUE(AwaitApplied("t", 3));
   std::vector<logpb::PartitionMetadata> parts;
   ASSERT_TRUE(Eventually([&] { return (parts = Partitions(1, "t")).size() == 3; }));
   const int32_t victim = parts[0].leader();
@@ -226,6 +228,7 @@ TEST_F(ClusterTest, ABrokerKilledAndRestartedLeadsItsPartitionsAgainWithEveryAck
 TEST_F(ClusterTest, WithEtcdDownLeadersServeUntilTheirLeaseRunsOutAndTheClusterRecovers) {
   StartBrokers(2);
   ASSERT_TRUE(CreateTopic(client(1), "t", 2).ok());
+  ASSERT_TRUE(AwaitApplied("t", 2));
   std::vector<logpb::PartitionMetadata> parts;
   ASSERT_TRUE(Eventually([&] { return (parts = Partitions(1, "t")).size() == 2; }));
   const int32_t leader = parts[0].leader();

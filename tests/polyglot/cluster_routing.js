@@ -213,10 +213,9 @@ async function awaitPlacement(stubs, brokers, topic, partitions) {
 
 // Waits until every broker has applied the placement of `topic`: ListOffsets of each partition
 // answers OK on its leader and FAILED_PRECONDITION with the hint elsewhere. Resolves with the
-// lagging answers (UNAVAILABLE, NOT_FOUND) that came first. The known gap this waits out
-// (issue 15) is described at cluster_routing.py's await_served: GetMetadata answers from
-// a broker's newest etcd view, the data calls from the view it has applied, which can trail it;
-// meanwhile another broker answers NOT_FOUND ("topic ... does not exist") instead of the hint.
+// lagging answers (UNAVAILABLE) that came first: until a broker has applied the topic it answers
+// UNAVAILABLE ("being set up on broker N; retry shortly"), never NOT_FOUND (see await_served in
+// cluster_routing.py).
 async function awaitServed(stubs, brokers, topic, leaders) {
   const lagging = [];
   for (let p = 0; p < leaders.length; p++) {
@@ -228,7 +227,7 @@ async function awaitServed(stubs, brokers, topic, leaders) {
           await stubs.call(address, 'ListOffsets',
             { topic, partitions: [p], spec: 'OFFSET_SPEC_LATEST' });
         } catch (err) {
-          if (err.code === UNAVAILABLE || err.code === grpc.status.NOT_FOUND) {
+          if (err.code === UNAVAILABLE) {
             lagging.push(`broker ${broker} p${p}: ${grpc.status[err.code]}`);
             return false;
           }

@@ -172,16 +172,11 @@ def await_placement(stubs, brokers, topic, partitions):
 def await_served(stubs, brokers, topic, leaders):
     """Waits until every broker has applied the placement of `topic`: ListOffsets of each
     partition answers OK on its leader and FAILED_PRECONDITION with the hint elsewhere. Returns
-    the lagging answers (UNAVAILABLE, NOT_FOUND) that came first.
+    the lagging answers (UNAVAILABLE) that came first.
 
-    Known gap (issue 15): GetMetadata answers from the newest view a broker has received from
-    etcd, but Produce/Fetch/ListOffsets from the view it has applied, which can trail it. For a
-    moment after GetMetadata names a topic's leaders, the leader can answer UNAVAILABLE ("not
-    placed on a broker yet; retry shortly": documented as retriable) and another broker NOT_FOUND
-    ("topic ... does not exist": not retriable per proto/README.md) instead of the hint. Seen on
-    about 1 in 10 first calls with six clusters on two cores. Without this wait a test's first
-    not-leader check fails at random. Drop NOT_FOUND from the tolerated codes once the broker
-    answers GetMetadata from its applied view (or UNAVAILABLE while it lags)."""
+    Each broker applies new metadata on its own: until a broker has applied the topic it answers
+    UNAVAILABLE ("being set up on broker N; retry shortly"), never NOT_FOUND, and its GetMetadata
+    names only what it has applied. A client retries UNAVAILABLE, as proto/README.md says."""
     lagging = []
     for p, (leader, _) in enumerate(leaders):
         for broker, address in sorted(brokers.items()):
@@ -192,7 +187,7 @@ def await_served(stubs, brokers, topic, leaders):
                         timeout=DEADLINE_S)
                     answer = "served"
                 except grpc.RpcError as e:
-                    if e.code() in (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND):
+                    if e.code() == StatusCode.UNAVAILABLE:
                         lagging.append("broker %d p%d: %s" % (broker, p, e.code().name))
                         return False
                     if e.code() != StatusCode.FAILED_PRECONDITION or not leader_hint(e):

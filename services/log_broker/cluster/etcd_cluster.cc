@@ -65,8 +65,9 @@ EtcdCluster::~EtcdCluster() {
     watch_.reset();
     lease = this->lease();
   }
-  // A clean stop hands the broker's partitions on now rather than after the TTL.
-  if (lease.value() != 0) (void)client_->Revoke(lease);
+  // A clean stop hands the broker's partitions on now rather than after the TTL (not when etcd
+  // has been out of reach for a TTL: the lease is gone, and the call would wait its timeout).
+  if (lease.value() != 0 && LeaseValid()) (void)client_->Revoke(lease);
 }
 
 bool EtcdCluster::stopping() const {

@@ -189,7 +189,9 @@ absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
 std::vector<TopicMeta> Broker::ListTopics() const {
   std::vector<TopicMeta> out;
   if (cluster_ != nullptr) {  // the cluster's topics, created here or through another broker
-    for (const auto& [name, t] : cluster_->View()->topics) out.push_back(t.meta);
+    if (const auto applied = AppliedView()) {
+      for (const auto& [name, t] : applied->topics) out.push_back(t.meta);
+    }
     return out;  // by name already
   }
   for (const auto& topic : TopicsSnapshot()) out.push_back(topic->meta());
@@ -256,12 +258,17 @@ absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
 void Broker::RunMaintenance() { cleaner_.RunOnce(TopicsSnapshot()); }
 
 absl::StatusOr<std::shared_ptr<TopicState>> Broker::FindTopic(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
-  auto it = topics_.find(name);
-  if (it == topics_.end()) {
-    return absl::NotFoundError(absl::StrCat("topic '", name, "' does not exist"));
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = topics_.find(name);
+    if (it != topics_.end()) return it->second;
   }
-  return it->second;
+  // Known to the cluster but not applied here yet: a moment, not an error to give up on.
+  if (cluster_ != nullptr && cluster_->View()->FindTopic(name) != nullptr) {
+    return absl::UnavailableError(absl::StrFormat(
+        "topic '%s' is being set up on broker %d; retry shortly", name, cluster_->self()));
+  }
+  return absl::NotFoundError(absl::StrCat("topic '", name, "' does not exist"));
 }
 
 absl::Status Broker::CheckPartition(const TopicState& topic, int32_t partition) const {

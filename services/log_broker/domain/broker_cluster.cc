@@ -19,7 +19,11 @@ std::shared_ptr<const ClusterView> Broker::AppliedView() const {
 }
 
 ClusterView Broker::Metadata(const std::string& self_address) const {
-  if (cluster_ != nullptr) return *cluster_->View();
+  // The view this broker serves by: what GetMetadata names is what Produce and Fetch here obey.
+  if (cluster_ != nullptr) {
+    const auto applied = AppliedView();
+    return applied ? *applied : ClusterView{};  // nothing applied yet: nothing served yet
+  }
   ClusterView view;
   view.brokers[0] = BrokerRegistration{0, self_address, ""};
   view.controller = 0;

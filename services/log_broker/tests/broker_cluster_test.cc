@@ -101,6 +101,19 @@ TEST_F(BrokerClusterTest, ServesOnlyWhatItLeadsAndNamesTheLeaderOtherwise) {
   EXPECT_EQ(broker_->DescribeTopic("t")->meta.id, TopicId(42)) << "the view's topic id";
 }
 
+// Between etcd's view having a new topic and this broker applying it, requests for it are
+// UNAVAILABLE (retry), never NOT_FOUND (give up); GetMetadata names only what is applied.
+TEST_F(BrokerClusterTest, ATopicNotAppliedHereYetIsUnavailableNotNotFound) {
+  SetTopic("t", 1, {1}, 1);  // in the cluster's latest view, not applied
+  EXPECT_EQ(Produce("t", {To(0, "a")}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Fetch({"t", 0, 0}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(broker_->Metadata("").topics.empty()) << "GetMetadata answers from the applied view";
+  EXPECT_EQ(Produce("nope", {To(0, "a")}).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(Apply().ok());
+  EXPECT_TRUE(Produce("t", {To(0, "a")}).ok());
+  EXPECT_EQ(broker_->Metadata("").topics.size(), 1u);
+}
+
 TEST_F(BrokerClusterTest, WithoutAConfirmedLeaseItRefusesWritesButStillServesReads) {
   SetTopic("t", 1, {1}, 1);
   ASSERT_TRUE(Apply().ok());
