@@ -162,31 +162,28 @@ absl::Status EtcdCluster::Relist() {
     view = std::make_shared<ClusterView>(BuildView(keys_, mirror_, all.revision));
   }
   Publish(view);
-  auto relist_later = [this](absl::Duration delay) {
-    scope_.After(delay, [this] {
-      if (stopping()) return;  // the destructor's drain runs pending timers at once
-      absl::MutexLock join(&join_mu_);
-      if (absl::Status s = Relist(); !s.ok()) {
-        spdlog::warn("broker {}: re-reading the cluster metadata failed: {}", options_.broker_id,
-                     s.ToString());
-        // The next keep-alive or controller tick does not re-watch: try again here.
-        scope_.After(absl::Seconds(1), [this] {
-          if (stopping()) return;
-          absl::MutexLock again(&join_mu_);
-          (void)Relist();
-        });
-      }
-    });
-  };
   etcd::WatchHandlers handlers{
       .on_events = [this](std::vector<etcd::WatchEvent> events,
                           int64_t revision) { OnEvents(std::move(events), revision); },
-      .on_compacted = [relist_later](int64_t) { relist_later(absl::ZeroDuration()); },
-      .on_ended = [relist_later](absl::Status) { relist_later(absl::Milliseconds(200)); },
+      .on_compacted = [this](int64_t) { ScheduleRelist(absl::ZeroDuration()); },
+      .on_ended = [this](absl::Status) { ScheduleRelist(absl::Milliseconds(200)); },
   };
   CONDUIT_ASSIGN_OR_RETURN(watch_,
                            client_->WatchPrefix(keys_.prefix(), all.revision + 1, handlers));
   return absl::OkStatus();
+}
+
+void EtcdCluster::ScheduleRelist(absl::Duration delay) {
+  scope_.After(delay, [this, delay] {
+    if (stopping()) return;  // the destructor's drain runs pending timers at once
+    absl::MutexLock join(&join_mu_);
+    if (absl::Status s = Relist(); !s.ok()) {
+      spdlog::warn("broker {}: re-reading the cluster metadata failed: {}", options_.broker_id,
+                   s.ToString());
+      // Until it works (etcd down): the view stays as it was, and this broker's lease runs out.
+      ScheduleRelist(std::clamp(delay * 2, absl::Milliseconds(200), absl::Seconds(5)));
+    }
+  });
 }
 
 void EtcdCluster::OnEvents(std::vector<etcd::WatchEvent> events, int64_t revision) {

@@ -98,6 +98,8 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   bool stopping() const;
   absl::Status Register() ABSL_EXCLUSIVE_LOCKS_REQUIRED(join_mu_);
   absl::Status Relist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(join_mu_);
+  // Re-reads and re-watches after `delay`, again with backoff until it works.
+  void ScheduleRelist(absl::Duration delay);
   void OnEvents(std::vector<etcd::WatchEvent> events, int64_t revision);
   void Publish(std::shared_ptr<const ClusterView> view);
   void KeepAlive();

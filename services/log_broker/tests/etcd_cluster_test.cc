@@ -225,6 +225,9 @@ TEST_F(EtcdClusterTest, WithEtcdDownChangesFailUnavailableAndTheLeaseRunsOutThen
   EXPECT_TRUE(Eventually([&] { return one->LeaseValid(); }, absl::Seconds(15)));
   ASSERT_TRUE(Eventually([&] { return one->View()->brokers.contains(1); }, absl::Seconds(15)));
   EXPECT_TRUE(one->CreateTopic(Topic("t", 1, 1), 1).ok());
+  // Its watch came back too (re-read with backoff while etcd was away): it sees a new broker.
+  auto two = Member(2);
+  EXPECT_TRUE(Eventually([&] { return one->View()->brokers.contains(2); }));
 }
 
 }  // namespace
