@@ -14,7 +14,9 @@
 ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
           "How often the log broker applies retention, compaction and dedup expiry");
 ABSL_FLAG(std::vector<std::string>, etcd_endpoints, {},
-          "Cluster mode: etcd host:port list (comma-separated). Empty: a single node");
+          "Cluster mode: etcd host:port list (comma-separated). Empty: a single node. A broker "
+          "follows the cluster's metadata: local topics it does not know are deleted, so use a "
+          "new data dir, not a single node's");
 ABSL_FLAG(int32_t, broker_id, 0, "Cluster mode: this broker's id, unique in the cluster (>= 0)");
 ABSL_FLAG(std::string, cluster_name, "default", "Cluster mode: keys live under /conduit/<name>/");
 ABSL_FLAG(std::string, advertise_address, "",
