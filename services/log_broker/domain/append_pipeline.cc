@@ -18,6 +18,7 @@ BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) 
     absl::MutexLock lock(&part->mu);
     s.meta = part->meta;
     s.leader_epoch = part->leader_epoch;
+    s.last_started_epoch = part->epoch_starts.empty() ? -1 : part->epoch_starts.rbegin()->first;
     s.oldest_append_time = part->oldest_append_time;
     s.append_time = std::max(now_, part->last_append_time);
   }
@@ -160,6 +161,7 @@ void AppendPipeline::Publish(BatchContext& ctx) {
       // One replica: what is durable here is the high watermark.
       part->high_watermark = s.meta.next_offset;
       part->oldest_append_time = s.oldest_append_time;
+      if (s.epoch_start) part->epoch_starts.insert(*s.epoch_start);
       if (s.appended) {
         part->last_append_time = s.append_time;
         for (auto& fn : part->TakeWaiters()) wake.push_back(std::move(fn));

@@ -65,6 +65,8 @@ class BatchContext {
     // does or whichever broker appended before).
     absl::Time append_time;
     int32_t leader_epoch = 0;           // stamped on the records this batch appends
+    int32_t last_started_epoch = -1;    // the newest epoch in the partition's epoch cache
+    std::optional<std::pair<int32_t, int64_t>> epoch_start;  // this batch starts an epoch
     int64_t next_offset_before = 0;     // to roll back if the write fails
     bool appended = false;
   };

@@ -36,6 +36,12 @@ int64_t StageRecord(BatchContext& ctx, TopicState* topic, const RoutedRecord& r)
     s.meta.max_event_time = std::max(s.meta.max_event_time, *r.data.event_time);
   }
   s.appended = true;
+  if (s.leader_epoch > s.last_started_epoch) {  // the first record of a new epoch here
+    s.last_started_epoch = s.leader_epoch;
+    s.epoch_start.emplace(s.leader_epoch, offset);
+    ctx.writes().epoch_starts.push_back(
+        WriteSet::EpochStart{topic->id, r.partition, s.leader_epoch, offset});
+  }
   ctx.writes().records.push_back(
       AppendEntry{topic->id, r.partition, offset, s.append_time, s.leader_epoch, &r.data});
   return offset;

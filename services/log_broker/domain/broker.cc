@@ -82,6 +82,22 @@ absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta
     if (u.partition < 0 || u.partition >= meta.partitions) continue;
     state->partitions[u.partition].producers[u.producer_id] = std::move(u.state);
   }
+  CONDUIT_ASSIGN_OR_RETURN(auto epochs, store_->LoadEpochStarts(meta.id));
+  for (const auto& e : epochs) {
+    if (e.partition < 0 || e.partition >= meta.partitions) continue;
+    Partition& part = state->partitions[e.partition];
+    absl::MutexLock lock(&part.mu);
+    part.epoch_starts[e.epoch] = e.start_offset;
+  }
+  for (Partition& part : state->partitions) {
+    // Records written before the epoch cache existed were appended at epoch 0.
+    absl::MutexLock lock(&part.mu);
+    const int64_t first =
+        part.epoch_starts.empty() ? part.meta.next_offset : part.epoch_starts.begin()->second;
+    if (first > part.meta.log_start_offset && !part.epoch_starts.contains(0)) {
+      part.epoch_starts[0] = part.meta.log_start_offset;
+    }
+  }
   CONDUIT_ASSIGN_OR_RETURN(auto dedup, store_->LoadDedupEntries(meta.id));
   std::sort(dedup.begin(), dedup.end(), [](const auto& a, const auto& b) {
     return a.entry.append_time < b.entry.append_time;

@@ -164,6 +164,17 @@ class Broker {
   // cluster's metadata then names the current one again).
   absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
 
+  // Where leader epoch `epoch` ends in this broker's copy of the partition (KIP-101/279): the
+  // largest epoch ≤ `epoch` that appended here, and the first offset after its records (the
+  // start of the next epoch, or the log end). {-1, -1} when no epoch ≤ `epoch` appended here.
+  struct EpochEnd {
+    int32_t epoch = -1;
+    int64_t end_offset = -1;
+    friend bool operator==(const EpochEnd&, const EpochEnd&) = default;
+  };
+  absl::StatusOr<EpochEnd> OffsetForLeaderEpoch(const std::string& topic, int32_t partition,
+                                                int32_t epoch) const;
+
   // The cluster as this broker sees it. A single node is broker 0 at `self_address`, the
   // controller and leader of every partition (one replica, its current leader epoch).
   ClusterView Metadata(const std::string& self_address) const;

@@ -176,4 +176,17 @@ absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
   return out;
 }
 
+absl::StatusOr<Broker::EpochEnd> Broker::OffsetForLeaderEpoch(const std::string& topic_name,
+                                                              int32_t partition,
+                                                              int32_t epoch) const {
+  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(topic_name));
+  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, partition));
+  const Partition& part = topic->partitions[partition];
+  absl::MutexLock lock(&part.mu);
+  auto after = part.epoch_starts.upper_bound(epoch);  // the first epoch above `epoch`
+  if (after == part.epoch_starts.begin()) return EpochEnd{};
+  const int32_t found = std::prev(after)->first;
+  return EpochEnd{found, after == part.epoch_starts.end() ? part.meta.next_offset : after->second};
+}
+
 }  // namespace conduit::log_broker

@@ -78,6 +78,13 @@ struct WriteSet {
     int32_t partition;
     int64_t offset;
   };
+  // The first offset appended under a leader epoch (the leader-epoch cache, KIP-101).
+  struct EpochStart {
+    TopicId topic_id;
+    int32_t partition;
+    int32_t epoch;
+    int64_t start_offset;
+  };
 
   std::vector<AppendEntry> records;
   std::vector<PartitionUpdate> partitions;
@@ -86,10 +93,12 @@ struct WriteSet {
   std::vector<DedupDelete> dedup_deletes;
   std::vector<RangeDelete> range_deletes;
   std::vector<RecordDelete> record_deletes;
+  std::vector<EpochStart> epoch_starts;
 
   bool empty() const {
     return records.empty() && partitions.empty() && producers.empty() && dedup_puts.empty() &&
-           dedup_deletes.empty() && range_deletes.empty() && record_deletes.empty();
+           dedup_deletes.empty() && range_deletes.empty() && record_deletes.empty() &&
+           epoch_starts.empty();
   }
 };
 
@@ -119,6 +128,7 @@ class LogStore {
   virtual absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
       TopicId topic_id) = 0;
   virtual absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(TopicId topic_id) = 0;
+  virtual absl::StatusOr<std::vector<WriteSet::EpochStart>> LoadEpochStarts(TopicId topic_id) = 0;
 
   // Persists a new topic (durably) and makes room for its records.
   virtual absl::Status CreateTopic(const TopicMeta& topic) = 0;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,10 @@ struct Partition {
   // The epoch appends are stamped with: 0 on a single node; in a cluster the epoch at which the
   // metadata made this broker the leader.
   int32_t leader_epoch ABSL_GUARDED_BY(mu) = 0;
+  // The leader-epoch cache: each epoch that appended here → the first offset it appended.
+  // Durable with that first record. What a follower asks about to find where its log and the
+  // leader's part (OffsetForLeaderEpoch, KIP-101/279).
+  std::map<int32_t, int64_t> epoch_starts ABSL_GUARDED_BY(mu);
   absl::Time oldest_append_time ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   absl::Time last_append_time ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   // Long-polls and tails waiting for the high watermark to move, by waiter id.

@@ -33,12 +33,15 @@ inline constexpr char kDedupPrefix = 'D';
 // and rewritten under kDedupPrefix by LoadDedupEntries; never written.
 inline constexpr char kLegacyDedupPrefix = 'E';
 inline constexpr char kProducerPrefix = 'R';       // 'R' + BE64(producer id) → ProducerInfo
-inline constexpr std::array<char, 6> kMetaPrefixes = {kTopicMetaPrefix,   kPartitionMetaPrefix,
-                                                      kProducerStatePrefix, kDedupPrefix,
-                                                      kLegacyDedupPrefix, kProducerPrefix};
+// 'L' + BE64(topic id) + BE32(partition) + BE32(leader epoch) → the epoch's first offset
+inline constexpr char kEpochStartPrefix = 'L';
+inline constexpr std::array<char, 7> kMetaPrefixes = {
+    kTopicMetaPrefix,   kPartitionMetaPrefix, kProducerStatePrefix, kDedupPrefix,
+    kLegacyDedupPrefix, kProducerPrefix,      kEpochStartPrefix};
 // Prefixes whose keys continue with BE64(topic id): a topic's bookkeeping is one range each.
-inline constexpr std::array<char, 4> kTopicScopedPrefixes = {
-    kPartitionMetaPrefix, kProducerStatePrefix, kDedupPrefix, kLegacyDedupPrefix};
+inline constexpr std::array<char, 5> kTopicScopedPrefixes = {kPartitionMetaPrefix,
+                                                             kProducerStatePrefix, kDedupPrefix,
+                                                             kLegacyDedupPrefix, kEpochStartPrefix};
 
 constexpr bool AllDistinct(const auto& prefixes) {
   for (size_t i = 0; i < prefixes.size(); ++i)
@@ -120,6 +123,14 @@ inline std::optional<std::string_view> EventIdOfDedupKey(std::string_view key) {
   }
   return std::nullopt;
 }
+
+inline std::string EpochStartKey(TopicId topic_id, int32_t partition, int32_t epoch) {
+  std::string key = TopicScopeKey(kEpochStartPrefix, topic_id);
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(partition));
+  coding::PutBigEndian32(&key, static_cast<uint32_t>(epoch));
+  return key;
+}
+inline constexpr size_t kEpochStartKeySize = 1 + 8 + 4 + 4;
 
 inline std::string ProducerKey(ProducerId producer_id) {
   std::string key(1, kProducerPrefix);

@@ -34,6 +34,12 @@ void AddMetaWrites(const WriteSet& writes, rocksdb::ColumnFamilyHandle* meta,
   for (const auto& d : writes.dedup_deletes) {
     KeepFirstError(s, batch->Delete(meta, keys::DedupKey(d.topic_id, d.partition, d.event_id)));
   }
+  for (const auto& e : writes.epoch_starts) {
+    std::string value(1, '\x01');  // v1: u8 1 | varint first offset
+    coding::PutVarint64(&value, static_cast<uint64_t>(e.start_offset));
+    KeepFirstError(s,
+                   batch->Put(meta, keys::EpochStartKey(e.topic_id, e.partition, e.epoch), value));
+  }
   for (const auto& d : writes.dedup_puts) {
     KeepFirstError(
         s, batch->Put(meta, keys::DedupKey(d.topic_id, d.entry.position.partition, d.event_id),
@@ -165,6 +171,27 @@ absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> RocksDbLogStore::LoadProdu
                  return absl::OkStatus();
                });
   if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<std::vector<WriteSet::EpochStart>> RocksDbLogStore::LoadEpochStarts(
+    TopicId topic_id) {
+  std::vector<WriteSet::EpochStart> out;
+  CONDUIT_RETURN_IF_ERROR(
+      ScanMeta(keys::TopicScopeKey(keys::kEpochStartPrefix, topic_id),
+               [&](std::string_view key, std::string_view value) -> absl::Status {
+                 uint8_t version = 0;
+                 uint64_t start = 0;
+                 if (key.size() != keys::kEpochStartKeySize || !coding::GetByte(&value, &version) ||
+                     version != 1 || !coding::GetVarint64(&value, &start)) {
+                   return absl::DataLossError("corrupt leader epoch start");
+                 }
+                 out.push_back(WriteSet::EpochStart{
+                     topic_id, static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 9)),
+                     static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 13)),
+                     static_cast<int64_t>(start)});
+                 return absl::OkStatus();
+               }));
   return out;
 }
 

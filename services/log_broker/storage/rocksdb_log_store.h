@@ -30,6 +30,7 @@ class RocksDbLogStore final : public LogStore {
   absl::StatusOr<std::vector<WriteSet::ProducerUpdate>> LoadProducerStates(
       TopicId topic_id) override;
   absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(TopicId topic_id) override;
+  absl::StatusOr<std::vector<WriteSet::EpochStart>> LoadEpochStarts(TopicId topic_id) override;
   absl::Status CreateTopic(const TopicMeta& topic) override;
   absl::Status UpdateTopic(const TopicMeta& topic) override;
   absl::Status DeleteTopic(const TopicMeta& topic) override;

@@ -47,6 +47,16 @@ class FakeLogStore final : public LogStore {
     }
     return out;
   }
+  absl::StatusOr<std::vector<WriteSet::EpochStart>> LoadEpochStarts(TopicId topic_id) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<WriteSet::EpochStart> out;
+    for (const auto& [key, start] : epoch_starts_) {
+      if (std::get<0>(key) == topic_id) {
+        out.push_back({topic_id, std::get<1>(key), std::get<2>(key), start});
+      }
+    }
+    return out;
+  }
   absl::StatusOr<std::vector<WriteSet::DedupPut>> LoadDedupEntries(TopicId topic_id) override {
     absl::MutexLock lock(&mu_);
     std::vector<WriteSet::DedupPut> out;
@@ -68,6 +78,7 @@ class FakeLogStore final : public LogStore {
     std::erase_if(partitions_, [&](const auto& kv) { return kv.first.first == topic.id; });
     std::erase_if(producer_states_, [&](const auto& kv) { return std::get<0>(kv.first) == topic.id; });
     std::erase_if(dedup_, [&](const auto& kv) { return std::get<0>(kv.first) == topic.id; });
+    std::erase_if(epoch_starts_, [&](const auto& kv) { return std::get<0>(kv.first) == topic.id; });
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<ProducerInfo>> LoadProducers() override {
@@ -108,6 +119,9 @@ class FakeLogStore final : public LogStore {
     for (const auto& p : w.partitions) partitions_[{p.topic_id, p.partition}] = p.meta;
     for (const auto& p : w.producers) {
       producer_states_[{p.topic_id, p.partition, p.producer_id}] = p.state;
+    }
+    for (const auto& e : w.epoch_starts) {
+      epoch_starts_[{e.topic_id, e.partition, e.epoch}] = e.start_offset;
     }
     for (const auto& d : w.dedup_deletes) dedup_.erase({d.topic_id, d.partition, d.event_id});
     for (const auto& d : w.dedup_puts) {
@@ -190,6 +204,7 @@ class FakeLogStore final : public LogStore {
   std::map<std::tuple<TopicId, int32_t, ProducerId>, ProducerPartitionState> producer_states_
       ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<TopicId, int32_t, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<TopicId, int32_t, int32_t>, int64_t> epoch_starts_ ABSL_GUARDED_BY(mu_);
   std::map<ProducerId, ProducerInfo> producers_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
   int fail_after_ ABSL_GUARDED_BY(mu_) = -1;

@@ -110,6 +110,8 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
     WriteSet w = Entries(1, 0, 0, 10, data);
     w.partitions.push_back({TopicId(1), 0, PartitionMeta{0, 10, 10, 20, absl::FromUnixSeconds(5)}});
     w.producers.push_back({TopicId(1), 0, ProducerId(77), producer});
+    w.epoch_starts.push_back({TopicId(1), 0, 2, 0});
+    w.epoch_starts.push_back({TopicId(1), 1, 4, 17});
     w.dedup_puts.push_back({TopicId(1), "evt-1", DedupEntry{RecordPosition{0, 3}, absl::FromUnixSeconds(9)}});
     w.dedup_puts.push_back({TopicId(1), "evt-2", DedupEntry{RecordPosition{0, 4}, absl::FromUnixSeconds(9)}});
     ASSERT_TRUE(store->Write(w, true).ok());
@@ -138,6 +140,12 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
   EXPECT_EQ((*producers)[0].producer_id, ProducerId(77));
   EXPECT_EQ((*producers)[0].partition, 0);
   EXPECT_EQ((*producers)[0].state, producer);
+  auto epochs = store->LoadEpochStarts(TopicId(1));
+  ASSERT_TRUE(epochs.ok()) << epochs.status();
+  ASSERT_EQ(epochs->size(), 2u);
+  EXPECT_EQ((*epochs)[1].partition, 1);
+  EXPECT_EQ((*epochs)[1].epoch, 4);
+  EXPECT_EQ((*epochs)[1].start_offset, 17);
   auto dedup = store->LoadDedupEntries(TopicId(1));
   ASSERT_EQ(dedup->size(), 1u);
   EXPECT_EQ((*dedup)[0].event_id, "evt-2");
@@ -150,6 +158,7 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
   EXPECT_FALSE(store->RecoverPartition(TopicId(1), 0)->meta.has_value());
   EXPECT_TRUE(store->LoadProducerStates(TopicId(1))->empty());
   EXPECT_TRUE(store->LoadDedupEntries(TopicId(1))->empty());
+  EXPECT_TRUE(store->LoadEpochStarts(TopicId(1))->empty());
 }
 
 // The same event id in two partitions is two entries (dedup windows are per partition), and an
