@@ -1,5 +1,6 @@
 #include "services/log_broker/cluster/etcd_cluster.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -36,16 +37,22 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Create(EtcdClusterOpti
     };
   }
   CONDUIT_ASSIGN_OR_RETURN(auto client, etcd::Client::Connect(options.endpoints, etcd_options));
+  // Keep-alives are useless once late (one every TTL/3), and the stop must not wait long.
+  etcd::ClientOptions quick_options = etcd_options;
+  quick_options.request_timeout =
+      std::min({etcd_options.request_timeout, options.lease_ttl / 3, absl::Seconds(1)});
+  CONDUIT_ASSIGN_OR_RETURN(auto quick, etcd::Client::Connect(options.endpoints, quick_options));
   return std::unique_ptr<EtcdCluster>(
-      new EtcdCluster(std::move(options), std::move(client), runtime));
+      new EtcdCluster(std::move(options), std::move(client), std::move(quick), runtime));
 }
 
 EtcdCluster::EtcdCluster(EtcdClusterOptions options, std::unique_ptr<etcd::Client> client,
-                         runtime::Runtime* runtime)
+                         std::unique_ptr<etcd::Client> quick_client, runtime::Runtime* runtime)
     : options_(std::move(options)),
       observer_(options_.observer ? options_.observer : &default_observer_),
       keys_(options_.cluster),
       client_(std::move(client)),
+      quick_client_(std::move(quick_client)),
       clock_(runtime->clock()),
       incarnation_(NewIncarnation()),
       lease_ttl_(options_.lease_ttl),
@@ -66,8 +73,9 @@ EtcdCluster::~EtcdCluster() {
     lease = this->lease();
   }
   // A clean stop hands the broker's partitions on now rather than after the TTL (not when etcd
-  // has been out of reach for a TTL: the lease is gone, and the call would wait its timeout).
-  if (lease.value() != 0 && LeaseValid()) (void)client_->Revoke(lease);
+  // has been out of reach for a TTL: the lease is gone). At most a second: an etcd that just
+  // went must not hold up the exit for a whole request timeout.
+  if (lease.value() != 0 && LeaseValid()) (void)quick_client_->Revoke(lease);
 }
 
 bool EtcdCluster::stopping() const {
@@ -152,7 +160,8 @@ absl::Status EtcdCluster::Register() {
 
 absl::Status EtcdCluster::Relist() {
   watch_.reset();
-  CONDUIT_ASSIGN_OR_RETURN(etcd::RangeResult all, client_->GetPrefix(keys_.prefix()));
+  // Quick: it holds join_mu_, which a stop waits for; on failure it is retried with backoff.
+  CONDUIT_ASSIGN_OR_RETURN(etcd::RangeResult all, quick_client_->GetPrefix(keys_.prefix()));
   std::shared_ptr<const ClusterView> view;
   {
     absl::MutexLock lock(&mu_);
@@ -169,7 +178,7 @@ absl::Status EtcdCluster::Relist() {
       .on_ended = [this](absl::Status) { ScheduleRelist(absl::Milliseconds(200)); },
   };
   CONDUIT_ASSIGN_OR_RETURN(watch_,
-                           client_->WatchPrefix(keys_.prefix(), all.revision + 1, handlers));
+                           quick_client_->WatchPrefix(keys_.prefix(), all.revision + 1, handlers));
   return absl::OkStatus();
 }
 
@@ -227,7 +236,7 @@ void EtcdCluster::Publish(std::shared_ptr<const ClusterView> view) {
 void EtcdCluster::KeepAlive() {
   const absl::Duration sent = clock_->Monotonic();
   const etcd::LeaseId id = lease();
-  absl::StatusOr<int64_t> ttl = client_->KeepAliveOnce(id);
+  absl::StatusOr<int64_t> ttl = quick_client_->KeepAliveOnce(id);
   if (ttl.ok()) {
     {
       absl::MutexLock lock(&mu_);

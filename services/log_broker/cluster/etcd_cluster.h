@@ -93,7 +93,7 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   };
 
   EtcdCluster(EtcdClusterOptions options, std::unique_ptr<etcd::Client> client,
-              runtime::Runtime* runtime);
+              std::unique_ptr<etcd::Client> quick_client, runtime::Runtime* runtime);
 
   bool stopping() const;
   absl::Status Register() ABSL_EXCLUSIVE_LOCKS_REQUIRED(join_mu_);
@@ -115,6 +115,8 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   ClusterObserver* const observer_;
   const MetadataKeys keys_;
   const std::unique_ptr<etcd::Client> client_;
+  // Keep-alives, re-reads and the lease revoke at a stop: bounded by min(TTL/3, 1 s).
+  const std::unique_ptr<etcd::Client> quick_client_;
   const time::Clock* const clock_;
   const std::string incarnation_;
 
