@@ -100,6 +100,17 @@ struct Cluster {
     }
     return false;
   }
+  // The bench topic (12 partitions by default) through broker 1; whether it was created.
+  bool CreateTopic() const {
+    LogClient admin(brokers[0]->address());
+    conduit::log::v1::CreateTopicRequest create;
+    create.set_name("bench");
+    create.set_partitions(absl::GetFlag(FLAGS_partitions));
+    conduit::log::v1::CreateTopicResponse created;
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx, absl::Seconds(20));
+    return admin.stub()->CreateTopic(&ctx, create, &created).ok();
+  }
   absl::Duration BrokersCpu() const {
     absl::Duration d;
     for (const auto& b : brokers) d += ProcessCpu(b->pid());
@@ -113,14 +124,7 @@ void ProduceRun(const char* label, int brokers, bool cluster) {
     std::printf("%-22s could not start\n", label);
     return;
   }
-  LogClient admin(c.brokers[0]->address());
-  conduit::log::v1::CreateTopicRequest create;
-  create.set_name("bench");
-  create.set_partitions(absl::GetFlag(FLAGS_partitions));
-  conduit::log::v1::CreateTopicResponse created;
-  grpc::ClientContext ctx;
-  LogClient::SetDeadline(&ctx, absl::Seconds(20));
-  if (!admin.stub()->CreateTopic(&ctx, create, &created).ok()) return;
+  if (!c.CreateTopic()) return;
   client::ProducerOptions options;
   options.address = c.brokers[0]->address();
   options.topic = "bench";
@@ -149,17 +153,8 @@ void ProduceRun(const char* label, int brokers, bool cluster) {
 
 void MetadataAndFailoverRun() {
   Cluster c;
-  if (!c.Start(3, true)) return;
+  if (!c.Start(3, true) || !c.CreateTopic()) return;
   LogClient via(c.brokers[0]->address());
-  conduit::log::v1::CreateTopicRequest create;
-  create.set_name("bench");
-  create.set_partitions(absl::GetFlag(FLAGS_partitions));
-  conduit::log::v1::CreateTopicResponse created;
-  {
-    grpc::ClientContext ctx;
-    LogClient::SetDeadline(&ctx, absl::Seconds(20));
-    if (!via.stub()->CreateTopic(&ctx, create, &created).ok()) return;
-  }
   LatencyHistogram h;
   for (int i = 0; i < absl::GetFlag(FLAGS_metadata_calls); ++i) {
     grpc::ClientContext ctx;
