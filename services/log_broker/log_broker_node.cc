@@ -48,6 +48,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());
+    if ((*node)->replica_service()) services->push_back((*node)->replica_service());
     return absl::OkStatus();
   };
   component.started = [node](const std::string& address) {
@@ -75,15 +76,18 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
   node->metrics_ = std::make_unique<api::LogMetrics>(registry);
+  const int32_t self = cluster ? cluster->broker_id : 0;
   if (cluster) {
     node->cluster_metrics_ = std::make_unique<cluster::ClusterMetrics>(registry);
     cluster->observer = node->cluster_metrics_.get();
     LogBrokerNode* raw = node.get();
     cluster->on_view = [raw](std::shared_ptr<const ClusterView> view) {
-      if (absl::Status s = raw->broker_->ApplyView(std::move(view)); !s.ok()) {
+      if (absl::Status s = raw->broker_->ApplyView(view); !s.ok()) {
         spdlog::error("broker: applying the cluster's metadata failed: {}", s.ToString());
       }
+      raw->fetchers_->OnView(*view);
     };
+
     CONDUIT_ASSIGN_OR_RETURN(node->cluster_,
                              cluster::EtcdCluster::Create(*std::move(cluster), runtime));
     options.cluster = node->cluster_.get();
@@ -93,7 +97,16 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
       std::make_unique<Broker>(node->store_.get(), runtime, node->metrics_.get(), options);
   CONDUIT_RETURN_IF_ERROR(node->broker_->Recover());
   node->service_ = std::make_unique<api::LogService>(node->broker_.get(), node->metrics_.get());
+  if (node->cluster_) {
+    node->fetchers_ = std::make_unique<cluster::ReplicaFetchers>(
+        node->broker_.get(), runtime, cluster::ReplicaFetcherOptions{.self = self});
+    node->replica_service_ = std::make_unique<api::ReplicaService>(node->broker_.get());
+  }
   return node;
+}
+
+LogBrokerNode::~LogBrokerNode() {
+  if (broker_) broker_->StopClusterWork();
 }
 
 absl::Status LogBrokerNode::Join(const std::string& address) {

@@ -9,7 +9,9 @@
 #include "common/runtime/runtime.h"
 #include "services/log_broker/api/log_metrics.h"
 #include "services/log_broker/api/log_service.h"
+#include "services/log_broker/api/replica_service.h"
 #include "services/log_broker/cluster/etcd_cluster.h"
+#include "services/log_broker/cluster/replica_fetcher.h"
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/storage/rocksdb_log_store.h"
 
@@ -37,7 +39,10 @@ class LogBrokerNode {
   // metadata. A no-op on a single node.
   absl::Status Join(const std::string& address);
 
+  ~LogBrokerNode();  // stops cluster work first: the broker's periodic work uses the cluster
+
   api::LogService* service() { return service_.get(); }
+  api::ReplicaService* replica_service() { return replica_service_.get(); }
   Broker* broker() { return broker_.get(); }
   RocksDbLogStore* store() { return store_.get(); }
 
@@ -48,9 +53,12 @@ class LogBrokerNode {
   std::unique_ptr<api::LogMetrics> metrics_;
   std::unique_ptr<Broker> broker_;
   std::unique_ptr<cluster::ClusterMetrics> cluster_metrics_;
+  // Follows leaders; destroyed after the cluster (which hands it views), before the broker.
+  std::unique_ptr<cluster::ReplicaFetchers> fetchers_;
   // Destroyed before the broker (it applies views to it) and after the service.
   std::unique_ptr<cluster::EtcdCluster> cluster_;
   std::unique_ptr<api::LogService> service_;
+  std::unique_ptr<api::ReplicaService> replica_service_;
 };
 
 }  // namespace conduit::log_broker

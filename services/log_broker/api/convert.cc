@@ -1,8 +1,22 @@
 #include "services/log_broker/api/convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::log_broker::api {
+
+absl::StatusOr<std::optional<Acks>> FromProto(pb::Acks acks) {
+  switch (acks) {
+    case pb::ACKS_UNSPECIFIED:
+      return std::nullopt;
+    case pb::ACKS_ALL:
+      return Acks::kAll;
+    case pb::ACKS_LEADER:
+      return Acks::kLeader;
+    default:
+      return absl::InvalidArgumentError("unknown acks");
+  }
+}
 
 absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config) {
   TopicConfigPatch patch;
@@ -44,6 +58,12 @@ absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config) {
     patch.tombstone_retention = FromDuration(config.tombstone_retention());
   }
   if (config.has_dedup_window()) patch.dedup_window = FromDuration(config.dedup_window());
+  if (config.has_min_insync_replicas()) patch.min_insync_replicas = config.min_insync_replicas();
+  CONDUIT_ASSIGN_OR_RETURN(std::optional<Acks> acks, FromProto(config.acks()));
+  if (acks) patch.acks = *acks;
+  if (config.has_unclean_leader_election()) {
+    patch.unclean_leader_election = config.unclean_leader_election();
+  }
   return patch;
 }
 
@@ -75,6 +95,9 @@ void ToProto(const TopicMeta& meta, pb::TopicInfo* out) {
   }
   SetDuration(c.tombstone_retention, config->mutable_tombstone_retention());
   SetDuration(c.dedup_window, config->mutable_dedup_window());
+  config->set_min_insync_replicas(c.min_insync_replicas);
+  config->set_acks(c.acks == Acks::kAll ? pb::ACKS_ALL : pb::ACKS_LEADER);
+  config->set_unclean_leader_election(c.unclean_leader_election);
   SetTimestamp(meta.created, out->mutable_created());
 }
 

@@ -12,6 +12,8 @@ namespace conduit::log_broker::api {
 namespace pb = ::conduit::log::v1;
 
 absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config);
+// nullopt for ACKS_UNSPECIFIED (the topic's setting).
+absl::StatusOr<std::optional<Acks>> FromProto(pb::Acks acks);
 void ToProto(const TopicMeta& meta, pb::TopicInfo* out);
 ProduceRecordArgs FromProto(pb::ProduceRecord&& record);
 void ToProto(const StoredRecord& record, pb::Record* out);

@@ -1,5 +1,9 @@
 #include "services/log_broker/api/log_metrics.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+#include "common/logging/logging.h"
 #include "common/metrics/metrics.h"
 
 namespace conduit::log_broker::api {
@@ -40,6 +44,15 @@ LogMetrics::LogMetrics(prometheus::Registry& registry)
                            .Name("conduit_log_records_removed_total")
                            .Help("Records removed by retention or compaction, by topic and reason")
                            .Register(registry)),
+      truncations_(BuildCounter()
+                       .Name("conduit_log_truncations_total")
+                       .Help("Follower log truncations (a divergent suffix cut), by topic")
+                       .Register(registry)),
+      isr_changes_(BuildCounter()
+                       .Name("conduit_log_isr_changes_total")
+                       .Help("In-sync set changes the leader wrote, by kind (shrink, expand) "
+                             "and result (ok, failed)")
+                       .Register(registry)),
       produce_latency_(BuildHistogram()
                            .Name("conduit_log_produce_latency_seconds")
                            .Help("Produce RPC latency, receipt to durable ack")
@@ -154,6 +167,24 @@ void LogMetrics::OnTopicDeleted(const std::string& topic, int32_t partitions) {
   for (const char* reason : {"compaction", "retention"}) {
     records_removed_.Remove(&records_removed_.Add({{"topic", topic}, {"reason", reason}}));
   }
+}
+
+void LogMetrics::OnTruncated(const std::string& topic, int32_t partition, int64_t offset,
+                             const std::string& reason) {
+  truncations_.Add({{"topic", topic}}).Increment();
+  spdlog::warn("replica: {}/{} truncated to offset {}: {}", topic, partition, offset, reason);
+}
+
+void LogMetrics::OnInSyncChange(const std::string& topic, int32_t partition,
+                                const std::vector<int32_t>& from, const std::vector<int32_t>& to,
+                                const absl::Status& written) {
+  const bool shrink = to.size() < from.size();
+  isr_changes_
+      .Add({{"kind", shrink ? "shrink" : "expand"}, {"result", written.ok() ? "ok" : "failed"}})
+      .Increment();
+  spdlog::info("replica: {}/{} in-sync replicas [{}] -> [{}]: {}", topic, partition,
+               absl::StrJoin(from, ","), absl::StrJoin(to, ","),
+               written.ok() ? "written" : written.ToString());
 }
 
 }  // namespace conduit::log_broker::api

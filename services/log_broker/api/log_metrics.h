@@ -30,6 +30,11 @@ class LogMetrics final : public BrokerObserver {
   void OnFetched(const std::string& topic, int64_t records, int64_t bytes) override;
   void OnHighWatermark(const std::string& topic, int32_t partition, int64_t hw) override;
   void OnTopicDeleted(const std::string& topic, int32_t partitions) override;
+  // Replication: counted and logged (these are rare and an operator wants each one).
+  void OnTruncated(const std::string& topic, int32_t partition, int64_t offset,
+                   const std::string& reason) override;
+  void OnInSyncChange(const std::string& topic, int32_t partition, const std::vector<int32_t>& from,
+                      const std::vector<int32_t>& to, const absl::Status& written) override;
   void OnDuplicatesDropped(const std::string& topic, int64_t records) override;
   void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
                         int64_t bytes) override;
@@ -68,6 +73,8 @@ class LogMetrics final : public BrokerObserver {
   prometheus::Family<prometheus::Gauge>& high_watermark_;
   prometheus::Family<prometheus::Counter>& duplicates_;
   prometheus::Family<prometheus::Counter>& records_removed_;
+  prometheus::Family<prometheus::Counter>& truncations_;
+  prometheus::Family<prometheus::Counter>& isr_changes_;
   prometheus::Histogram& produce_latency_;
   prometheus::Histogram& fetch_latency_;
   prometheus::Histogram& batch_requests_;

@@ -51,9 +51,10 @@ grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* c
   auto patch = FromProto(request->config());
   if (!patch.ok()) return Done(ctx, patch.status());
   return Blocking(ctx, broker_, [this, request, response, config = *patch]() -> absl::Status {
-    auto meta =
-        broker_->CreateTopic(request->name(), request->partitions(), config,
-                             request->has_replication_factor() ? request->replication_factor() : 1);
+    auto meta = broker_->CreateTopic(
+        request->name(), request->partitions(), config,
+        request->has_replication_factor() ? std::optional<int32_t>(request->replication_factor())
+                                          : std::nullopt);
     if (!meta.ok()) return meta.status();
     ToProto(*meta, response->mutable_topic());
     return absl::OkStatus();
@@ -129,6 +130,8 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
                                               const pb::ProduceRequest* request,
                                               pb::ProduceResponse* response) {
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  auto acks = FromProto(request->acks());
+  if (!acks.ok()) return Done(ctx, acks.status());
   auto* reactor = ctx->DefaultReactor();
   const absl::Time started = absl::Now();
   // The request is ours for the life of the call and unused after this point: move the
@@ -154,7 +157,8 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
         metrics_->ObserveProduceLatency(absl::Now() - started);
         metrics_->CountProduce(result.status().code());
         reactor->Finish(ToGrpcStatus(result.status()));
-      });
+      },
+      *acks);
   if (!status.ok()) {
     metrics_->CountProduce(status.code());
     reactor->Finish(Answer(ctx, status));

@@ -66,6 +66,19 @@ absl::StatusOr<bool> EtcdCluster::WritePartitionStates(
   return result.succeeded;
 }
 
+absl::StatusOr<bool> EtcdCluster::UpdatePartitionState(TopicId topic_id, int32_t partition,
+                                                       int64_t read_revision,
+                                                       const PartitionAssignment& next) {
+  // Guarded by the state read: a new leader epoch (or the controller's change) since then makes
+  // it fail, and the leader re-reads rather than overwrite it.
+  const std::string key = keys_.Partition(topic_id, partition);
+  etcd::Txn txn;
+  txn.If(Compare::ModRevision(key, CompareOp::kEqual, read_revision))
+      .Then(Op::Put(key, EncodePartition(next)));
+  CONDUIT_ASSIGN_OR_RETURN(etcd::TxnResult result, client_->Commit(txn));
+  return result.succeeded;
+}
+
 absl::Status EtcdCluster::DeleteOrphanPartitions(int64_t epoch) {
   std::set<uint64_t> orphans;
   {

@@ -89,6 +89,7 @@ absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
   bool sync = false;
   int requests = 0;
   BuildBatch(batch, ctx, &sync, &requests);
+  sync |= ctx.sync_;
   WriteSet& writes = ctx.writes_;
   if (writes.empty()) {
     for (auto& fn : ctx.on_commit_) fn();
@@ -155,19 +156,30 @@ void AppendPipeline::Publish(BatchContext& ctx) {
   for (auto& fn : ctx.on_commit_) fn();
   std::vector<std::function<void()>> wake;
   for (auto& [part, s] : ctx.staged_) {
+    int64_t hw;
     {
       absl::MutexLock lock(&part->mu);
       part->meta = s.meta;
-      // One replica: what is durable here is the high watermark.
-      part->high_watermark = s.meta.next_offset;
       part->oldest_append_time = s.oldest_append_time;
-      if (s.epoch_start) part->epoch_starts.insert(*s.epoch_start);
+      if (s.restarted) {
+        part->epoch_starts.clear();
+        part->high_watermark = s.meta.next_offset;  // the new, empty log's start
+      } else if (s.truncated_to) {
+        // A follower cut its divergent suffix: the high watermark cannot stay above the log.
+        part->high_watermark = std::min(part->high_watermark, *s.truncated_to);
+        std::erase_if(part->epoch_starts,
+                      [&](const auto& e) { return e.second >= *s.truncated_to; });
+      }
+      for (const auto& [epoch, start] : s.epoch_starts) part->epoch_starts[epoch] = start;
       if (s.appended) {
         part->last_append_time = s.append_time;
-        for (auto& fn : part->TakeWaiters()) wake.push_back(std::move(fn));
+        for (auto& [id, fn] : part->replica_waiters) wake.push_back(std::move(fn));
+        part->replica_waiters.clear();
       }
+      part->AdvanceHighWatermark(&wake);
+      hw = part->high_watermark;
     }
-    observer_->OnHighWatermark(s.topic->name, s.partition, s.meta.next_offset);
+    observer_->OnHighWatermark(s.topic->name, s.partition, hw);
   }
   for (auto& fn : wake) fn();
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -66,7 +67,9 @@ class BatchContext {
     absl::Time append_time;
     int32_t leader_epoch = 0;           // stamped on the records this batch appends
     int32_t last_started_epoch = -1;    // the newest epoch in the partition's epoch cache
-    std::optional<std::pair<int32_t, int64_t>> epoch_start;  // this batch starts an epoch
+    std::map<int32_t, int64_t> epoch_starts;  // epochs this batch starts → first offset
+    std::optional<int64_t> truncated_to;      // a follower's truncation in this batch
+    bool restarted = false;                   // ... emptying the log to start over there
     int64_t next_offset_before = 0;     // to roll back if the write fails
     bool appended = false;
   };
@@ -79,10 +82,13 @@ class BatchContext {
   Staged& Stage(TopicState* topic, int32_t partition);
   // Runs after the batch is durable (writer thread).
   void OnCommit(std::function<void()> fn) { on_commit_.push_back(std::move(fn)); }
+  // The batch must be fsynced before it counts (a follower's copy of a sync topic).
+  void RequireSync() { sync_ = true; }
 
  private:
   friend class AppendPipeline;
   absl::Time now_;
+  bool sync_ = false;
   WriteSet writes_;
   absl::flat_hash_map<Partition*, Staged> staged_;
   absl::flat_hash_map<std::pair<Partition*, std::string>, DedupEntry> dedup_;
@@ -133,6 +139,18 @@ class AppendPipeline {
 
   // Queues maintenance work (never refused for backpressure; UNAVAILABLE when stopped).
   absl::Status SubmitMaintenance(MaintenanceOp op);
+
+  // Replication, follower side (append_replica.cc). Appends the leader's records at their own
+  // offsets, append times and epochs (fsynced before `done` for a sync topic), in the same group
+  // commit as everything else; FAILED_PRECONDITION in `done` when they do not follow the local
+  // log end (a fetch answered after a truncation).
+  absl::Status SubmitReplicated(std::shared_ptr<TopicState> topic, int32_t partition,
+                                std::vector<StoredRecord> records,
+                                std::function<void(absl::Status)> done);
+  // Cuts the partition's log back to `offset` (records, bookkeeping, epoch cache), or, when
+  // `offset` is past the log end, empties it to start over there (the leader's log start).
+  absl::Status SubmitTruncate(std::shared_ptr<TopicState> topic, int32_t partition,
+                              int64_t offset, std::function<void(absl::Status)> done);
 
   // Runs `fn` while no batch is being written (used to delete a topic between batches).
   void RunExclusive(const std::function<void()>& fn);

@@ -38,7 +38,7 @@ int64_t StageRecord(BatchContext& ctx, TopicState* topic, const RoutedRecord& r)
   s.appended = true;
   if (s.leader_epoch > s.last_started_epoch) {  // the first record of a new epoch here
     s.last_started_epoch = s.leader_epoch;
-    s.epoch_start.emplace(s.leader_epoch, offset);
+    s.epoch_starts.emplace(s.leader_epoch, offset);
     ctx.writes().epoch_starts.push_back(
         WriteSet::EpochStart{topic->id, r.partition, s.leader_epoch, offset});
   }

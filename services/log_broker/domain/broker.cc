@@ -38,7 +38,10 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
                 }()),
       cleaner_(store, &pipeline_, clock_, observer, options.cleaner) {}
 
-Broker::~Broker() { scope_.StopEvery(maintenance_); }  // before the members its runs use
+Broker::~Broker() {  // before the members their runs use
+  scope_.StopEvery(maintenance_);
+  scope_.StopEvery(isr_task_);
+}
 
 absl::Status Broker::Recover() {
   CONDUIT_RETURN_IF_ERROR(producers_.Recover());
@@ -56,6 +59,9 @@ absl::Status Broker::Recover() {
   }
   if (options_.maintenance_interval > absl::ZeroDuration()) {
     maintenance_ = scope_.Every(options_.maintenance_interval, [this] { RunMaintenance(); });
+  }
+  if (cluster_ != nullptr && options_.replica_lag_time > absl::ZeroDuration()) {
+    isr_task_ = scope_.Every(options_.replica_lag_time / 4, [this] { MaintainInSyncReplicas(); });
   }
   return absl::OkStatus();
 }
@@ -111,18 +117,18 @@ absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta
 
 absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t partitions,
                                               const TopicConfigPatch& patch,
-                                              int32_t replication_factor) {
+                                              std::optional<int32_t> requested_rf) {
   CONDUIT_RETURN_IF_ERROR(ValidateTopicName(name));
   CONDUIT_RETURN_IF_ERROR(ValidatePartitionCount(partitions));
-  const TopicConfig config = patch.ApplyTo(TopicConfig{});
-  CONDUIT_RETURN_IF_ERROR(ValidateConfig(config));
+  const std::shared_ptr<const ClusterView> view = cluster_ ? cluster_->View() : nullptr;
+  const int32_t replication_factor = requested_rf.value_or(
+      view != nullptr && view->brokers.size() >= 3 ? 3 : 1);
+  TopicConfig config = patch.ApplyTo(TopicConfig{});
+  if (!patch.min_insync_replicas) config.min_insync_replicas = replication_factor >= 3 ? 2 : 1;
+  CONDUIT_RETURN_IF_ERROR(ValidateConfig(config, replication_factor));
   if (cluster_ != nullptr) {
-    CONDUIT_RETURN_IF_ERROR(CheckReplicationFactor(*cluster_->View(), replication_factor));
-    if (replication_factor > 1) {
-      return absl::UnimplementedError(
-          "replication_factor above 1 needs replicated partitions, which are not built yet");
-    }
-    if (cluster_->View()->FindTopic(name) != nullptr) {
+    CONDUIT_RETURN_IF_ERROR(CheckReplicationFactor(*view, replication_factor));
+    if (view->FindTopic(name) != nullptr) {
       return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
     }
     CONDUIT_ASSIGN_OR_RETURN(TopicId id, ids_->NextTopicId());
@@ -166,7 +172,7 @@ absl::StatusOr<TopicMeta> Broker::UpdateTopicConfig(const std::string& name,
   if (!topic.ok()) return topic.status();
   TopicMeta meta = (*topic)->meta();
   meta.config = patch.ApplyTo(meta.config);
-  CONDUIT_RETURN_IF_ERROR(ValidateConfig(meta.config));
+  CONDUIT_RETURN_IF_ERROR(ValidateConfig(meta.config, /*replication_factor=*/1));
   CONDUIT_RETURN_IF_ERROR(store_->UpdateTopic(meta));
   (*topic)->set_config(meta.config);
   if (meta.config.durability == Durability::kInterval) {
@@ -296,7 +302,8 @@ absl::Status Broker::CheckPartition(const TopicState& topic, int32_t partition) 
 }
 
 absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceRecordArgs> records,
-                             std::optional<ProducerArgs> producer, ProduceCallback done) {
+                             std::optional<ProducerArgs> producer, ProduceCallback done,
+                             std::optional<Acks> acks) {
   auto topic = FindTopic(topic_name);
   if (!topic.ok()) return topic.status();
   const TopicMeta meta = (*topic)->meta();
@@ -331,13 +338,16 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
     return absl::InvalidArgumentError(absl::StrFormat(
         "produce request is %d bytes; the limit is %d", bytes, kMaxProduceRequestBytes));
   }
+  const bool acks_all = acks.value_or(meta.config.acks) == Acks::kAll;
   if (cluster_ != nullptr) {
     absl::flat_hash_map<int32_t, bool> checked;
     for (const RoutedRecord& r : routed) {
       if (checked.emplace(r.partition, true).second) {
         CONDUIT_RETURN_IF_ERROR(CheckServing(**topic, r.partition, /*write=*/true));
+        if (acks_all) CONDUIT_RETURN_IF_ERROR(CheckInSync(**topic, r.partition));
       }
     }
+    if (acks_all) done = AwaitReplication(*topic, std::move(done));
   }
   std::optional<ProducerStamp> stamp;
   if (producer) {

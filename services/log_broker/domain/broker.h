@@ -98,6 +98,39 @@ class PendingFetch {
 
 enum class OffsetQuery { kEarliest, kLatest, kTimestamp };
 
+// Replication (services/log_broker/README.md, "Replication"): what a follower asks its leader
+// for, per partition.
+struct ReplicaFetchItem {
+  std::string topic;
+  TopicId topic_id;
+  int32_t partition = 0;
+  int64_t fetch_offset = 0;         // the follower's durable log end
+  int32_t last_fetched_epoch = -1;  // the epoch of its last record; -1: its log is empty
+  int32_t current_leader_epoch = 0;  // the leader epoch the follower's view names
+};
+
+// The leader's answer for one partition.
+struct ReplicaFetchData {
+  std::string topic;
+  TopicId topic_id;
+  int32_t partition = 0;
+  // FAILED_PRECONDITION: the follower's epoch is stale, or this broker does not lead it;
+  // UNAVAILABLE: the leader has not reached that epoch yet; OUT_OF_RANGE with truncate_to:
+  // the follower's log diverged (or starts before the leader's log start).
+  absl::Status status;
+  // Where the follower's log must end before it fetches again: the end of the last epoch both
+  // logs share (KIP-101/279, answered in the fetch as KIP-320 does), or, above the follower's
+  // log end, the leader's log start (the follower then starts over there).
+  std::optional<int64_t> truncate_to;
+  std::vector<StoredRecord> records;
+  int64_t high_watermark = 0;
+  int64_t log_start_offset = 0;
+  int64_t log_end_offset = 0;
+};
+using ReplicaFetchCallback = std::function<void(std::vector<ReplicaFetchData>)>;
+
+class ReplicaFetchWait;
+
 struct BrokerOptions {
   PipelineOptions pipeline;
   CleanerOptions cleaner;
@@ -112,6 +145,11 @@ struct BrokerOptions {
   // cluster's metadata, and this broker serves only the partitions the applied view says it
   // leads. Null: a single node.
   ClusterMetadata* cluster = nullptr;
+  // Replication: a follower not caught up for this long leaves the in-sync set.
+  absl::Duration replica_lag_time = absl::Seconds(10);
+  // Acks all: how long a produce waits for the high watermark after its append before it is
+  // answered DEADLINE_EXCEEDED (outcome unknown).
+  absl::Duration ack_timeout = absl::Seconds(30);
 };
 
 // The log broker's rules: topics, record placement, offset assignment (through the
@@ -133,10 +171,11 @@ class Broker {
 
   // INVALID_ARGUMENT for a bad name, partition count, replication factor or config;
   // ALREADY_EXISTS for a taken name. In a cluster, through the metadata (any broker), answering
-  // once the partitions are placed.
+  // once the partitions are placed. Unset replication factor: 3 with 3 or more live brokers,
+  // else 1; unset min_insync_replicas: 2 when the replication factor is 3 or more, else 1.
   absl::StatusOr<TopicMeta> CreateTopic(const std::string& name, int32_t partitions,
                                         const TopicConfigPatch& config,
-                                        int32_t replication_factor = 1);
+                                        std::optional<int32_t> replication_factor = {});
   // Changes the set fields of a topic's config. NOT_FOUND, INVALID_ARGUMENT.
   absl::StatusOr<TopicMeta> UpdateTopicConfig(const std::string& name,
                                               const TopicConfigPatch& patch);
@@ -154,8 +193,11 @@ class Broker {
   // refused up front: NOT_FOUND unknown topic/partition, INVALID_ARGUMENT bad record,
   // RESOURCE_EXHAUSTED backpressure, UNAVAILABLE broker stopped.
   // With `producer`, the request is idempotent: see ProduceRequest in log.proto.
+  // `acks` overrides the topic's setting (cluster mode: with acks all, `done` runs once the
+  // high watermark covers the batch; UNAVAILABLE up front when too few replicas are in sync).
   absl::Status Produce(const std::string& topic, std::vector<ProduceRecordArgs> records,
-                       std::optional<ProducerArgs> producer, ProduceCallback done);
+                       std::optional<ProducerArgs> producer, ProduceCallback done,
+                       std::optional<Acks> acks = std::nullopt);
 
   // The cluster's metadata made this broker the leader of topic/partition at `epoch`: appends
   // from now on are stamped with it. FAILED_PRECONDITION when `epoch` is below the partition's
@@ -210,8 +252,35 @@ class Broker {
                                                           const std::vector<int32_t>& partitions,
                                                           OffsetQuery query, absl::Time at);
 
+  // Replication, leader side (broker_replica.cc): a follower's fetch. Each item is validated
+  // (epochs, the follower's log against this one); a valid fetch offset counts as the
+  // follower's durable log end, which may move the high watermark and answer acks-all
+  // produces. Records up to the log end (not the high watermark) are returned; with
+  // `max_wait`, waits until one of the partitions has records past its fetch offset. `done`
+  // runs once, on a broker thread. RESOURCE_EXHAUSTED when the read queue is full.
+  absl::Status ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem> items,
+                            int64_t max_bytes, absl::Duration max_wait, ReplicaFetchCallback done);
+
+  // Replication, follower side: what to ask broker `leader` for now — every partition the
+  // applied view has this broker follow from it, from the local durable log end.
+  std::vector<ReplicaFetchItem> FollowedPartitions(int32_t leader) const;
+  // Applies the leader's answer: appends its records at their offsets (with their append times
+  // and epochs, fsynced for a sync topic) or truncates as told, then takes the leader's high
+  // watermark (up to the local durable end). `done` runs once that is durable.
+  // FAILED_PRECONDITION when the partition is no longer followed at `leader_epoch`.
+  absl::Status ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoch,
+                                std::function<void(absl::Status)> done);
+
+  // Replication, leader side: writes in-sync set changes the followers' progress calls for
+  // (a follower behind for longer than replica_lag_time leaves; a caught-up one joins). Called
+  // periodically (every replica_lag_time / 4); blocking (etcd round trips).
+  void MaintainInSyncReplicas();
+  // Stops the periodic cluster work (in-sync set changes) before the ClusterMetadata goes.
+  void StopClusterWork() { scope_.StopEvery(isr_task_); }
+
  private:
   friend class PendingFetch;
+  friend class ReplicaFetchWait;
 
   // One topic's state from the store: each partition's offsets, epoch and append times, its
   // producer states and dedup window.
@@ -237,6 +306,20 @@ class Broker {
   static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
                                                          const std::vector<RoutedRecord>& routed);
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);
+  // Replication (broker_replica.cc). Wraps a produce's callback so an acks-all request is
+  // answered once the high watermark covers it (or with the indeterminate error).
+  ProduceCallback AwaitReplication(std::shared_ptr<TopicState> topic, ProduceCallback done);
+  // UNAVAILABLE when a replicated partition has fewer in-sync replicas than the topic needs.
+  absl::Status CheckInSync(const TopicState& topic, int32_t partition) const;
+  // Takes the role the view gives this broker for the partition (leader, sole, follower);
+  // acks-all produces waiting on a leadership that ended fail as indeterminate.
+  void AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a);
+  // Checks one item of a follower's fetch and, when valid, records the follower's progress
+  // (which may move the high watermark: waiters to run go to `wake`).
+  absl::Status ValidateReplicaFetch(TopicState& topic, int32_t follower,
+                                    const ReplicaFetchItem& item, bool lease_valid,
+                                    ReplicaFetchData* answer,
+                                    std::vector<std::function<void()>>* wake);
 
   LogStore* const store_;
   const time::Clock* const clock_;
@@ -263,6 +346,7 @@ class Broker {
   AppendPipeline pipeline_;
   LogCleaner cleaner_;
   runtime::Scope::PeriodicId maintenance_ = 0;  // 0 when maintenance_interval is 0
+  runtime::Scope::PeriodicId isr_task_ = 0;     // cluster mode: MaintainInSyncReplicas
 };
 
 }  // namespace conduit::log_broker

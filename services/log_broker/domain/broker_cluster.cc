@@ -53,11 +53,15 @@ absl::Status Broker::ApplyView(std::shared_ptr<const ClusterView> view) {
   }
   const int32_t self = cluster_->self();
   for (const auto& [name, assignment] : view->topics) {
+    CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(name));
     for (size_t p = 0; p < assignment.partitions.size(); ++p) {
       const auto& a = assignment.partitions[p];
-      if (!a || a->leader != self) continue;
-      // Epochs never go back: a lower one here is a stale view, refused and logged by the caller.
-      CONDUIT_RETURN_IF_ERROR(SetLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
+      if (!a) continue;
+      if (a->leader == self) {
+        // Epochs never go back: a lower one is a stale view, refused and logged by the caller.
+        CONDUIT_RETURN_IF_ERROR(SetLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
+      }
+      AssignReplicaRole(*topic, static_cast<int32_t>(p), *a);
     }
   }
   absl::MutexLock lock(&view_mu_);
@@ -148,10 +152,13 @@ int32_t Broker::StickyPartition(TopicState& topic) const {
 
 absl::StatusOr<TopicMeta> Broker::UpdateClusterTopicConfig(const std::string& name,
                                                            const TopicConfigPatch& patch) {
+  const std::shared_ptr<const ClusterView> view = cluster_->View();
+  const TopicAssignment* t = view->FindTopic(name);
+  const int32_t replication_factor = t != nullptr ? t->replication_factor : 1;
   return cluster_->UpdateTopicConfig(
-      name, [&patch](const TopicConfig& current) -> absl::StatusOr<TopicConfig> {
+      name, [&](const TopicConfig& current) -> absl::StatusOr<TopicConfig> {
         const TopicConfig config = patch.ApplyTo(current);
-        CONDUIT_RETURN_IF_ERROR(ValidateConfig(config));
+        CONDUIT_RETURN_IF_ERROR(ValidateConfig(config, replication_factor));
         return config;
       });
 }

@@ -25,8 +25,8 @@ struct BrokerRegistration {
   friend bool operator==(const BrokerRegistration&, const BrokerRegistration&) = default;
 };
 
-// Who holds one partition. Written only by the controller (issue 16: the leader too, for the
-// in-sync set), each write guarded by the revision it read.
+// Who holds one partition. Written by the controller (leaders, epochs, placement) and by the
+// partition's leader (its in-sync set), each write guarded by the revision it read.
 struct PartitionAssignment {
   int32_t leader = kNoBroker;  // kNoBroker: offline
   int32_t leader_epoch = 0;    // bumped by every change of leader, offline included
@@ -108,6 +108,12 @@ class ClusterMetadata {
   virtual absl::StatusOr<TopicMeta> UpdateTopicConfig(
       const std::string& name,
       const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) = 0;
+  // The leader's in-sync set change: writes `next` as the partition's state if it is still the
+  // one read at `read_revision` (the view's partition_revisions). Returns whether it was
+  // written; false means the state moved (a new epoch, or another change): re-read the view.
+  virtual absl::StatusOr<bool> UpdatePartitionState(TopicId topic_id, int32_t partition,
+                                                    int64_t read_revision,
+                                                    const PartitionAssignment& next) = 0;
 };
 
 }  // namespace conduit::log_broker

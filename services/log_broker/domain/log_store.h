@@ -94,11 +94,19 @@ struct WriteSet {
   std::vector<RangeDelete> range_deletes;
   std::vector<RecordDelete> record_deletes;
   std::vector<EpochStart> epoch_starts;
+  // A follower's truncation: the epoch cache entries of `from_epoch` and above go (before the
+  // batch's epoch_starts are written).
+  struct EpochTruncate {
+    TopicId topic_id;
+    int32_t partition;
+    int32_t from_epoch;
+  };
+  std::vector<EpochTruncate> epoch_truncates;
 
   bool empty() const {
     return records.empty() && partitions.empty() && producers.empty() && dedup_puts.empty() &&
            dedup_deletes.empty() && range_deletes.empty() && record_deletes.empty() &&
-           epoch_starts.empty();
+           epoch_starts.empty() && epoch_truncates.empty();
   }
 };
 
@@ -172,6 +180,14 @@ class BrokerObserver {
   virtual void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
                                 int64_t bytes) {}
   virtual void OnTopicDeleted(const std::string& topic, int32_t partitions) {}
+  // Replication: a follower cut its log back to `offset` (a divergent suffix, or a restart at
+  // the leader's log start), for the reason given.
+  virtual void OnTruncated(const std::string& topic, int32_t partition, int64_t offset,
+                           const std::string& reason) {}
+  // Replication: the leader wrote (or failed to write) a change of the in-sync set.
+  virtual void OnInSyncChange(const std::string& topic, int32_t partition,
+                              const std::vector<int32_t>& from, const std::vector<int32_t>& to,
+                              const absl::Status& written) {}
 };
 
 }  // namespace conduit::log_broker

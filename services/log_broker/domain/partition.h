@@ -14,6 +14,7 @@
 #include "services/log_broker/domain/ids.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_state.h"
+#include "services/log_broker/domain/replica_state.h"
 
 namespace conduit::log_broker {
 
@@ -27,8 +28,8 @@ namespace conduit::log_broker {
 // Invariants: log_start_offset <= high_watermark <= log end offset (meta.next_offset); the high
 // watermark never goes back; append times never go back within the partition; every record
 // carries the leader epoch under which it was appended, and epochs never go back along the log.
-// With one replica the high watermark is the durable log end; replication (issue 16) makes it
-// the least durable log end over the in-sync replicas.
+// With one replica the high watermark is the durable log end; with replication it is the least
+// durable log end over the in-sync replicas (ReplicaState).
 struct Partition {
   // Writer: the offset the next appended record gets. Equals meta.next_offset between batches;
   // runs ahead of it while a batch is being written.
@@ -55,6 +56,26 @@ struct Partition {
   absl::Time last_append_time ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   // Long-polls and tails waiting for the high watermark to move, by waiter id.
   absl::flat_hash_map<uint64_t, std::function<void()>> waiters ABSL_GUARDED_BY(mu);
+  // Replication: the role, in-sync set and followers' progress; produce requests waiting for
+  // the high watermark (acks all); followers' fetches waiting for the log end to move.
+  ReplicaState replica ABSL_GUARDED_BY(mu);
+  AckWaiters acks ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uint64_t, std::function<void()>> replica_waiters ABSL_GUARDED_BY(mu);
+
+  // Moves the high watermark as far as the replication state allows (never back), adding to
+  // `wake` the waiters that can now proceed: long-polls and acknowledgements. Returns whether
+  // it moved.
+  bool AdvanceHighWatermark(std::vector<std::function<void()>>* wake)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const int64_t target = replica.HighWatermark(meta.next_offset);
+    if (target <= high_watermark) return false;
+    high_watermark = target;
+    for (auto& fn : TakeWaiters()) wake->push_back(std::move(fn));
+    for (auto& done : acks.Release(high_watermark)) {
+      wake->push_back([done = std::move(done)] { done(absl::OkStatus()); });
+    }
+    return true;
+  }
 
   // Takes every waiter, to be called outside the lock.
   std::vector<std::function<void()>> TakeWaiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -58,18 +58,31 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view) {
     for (int32_t p = 0; p < static_cast<int32_t>(t.partitions.size()); ++p) {
       if (!t.partitions[p]) continue;
       const PartitionAssignment& now = *t.partitions[p];
+      if (now.leader != kNoBroker && view.brokers.contains(now.leader)) continue;
       PartitionAssignment next = now;
-      if (now.leader != kNoBroker && !view.brokers.contains(now.leader)) {
-        next.leader = kNoBroker;
-      } else if (now.leader == kNoBroker) {
-        auto live = std::find_if(now.isr.begin(), now.isr.end(),
-                                 [&](int32_t b) { return view.brokers.contains(b); });
-        if (live == now.isr.end()) continue;
-        next.leader = *live;
-        ++counts[next.leader];
-      } else {
-        continue;
+      std::vector<int32_t> live_isr;
+      for (int32_t b : now.isr) {
+        if (view.brokers.contains(b)) live_isr.push_back(b);
       }
+      if (!live_isr.empty()) {
+        next.leader = live_isr.front();
+        next.isr = live_isr;
+      } else if (t.meta.config.unclean_leader_election) {
+        auto live = std::find_if(now.replicas.begin(), now.replicas.end(),
+                                 [&](int32_t b) { return view.brokers.contains(b); });
+        if (live == now.replicas.end()) {
+          if (now.leader == kNoBroker) continue;
+          next.leader = kNoBroker;
+        } else {
+          next.leader = *live;
+          next.isr = {*live};
+        }
+      } else if (now.leader == kNoBroker) {
+        continue;  // offline until an in-sync replica returns
+      } else {
+        next.leader = kNoBroker;
+      }
+      if (next.leader != kNoBroker) ++counts[next.leader];
       next.leader_epoch = now.leader_epoch + 1;
       out.push_back(PartitionChange{name, t.meta.id, p, t.partition_revisions[p], next});
     }

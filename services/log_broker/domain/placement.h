@@ -24,9 +24,12 @@ struct PartitionChange {
 // - a new topic's partitions are placed on live brokers only, replicas on distinct brokers,
 //   leaders spread so that no live broker leads more than one partition above another
 //   (counting every partition already led), at leader epoch 1, in-sync = replicas;
-// - a partition whose leader is not live goes offline (leader kNoBroker) at epoch + 1;
-// - an offline partition gets the first live in-sync replica as leader at epoch + 1 (part 1:
-//   one replica, so the same broker back once it registers again);
+// - a partition whose leader is not live gets a live in-sync replica as leader (the first in
+//   the in-sync set), and the in-sync set becomes its live members: only a replica that holds
+//   every acknowledged record is ever elected;
+// - with no live in-sync replica it goes offline (leader kNoBroker), keeping its in-sync set,
+//   so the first of those to return leads again — unless the topic allows unclean election:
+//   then the first live replica leads, alone in sync (what it lacks is lost);
 // - every change of leader bumps the epoch, and the epoch never goes back.
 std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view);
 

@@ -11,6 +11,9 @@ TopicConfig TopicConfigPatch::ApplyTo(TopicConfig base) const {
   if (cleanup_policy) base.cleanup_policy = *cleanup_policy;
   if (tombstone_retention) base.tombstone_retention = *tombstone_retention;
   if (dedup_window) base.dedup_window = *dedup_window;
+  if (min_insync_replicas) base.min_insync_replicas = *min_insync_replicas;
+  if (acks) base.acks = *acks;
+  if (unclean_leader_election) base.unclean_leader_election = *unclean_leader_election;
   return base;
 }
 

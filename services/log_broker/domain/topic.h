@@ -16,6 +16,12 @@ enum class Durability {
   kInterval,
 };
 
+// When a produce is acknowledged in a replicated partition.
+enum class Acks {
+  kAll,     // once the high watermark covers it: every in-sync replica has it durably
+  kLeader,  // once the leader has it durably
+};
+
 enum class CleanupPolicy {
   kDelete,         // retention by time and size
   kCompact,        // keep the latest record per key
@@ -34,6 +40,11 @@ struct TopicConfig {
   absl::Duration tombstone_retention = absl::Hours(24);
   // Zero: no deduplication by event id.
   absl::Duration dedup_window = absl::ZeroDuration();
+  // Replication: with acks kAll, appends are refused while fewer replicas are in sync.
+  int32_t min_insync_replicas = 1;
+  Acks acks = Acks::kAll;
+  // With no in-sync replica live, elect an out-of-sync one (losing what it lacks).
+  bool unclean_leader_election = false;
 
   bool deletes() const { return cleanup_policy != CleanupPolicy::kCompact; }
   bool compacts() const { return cleanup_policy != CleanupPolicy::kDelete; }
@@ -50,6 +61,9 @@ struct TopicConfigPatch {
   std::optional<CleanupPolicy> cleanup_policy;
   std::optional<absl::Duration> tombstone_retention;
   std::optional<absl::Duration> dedup_window;
+  std::optional<int32_t> min_insync_replicas;
+  std::optional<Acks> acks;
+  std::optional<bool> unclean_leader_election;
 
   TopicConfig ApplyTo(TopicConfig base) const;
 };

@@ -35,7 +35,7 @@ absl::Status ValidatePartitionCount(int32_t partitions) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateConfig(const TopicConfig& config) {
+absl::Status ValidateConfig(const TopicConfig& config, int32_t replication_factor) {
   auto invalid = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (config.flush_interval < kMinFlushInterval || config.flush_interval > kMaxFlushInterval) {
     return invalid("flush_interval must be between ", absl::FormatDuration(kMinFlushInterval),
@@ -66,6 +66,10 @@ absl::Status ValidateConfig(const TopicConfig& config) {
   if (config.dedup_window < absl::ZeroDuration() || config.dedup_window > kMaxDedupWindow) {
     return invalid("dedup_window must be between 0 and ", absl::FormatDuration(kMaxDedupWindow),
                    ", got ", absl::FormatDuration(config.dedup_window));
+  }
+  if (config.min_insync_replicas < 1 || config.min_insync_replicas > replication_factor) {
+    return invalid("min_insync_replicas must be between 1 and the replication factor ",
+                   replication_factor, ", got ", config.min_insync_replicas);
   }
   return absl::OkStatus();
 }

@@ -17,7 +17,8 @@ absl::Status ValidateTopicName(absl::string_view name);
 absl::Status ValidatePartitionCount(int32_t partitions);
 
 // INVALID_ARGUMENT naming the first field out of range.
-absl::Status ValidateConfig(const TopicConfig& config);
+// `replication_factor` bounds min_insync_replicas.
+absl::Status ValidateConfig(const TopicConfig& config, int32_t replication_factor = 1);
 
 // One record against its topic: size limit, partition range when explicit, key present on
 // compacted topics.

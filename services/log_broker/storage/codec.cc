@@ -8,7 +8,7 @@ namespace {
 
 constexpr uint8_t kRecordVersion = 2;         // 1 is still read (leader epoch 0)
 constexpr uint8_t kPartitionMetaVersion = 2;  // 1 is still read (leader epoch 0)
-constexpr uint8_t kTopicMetaVersion = 2;
+constexpr uint8_t kTopicMetaVersion = 3;
 constexpr uint8_t kHasKey = 1, kHasValue = 2, kHasEventTime = 4;
 
 absl::Status Corrupt(std::string_view what) {
@@ -102,6 +102,9 @@ std::string EncodeTopicMeta(const TopicMeta& meta) {
   out.push_back(static_cast<char>(c.cleanup_policy));
   coding::PutVarint64(&out, static_cast<uint64_t>(absl::ToInt64Microseconds(c.tombstone_retention)));
   coding::PutVarint64(&out, static_cast<uint64_t>(absl::ToInt64Microseconds(c.dedup_window)));
+  coding::PutVarint64(&out, static_cast<uint64_t>(c.min_insync_replicas));
+  out.push_back(static_cast<char>(c.acks == Acks::kAll ? 0 : 1));
+  out.push_back(static_cast<char>(c.unclean_leader_election ? 1 : 0));
   return out;
 }
 
@@ -110,7 +113,7 @@ absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in) {
   uint8_t version = 0, durability = 0;
   uint64_t id = 0, partitions = 0, flush_us = 0, max_record = 0, created = 0;
   std::string_view name;
-  if (!coding::GetByte(&in, &version) || (version != 1 && version != kTopicMetaVersion) ||
+  if (!coding::GetByte(&in, &version) || version < 1 || version > kTopicMetaVersion ||
       !coding::GetFixed64(&in, &id) || !coding::GetLengthPrefixed(&in, &name) ||
       !coding::GetVarint64(&in, &partitions) || !coding::GetByte(&in, &durability) ||
       !coding::GetVarint64(&in, &flush_us) || !coding::GetVarint64(&in, &max_record) ||
@@ -140,6 +143,16 @@ absl::StatusOr<TopicMeta> DecodeTopicMeta(std::string_view in) {
   c.cleanup_policy = static_cast<CleanupPolicy>(policy);
   c.tombstone_retention = absl::Microseconds(static_cast<int64_t>(tombstone));
   c.dedup_window = absl::Microseconds(static_cast<int64_t>(dedup));
+  if (version == 2) return meta;
+  uint64_t min_insync = 0;
+  uint8_t acks = 0, unclean = 0;
+  if (!coding::GetVarint64(&in, &min_insync) || min_insync < 1 || !coding::GetByte(&in, &acks) ||
+      acks > 1 || !coding::GetByte(&in, &unclean) || unclean > 1) {
+    return Corrupt("topic metadata");
+  }
+  c.min_insync_replicas = static_cast<int32_t>(min_insync);
+  c.acks = acks == 0 ? Acks::kAll : Acks::kLeader;
+  c.unclean_leader_election = unclean == 1;
   return meta;
 }
 

@@ -34,6 +34,10 @@ void AddMetaWrites(const WriteSet& writes, rocksdb::ColumnFamilyHandle* meta,
   for (const auto& d : writes.dedup_deletes) {
     KeepFirstError(s, batch->Delete(meta, keys::DedupKey(d.topic_id, d.partition, d.event_id)));
   }
+  for (const auto& t : writes.epoch_truncates) {
+    KeepFirstError(s, batch->DeleteRange(meta, keys::EpochStartKey(t.topic_id, t.partition, t.from_epoch),
+                                         keys::EpochStartKey(t.topic_id, t.partition + 1, 0)));
+  }
   for (const auto& e : writes.epoch_starts) {
     std::string value(1, '\x01');  // v1: u8 1 | varint first offset
     coding::PutVarint64(&value, static_cast<uint64_t>(e.start_offset));

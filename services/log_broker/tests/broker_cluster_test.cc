@@ -37,6 +37,10 @@ class FakeCluster : public ClusterMetadata {
       const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) override {
     return absl::UnimplementedError("not in this test");
   }
+  absl::StatusOr<bool> UpdatePartitionState(TopicId, int32_t, int64_t,
+                                            const PartitionAssignment&) override {
+    return false;
+  }
 
   std::shared_ptr<ClusterView> view = std::make_shared<ClusterView>();
   bool lease_valid = true;
@@ -184,10 +188,15 @@ TEST_F(BrokerClusterTest, IdempotentProducersInitialisedElsewhereAreServedAndFen
 TEST_F(BrokerClusterTest, CreateTopicChecksTheReplicationFactorAgainstLiveBrokers) {
   EXPECT_EQ(broker_->CreateTopic("t", 3, {}, 3).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(broker_->CreateTopic("t", 3, {}, 2).status().code(), absl::StatusCode::kUnimplemented);
-  ASSERT_TRUE(broker_->CreateTopic("t", 3, {}, 1).ok());
+  TopicConfigPatch too_many_in_sync;
+  too_many_in_sync.min_insync_replicas = 3;
+  EXPECT_EQ(broker_->CreateTopic("t", 3, too_many_in_sync, 2).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "min_insync_replicas above the replication factor";
+  ASSERT_TRUE(broker_->CreateTopic("t", 3, {}, 2).ok());
   ASSERT_EQ(fake_.created.size(), 1u);
   EXPECT_EQ(fake_.created[0].partitions, 3);
+  EXPECT_EQ(fake_.created[0].config.min_insync_replicas, 1) << "the default below RF 3";
   SetTopic("u", 9, {1}, 1);
   EXPECT_EQ(broker_->CreateTopic("u", 1, {}, 1).status().code(), absl::StatusCode::kAlreadyExists);
 }

@@ -120,6 +120,10 @@ class FakeLogStore final : public LogStore {
     for (const auto& p : w.producers) {
       producer_states_[{p.topic_id, p.partition, p.producer_id}] = p.state;
     }
+    for (const auto& t : w.epoch_truncates) {
+      epoch_starts_.erase(epoch_starts_.lower_bound({t.topic_id, t.partition, t.from_epoch}),
+                          epoch_starts_.lower_bound({t.topic_id, t.partition + 1, 0}));
+    }
     for (const auto& e : w.epoch_starts) {
       epoch_starts_[{e.topic_id, e.partition, e.epoch}] = e.start_offset;
     }

@@ -1,0 +1,78 @@
+#include "services/log_broker/api/replica_convert.h"
+
+#include <utility>
+
+namespace conduit::log_broker::api {
+
+StoredRecord FromProto(pb::Record&& record) {
+  StoredRecord out;
+  out.partition = record.partition();
+  out.offset = record.offset();
+  out.append_time = FromTimestamp(record.append_time());
+  out.leader_epoch = record.leader_epoch();
+  if (record.has_key()) out.data.key = std::move(*record.mutable_key());
+  if (record.has_value()) out.data.value = std::move(*record.mutable_value());
+  out.data.headers.reserve(record.headers_size());
+  for (auto& h : *record.mutable_headers()) {
+    out.data.headers.push_back(Header{std::move(*h.mutable_key()), std::move(*h.mutable_value())});
+  }
+  if (record.has_event_time()) out.data.event_time = FromTimestamp(record.event_time());
+  out.data.event_id = std::move(*record.mutable_event_id());
+  return out;
+}
+
+std::vector<ReplicaFetchItem> FromProto(const pb::ReplicaFetchRequest& request) {
+  std::vector<ReplicaFetchItem> out;
+  out.reserve(request.partitions_size());
+  for (const auto& p : request.partitions()) {
+    out.push_back(ReplicaFetchItem{p.topic(), TopicId(p.topic_id()), p.partition(),
+                                   p.fetch_offset(), p.last_fetched_epoch(),
+                                   p.current_leader_epoch()});
+  }
+  return out;
+}
+
+void ToProto(const std::vector<ReplicaFetchItem>& items, pb::ReplicaFetchRequest* out) {
+  for (const ReplicaFetchItem& item : items) {
+    auto* p = out->add_partitions();
+    p->set_topic(item.topic);
+    p->set_topic_id(item.topic_id.value());
+    p->set_partition(item.partition);
+    p->set_fetch_offset(item.fetch_offset);
+    p->set_last_fetched_epoch(item.last_fetched_epoch);
+    p->set_current_leader_epoch(item.current_leader_epoch);
+  }
+}
+
+void ToProto(std::vector<ReplicaFetchData>&& data, pb::ReplicaFetchResponse* out) {
+  for (ReplicaFetchData& d : data) {
+    auto* p = out->add_partitions();
+    p->set_topic(d.topic);
+    p->set_topic_id(d.topic_id.value());
+    p->set_partition(d.partition);
+    p->set_error_code(static_cast<int32_t>(d.status.code()));
+    p->set_error_message(std::string(d.status.message()));
+    if (d.truncate_to) p->set_truncate_to(*d.truncate_to);
+    p->set_high_watermark(d.high_watermark);
+    p->set_log_start_offset(d.log_start_offset);
+    p->set_log_end_offset(d.log_end_offset);
+    for (const StoredRecord& r : d.records) ToProto(r, p->add_records());
+  }
+}
+
+ReplicaFetchData FromProto(pb::ReplicaPartitionData&& data) {
+  ReplicaFetchData out;
+  out.topic = data.topic();
+  out.topic_id = TopicId(data.topic_id());
+  out.partition = data.partition();
+  out.status = absl::Status(static_cast<absl::StatusCode>(data.error_code()), data.error_message());
+  if (data.has_truncate_to()) out.truncate_to = data.truncate_to();
+  out.high_watermark = data.high_watermark();
+  out.log_start_offset = data.log_start_offset();
+  out.log_end_offset = data.log_end_offset();
+  out.records.reserve(data.records_size());
+  for (auto& r : *data.mutable_records()) out.records.push_back(FromProto(std::move(r)));
+  return out;
+}
+
+}  // namespace conduit::log_broker::api

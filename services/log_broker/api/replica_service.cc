@@ -1,0 +1,26 @@
+#include "services/log_broker/api/replica_service.h"
+
+#include <utility>
+
+#include "common/grpc/status.h"
+#include "services/log_broker/api/replica_convert.h"
+
+namespace conduit::log_broker::api {
+
+grpc::ServerUnaryReactor* ReplicaService::ReplicaFetch(grpc::CallbackServerContext* ctx,
+                                                       const pb::ReplicaFetchRequest* request,
+                                                       pb::ReplicaFetchResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  const absl::Duration max_wait =
+      std::min(FromDuration(request->max_wait()), absl::Seconds(10));
+  absl::Status status = broker_->ReplicaFetch(
+      request->follower(), FromProto(*request), request->max_bytes(), max_wait,
+      [reactor, response](std::vector<ReplicaFetchData> data) {
+        ToProto(std::move(data), response);
+        reactor->Finish(grpc::Status::OK);
+      });
+  if (!status.ok()) reactor->Finish(grpc_util::ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace conduit::log_broker::api

@@ -1,0 +1,117 @@
+// AppendPipeline on a follower: the leader's records appended as they are, and truncation of a
+// divergent suffix. Both run on the writer thread inside a group-committed batch.
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "services/log_broker/domain/append_pipeline.h"
+
+namespace conduit::log_broker {
+
+absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
+                                              int32_t partition,
+                                              std::vector<StoredRecord> records,
+                                              std::function<void(absl::Status)> done) {
+  auto owned = std::make_shared<std::vector<StoredRecord>>(std::move(records));
+  auto misplaced = std::make_shared<absl::Status>();
+  MaintenanceOp op;
+  op.topic = topic;
+  op.build = [topic = topic.get(), partition, owned, misplaced](BatchContext& ctx) {
+    Partition* part = &topic->partitions[partition];
+    if (owned->empty()) return;
+    if (owned->front().offset < part->next_offset) {
+      *misplaced = absl::FailedPreconditionError(absl::StrFormat(
+          "records from offset %d do not follow the log end %d of %s/%d", owned->front().offset,
+          part->next_offset, topic->name, partition));
+      return;
+    }
+    BatchContext::Staged& s = ctx.Stage(topic, partition);
+    s.append_time = absl::InfinitePast();
+    for (const StoredRecord& r : *owned) {
+      if (r.offset < part->next_offset) continue;  // never out of order from one leader
+      part->next_offset = r.offset + 1;
+      if (s.meta.record_count == 0) s.oldest_append_time = r.append_time;
+      s.meta.next_offset = part->next_offset;
+      s.meta.leader_epoch = r.leader_epoch;
+      s.meta.record_count += 1;
+      s.meta.bytes += static_cast<int64_t>(r.data.PayloadBytes());
+      if (r.data.event_time) {
+        s.meta.max_event_time = std::max(s.meta.max_event_time, *r.data.event_time);
+      }
+      s.append_time = std::max(s.append_time, r.append_time);
+      s.appended = true;
+      if (r.leader_epoch > s.last_started_epoch) {
+        s.last_started_epoch = r.leader_epoch;
+        s.epoch_starts.emplace(r.leader_epoch, r.offset);
+        ctx.writes().epoch_starts.push_back(
+            WriteSet::EpochStart{topic->id, partition, r.leader_epoch, r.offset});
+      }
+      ctx.writes().records.push_back(
+          AppendEntry{topic->id, partition, r.offset, r.append_time, r.leader_epoch, &r.data});
+    }
+    // A follower's end counts toward the high watermark once durable: a sync topic's copy
+    // must be fsynced before the follower asks for more (and so reports it).
+    if (topic->config().durability == Durability::kSync) ctx.RequireSync();
+  };
+  op.done = [done = std::move(done), misplaced](absl::Status s) {
+    done(s.ok() ? *misplaced : s);
+  };
+  return SubmitMaintenance(std::move(op));
+}
+
+absl::Status AppendPipeline::SubmitTruncate(std::shared_ptr<TopicState> topic, int32_t partition,
+                                            int64_t offset, std::function<void(absl::Status)> done) {
+  auto failed = std::make_shared<absl::Status>();
+  MaintenanceOp op;
+  op.topic = topic;
+  op.build = [this, topic = topic.get(), partition, offset, failed](BatchContext& ctx) {
+    Partition* part = &topic->partitions[partition];
+    BatchContext::Staged& s = ctx.Stage(topic, partition);
+    const int64_t end = part->next_offset;
+    if (offset == end) return;
+    const bool restart = offset > end;  // the leader's log starts past ours: start over there
+    const int64_t from = restart ? s.meta.log_start_offset : std::max(offset, s.meta.log_start_offset);
+    // What goes, for the bookkeeping's counts.
+    int64_t gone = 0, gone_bytes = 0;
+    for (int64_t at = from; at < end;) {
+      auto records = store_->Read(topic->id, partition, at, end, 10000, 64 << 20);
+      if (!records.ok()) {
+        *failed = records.status();
+        return;
+      }
+      if (records->empty()) break;
+      for (const auto& r : *records) {
+        ++gone;
+        gone_bytes += static_cast<int64_t>(r.data.PayloadBytes());
+      }
+      at = records->back().offset + 1;
+    }
+    ctx.writes().range_deletes.push_back(WriteSet::RangeDelete{topic->id, partition, from, end});
+    const int64_t new_end = restart ? offset : from;
+    int32_t last_kept_epoch = -1;  // the epoch of the last record that stays
+    if (!restart) {
+      absl::MutexLock lock(&part->mu);
+      for (const auto& [epoch, start] : part->epoch_starts) {
+        if (start < new_end) last_kept_epoch = epoch;
+      }
+    }
+    ctx.writes().epoch_truncates.push_back(
+        WriteSet::EpochTruncate{topic->id, partition, last_kept_epoch + 1});
+    part->next_offset = new_end;
+    s.meta.next_offset = new_end;
+    if (restart) s.meta.log_start_offset = new_end;
+    s.meta.record_count = std::max<int64_t>(0, s.meta.record_count - gone);
+    s.meta.bytes = std::max<int64_t>(0, s.meta.bytes - gone_bytes);
+    s.meta.leader_epoch = std::max(last_kept_epoch, 0);
+    s.last_started_epoch = restart ? -1 : last_kept_epoch;
+    s.epoch_starts.clear();
+    s.truncated_to = new_end;
+    s.restarted = restart;
+  };
+  op.done = [done = std::move(done), failed](absl::Status s) { done(s.ok() ? *failed : s); };
+  return SubmitMaintenance(std::move(op));
+}
+
+}  // namespace conduit::log_broker

@@ -1,0 +1,156 @@
+#include "services/log_broker/domain/replica_state.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace conduit::log_broker {
+
+uint64_t AckWaiters::Add(int64_t needed_end, Callback done) {
+  const uint64_t id = next_id_++;
+  by_end_.emplace(needed_end, std::make_pair(id, std::move(done)));
+  end_of_[id] = needed_end;
+  return id;
+}
+
+std::optional<AckWaiters::Callback> AckWaiters::Remove(uint64_t id) {
+  auto end = end_of_.find(id);
+  if (end == end_of_.end()) return std::nullopt;
+  auto [first, last] = by_end_.equal_range(end->second);
+  end_of_.erase(end);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.first != id) continue;
+    Callback done = std::move(it->second.second);
+    by_end_.erase(it);
+    return done;
+  }
+  return std::nullopt;
+}
+
+std::vector<AckWaiters::Callback> AckWaiters::Release(int64_t hw) {
+  std::vector<Callback> out;
+  auto last = by_end_.upper_bound(hw);
+  for (auto it = by_end_.begin(); it != last; ++it) {
+    end_of_.erase(it->second.first);
+    out.push_back(std::move(it->second.second));
+  }
+  by_end_.erase(by_end_.begin(), last);
+  return out;
+}
+
+std::vector<AckWaiters::Callback> AckWaiters::TakeAll() {
+  return Release(INT64_MAX);
+}
+
+void ReplicaState::Assign(Role next_role, int32_t self_id, int32_t leader_id, int32_t epoch,
+                          std::vector<int32_t> replica_ids, std::vector<int32_t> in_sync,
+                          absl::Duration now) {
+  const bool new_term = next_role != role || epoch != leader_epoch;
+  role = next_role;
+  self = self_id;
+  leader = leader_id;
+  leader_epoch = epoch;
+  replicas = std::move(replica_ids);
+  view_isr = std::move(in_sync);
+  // A change being written still counts (the view may predate it); one the view shows is done.
+  if (new_term || role != Role::kLeader || (pending_isr && *pending_isr == view_isr)) {
+    pending_isr.reset();
+  }
+  if (pending_isr) {
+    BeginIsrChange(*std::move(pending_isr));
+  } else {
+    isr = view_isr;
+  }
+  if (role != Role::kLeader) {
+    followers.clear();
+    return;
+  }
+  if (new_term) followers.clear();
+  for (int32_t r : replicas) {
+    if (r == self || followers.contains(r)) continue;
+    // A new leader gives each follower a full lag time to fetch before counting it behind.
+    followers[r] = FollowerProgress{.end = -1, .caught_up_at = now, .last_fetch_at = now};
+  }
+}
+
+int64_t ReplicaState::HighWatermark(int64_t durable_end) const {
+  switch (role) {
+    case Role::kSole:
+      return durable_end;
+    case Role::kFollower:
+      return std::min(leader_high_watermark, durable_end);
+    case Role::kLeader:
+      break;
+  }
+  int64_t hw = durable_end;
+  for (int32_t b : isr) {
+    if (b == self) continue;
+    auto it = followers.find(b);
+    hw = std::min(hw, it == followers.end() ? -1 : it->second.end);
+  }
+  return hw;
+}
+
+void ReplicaState::RecordFetch(int32_t follower, int64_t offset, int64_t log_end,
+                               absl::Duration now) {
+  FollowerProgress& f = followers[follower];
+  if (offset >= log_end) {
+    f.caught_up_at = now;
+  } else if (offset >= f.leader_end_at_last_fetch && f.end >= 0) {
+    f.caught_up_at = std::max(f.caught_up_at, f.last_fetch_at);
+  }
+  f.end = offset;
+  f.last_fetch_at = now;
+  f.leader_end_at_last_fetch = log_end;
+}
+
+bool ReplicaState::InSync(int32_t broker) const {
+  return std::find(isr.begin(), isr.end(), broker) != isr.end();
+}
+
+void ReplicaState::BeginIsrChange(std::vector<int32_t> next) {
+  pending_isr = std::move(next);
+  isr = view_isr;
+  for (int32_t b : *pending_isr) {
+    if (!InSync(b)) isr.push_back(b);
+  }
+}
+
+void ReplicaState::EndIsrChange(bool applied) {
+  if (!pending_isr) {
+    isr = view_isr;
+    return;
+  }
+  if (applied) view_isr = *std::move(pending_isr);
+  pending_isr.reset();
+  isr = view_isr;
+}
+
+std::optional<std::vector<int32_t>> ReplicaState::PlanIsr(int64_t hw, int64_t epoch_start,
+                                                          absl::Duration lag_time,
+                                                          absl::Duration now) const {
+  if (role != Role::kLeader || pending_isr) return std::nullopt;
+  std::vector<int32_t> next;
+  bool changed = false;
+  for (int32_t b : isr) {
+    auto it = followers.find(b);
+    const bool behind = b != self && (it == followers.end() || now - it->second.caught_up_at > lag_time);
+    if (behind) {
+      changed = true;
+    } else {
+      next.push_back(b);
+    }
+  }
+  if (!changed) {
+    for (const auto& [b, f] : followers) {
+      if (InSync(b) || f.end < 0 || f.end < hw || f.end < epoch_start) continue;
+      next.push_back(b);
+      changed = true;
+      break;  // one at a time: each join is its own guarded write
+    }
+  }
+  if (!changed) return std::nullopt;
+  std::sort(next.begin(), next.end());
+  return next;
+}
+
+}  // namespace conduit::log_broker

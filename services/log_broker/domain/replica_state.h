@@ -1,0 +1,104 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace conduit::log_broker {
+
+// What the leader knows of one follower's copy of a partition.
+struct FollowerProgress {
+  // The follower's durable log end: the offset its last valid fetch asked for (a follower asks
+  // for the next offset only once what it fetched before is durable under the topic's
+  // durability). -1 until it has fetched at this leader epoch.
+  int64_t end = -1;
+  // Monotonic time at which the follower was last caught up: it fetched at or past the leader's
+  // log end as of its previous fetch (Kafka's rule, so a steady follower of a busy leader is not
+  // counted behind just because records keep arriving).
+  absl::Duration caught_up_at;
+  absl::Duration last_fetch_at;
+  int64_t leader_end_at_last_fetch = 0;
+};
+
+// Produce requests waiting for the high watermark to pass their batch (acks all), by the end
+// offset each needs. Guarded by the partition's mutex; callbacks run outside it.
+class AckWaiters {
+ public:
+  using Callback = std::function<void(absl::Status)>;
+  // Returns an id for Remove.
+  uint64_t Add(int64_t needed_end, Callback done);
+  // The callback of `id` (it is then removed), or none when it was released already.
+  std::optional<Callback> Remove(uint64_t id);
+  // Every waiter whose batch the high watermark `hw` covers.
+  std::vector<Callback> Release(int64_t hw);
+  std::vector<Callback> TakeAll();
+  bool empty() const { return by_end_.empty(); }
+
+ private:
+  uint64_t next_id_ = 1;
+  std::multimap<int64_t, std::pair<uint64_t, Callback>> by_end_;
+  absl::flat_hash_map<uint64_t, int64_t> end_of_;
+};
+
+// A partition's replication state (issue 16), guarded by the partition's mutex. The rules that
+// move the high watermark and the in-sync set live here, free of threads and I/O, so they are
+// unit-tested with a fake clock.
+//
+// Invariants: the high watermark is at most the least durable log end over the in-sync set
+// (the leader's own included) — so every acknowledged record is durable on every in-sync
+// replica, and any of them elected next has it; a follower's progress counts only once it has
+// fetched at the current leader epoch with a log that agrees with the leader's.
+struct ReplicaState {
+  enum class Role {
+    kSole,      // one replica (or a single node): the high watermark is the durable log end
+    kLeader,    // leads a replicated partition
+    kFollower,  // copies the leader's log
+  };
+  Role role = Role::kSole;
+  int32_t self = 0;
+  int32_t leader = 0;
+  int32_t leader_epoch = 0;  // of the view that set the role
+  std::vector<int32_t> replicas;
+  // The metadata's in-sync set, as of the view that set the role.
+  std::vector<int32_t> view_isr;
+  // Leader: an in-sync set being written to the metadata (one change at a time).
+  std::optional<std::vector<int32_t>> pending_isr;
+  // Leader: the set the high watermark is computed over — the metadata's, plus any follower
+  // whose addition is being written (Kafka's "maximal ISR": it counts from the moment the
+  // leader decides to add it, so it holds every record acknowledged from then on; one being
+  // removed still counts until the removal is written).
+  std::vector<int32_t> isr;
+  absl::flat_hash_map<int32_t, FollowerProgress> followers;  // leader: by broker id
+  int64_t leader_high_watermark = 0;  // follower: the leader's, as last fetched
+
+  // Takes the role a view names. Followers' progress restarts at a new epoch.
+  void Assign(Role next_role, int32_t self_id, int32_t leader_id, int32_t epoch,
+              std::vector<int32_t> replica_ids, std::vector<int32_t> in_sync, absl::Duration now);
+
+  // The high watermark the state allows with `durable_end` as the local durable log end.
+  int64_t HighWatermark(int64_t durable_end) const;
+
+  // Leader: a follower fetched from `offset` (already validated against the leader's log) while
+  // the leader's log ends at `log_end`.
+  void RecordFetch(int32_t follower, int64_t offset, int64_t log_end, absl::Duration now);
+
+  // Leader: the in-sync set to write next, if it should change: followers not caught up for
+  // longer than `lag_time` leave; one out of the set that reached the high watermark `hw`, and
+  // at least `epoch_start` (the first offset of the current epoch), joins. nullopt: no change
+  // (or a change is pending).
+  std::optional<std::vector<int32_t>> PlanIsr(int64_t hw, int64_t epoch_start,
+                                              absl::Duration lag_time, absl::Duration now) const;
+  bool InSync(int32_t broker) const;
+  // Leader: `next` is being written; until the outcome (EndIsrChange) the union counts.
+  void BeginIsrChange(std::vector<int32_t> next);
+  // The write's outcome: applied (`next` is the metadata's now) or not.
+  void EndIsrChange(bool applied);
+};
+
+}  // namespace conduit::log_broker
