@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, cluster_name, "default", "Cluster mode: keys live under /
 ABSL_FLAG(std::string, advertise_address, "",
           "Cluster mode: host:port other brokers and clients reach this broker at (default: the "
           "address it serves on)");
+ABSL_FLAG(absl::Duration, replica_lag_time, absl::Seconds(10),
+          "Cluster mode: a follower not caught up with its leader for this long leaves the "
+          "partition's in-sync set");
 ABSL_FLAG(absl::Duration, etcd_lease_ttl, absl::Seconds(6),
           "Cluster mode: the broker's etcd lease; it is counted gone this long after its last "
           "keep-alive");
@@ -36,6 +39,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
                            std::vector<grpc::Service*>* services) -> absl::Status {
     BrokerOptions options;
     options.maintenance_interval = absl::GetFlag(FLAGS_log_maintenance_interval);
+    options.replica_lag_time = absl::GetFlag(FLAGS_replica_lag_time);
     std::optional<cluster::EtcdClusterOptions> cluster;
     if (!absl::GetFlag(FLAGS_etcd_endpoints).empty()) {
       cluster.emplace();

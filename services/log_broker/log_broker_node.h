@@ -32,7 +32,7 @@ class LogBrokerNode {
 
   // The broker as a component of a server binary, configured from flags
   // (--log-maintenance-interval; cluster mode: --etcd-endpoints, --broker-id, --cluster-name,
-  // --advertise-address, --etcd-lease-ttl).
+  // --advertise-address, --etcd-lease-ttl, --replica-lag-time).
   static grpc_util::ServerComponent Component();
 
   // Cluster mode: registers at `address` (the advertised one if set) and starts following the
