@@ -85,6 +85,14 @@ OpenDb::~OpenDb() {
   (void)db_->Close();
 }
 
+OpenDb& OpenDb::operator=(OpenDb&& other) noexcept {
+  OpenDb old(std::move(*this));  // closes when it goes, at the end of this call
+  env_ = std::move(other.env_);
+  db_ = std::move(other.db_);
+  handles_ = std::move(other.handles_);
+  return *this;
+}
+
 OpenDb::Handle OpenDb::Find(std::string_view name) const {
   for (const auto& h : handles_) {
     if (h->GetName() == name) return h;
@@ -107,9 +115,16 @@ absl::StatusOr<OpenDb::Handle> OpenDb::CreateColumnFamily(
 
 absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& db_options,
                             const rocksdb::ColumnFamilyOptions& cf_options,
-                            const std::vector<std::string>& required_cfs) {
+                            const std::vector<std::string>& required_cfs,
+                            std::shared_ptr<rocksdb::FileSystem> file_system) {
+  OpenDb result;
+  rocksdb::DBOptions options = db_options;
+  if (file_system) {
+    result.env_ = rocksdb::NewCompositeEnv(file_system);
+    options.env = result.env_.get();
+  }
   std::vector<std::string> names;
-  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, path, &names);
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(options, path, &names);
   if (!s.ok()) names.clear();  // a new database: nothing to list yet
   if (std::find(names.begin(), names.end(), rocksdb::kDefaultColumnFamilyName) == names.end()) {
     names.push_back(rocksdb::kDefaultColumnFamilyName);
@@ -122,9 +137,8 @@ absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& d
 
   std::vector<rocksdb::ColumnFamilyHandle*> raw;
   rocksdb::DB* db = nullptr;
-  s = rocksdb::DB::Open(db_options, path, descriptors, &raw, &db);
+  s = rocksdb::DB::Open(options, path, descriptors, &raw, &db);
   if (!s.ok()) return ToStatus(s, absl::StrCat("open rocksdb at '", path, "'"));
-  OpenDb result;
   result.db_.reset(db);
   for (auto* h : raw) result.handles_.push_back(result.Share(h));
   return result;

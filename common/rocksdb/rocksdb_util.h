@@ -7,6 +7,8 @@
 #include <vector>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 
 #include "absl/status/status.h"
@@ -44,7 +46,9 @@ class OpenDb {
 
   OpenDb() = default;
   OpenDb(OpenDb&&) = default;
-  OpenDb& operator=(OpenDb&&) = default;
+  // Closes the DB it held first, then frees that DB's Env (a defaulted one would free the Env
+  // of a still open DB).
+  OpenDb& operator=(OpenDb&& other) noexcept;
   ~OpenDb();
 
   rocksdb::DB* db() const { return db_.get(); }
@@ -62,15 +66,20 @@ class OpenDb {
  private:
   friend absl::StatusOr<OpenDb> Open(const std::string&, const rocksdb::DBOptions&,
                                      const rocksdb::ColumnFamilyOptions&,
-                                     const std::vector<std::string>&);
+                                     const std::vector<std::string>&,
+                                     std::shared_ptr<rocksdb::FileSystem>);
+  std::unique_ptr<rocksdb::Env> env_;  // before db_: the DB must close before its Env goes
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<Handle> handles_;
 };
 
 // Opens (creating if needed) the database at `path` with every column family it already has,
-// plus `required_cfs`, each opened with `cf_options`.
+// plus `required_cfs`, each opened with `cf_options`. A non-null `file_system` replaces
+// db_options.env with an Env over it, owned by the OpenDb (tests pass one that simulates a
+// power loss).
 absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& db_options,
                             const rocksdb::ColumnFamilyOptions& cf_options,
-                            const std::vector<std::string>& required_cfs);
+                            const std::vector<std::string>& required_cfs,
+                            std::shared_ptr<rocksdb::FileSystem> file_system = nullptr);
 
 }  // namespace conduit::rocksdb_util

@@ -53,10 +53,11 @@ void AddMetaWrites(const WriteSet& writes, rocksdb::ColumnFamilyHandle* meta,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(const std::string& path) {
-  auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
-                               rocksdb_util::DefaultCfOptions(),
-                               {std::string(keys::kMetaColumnFamily)});
+absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(
+    const std::string& path, const RocksDbLogStoreOptions& options) {
+  auto db =
+      rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(), rocksdb_util::DefaultCfOptions(),
+                         {std::string(keys::kMetaColumnFamily)}, options.file_system);
   if (!db.ok()) return db.status();
   std::unique_ptr<RocksDbLogStore> store(new RocksDbLogStore(*std::move(db), path));
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include <rocksdb/file_system.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -14,6 +16,13 @@
 
 namespace conduit::log_broker {
 
+// How RocksDbLogStore::Open reaches the disk.
+struct RocksDbLogStoreOptions {
+  // The file system under the database; null is RocksDB's default, the local disk. Tests pass
+  // a conduit::testing::PowerLossFileSystem to lose what was not synced.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+};
+
 // LogStore on one RocksDB instance: a "meta" column family for topic metadata and one column
 // family per topic for its records (see key_schema.h). Topic creation and deletion are ordered
 // so that a crash between steps leaves at most an orphan column family, dropped at next Open.
@@ -22,7 +31,8 @@ namespace conduit::log_broker {
 class RocksDbLogStore final : public LogStore {
  public:
   // Opens or creates the store at `path`.
-  static absl::StatusOr<std::unique_ptr<RocksDbLogStore>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<RocksDbLogStore>> Open(
+      const std::string& path, const RocksDbLogStoreOptions& options = {});
   ~RocksDbLogStore() override;
 
   absl::StatusOr<std::vector<TopicMeta>> LoadTopics() override;
