@@ -192,5 +192,59 @@ TEST_F(ReplicationTest, ADeposedLeaderAcknowledgesNothingAndTruncatesItsSoloSuff
   }
 }
 
+// Issue 16 test 6: the response to an appended batch is lost (the client never saw it), the
+// leader is killed, and the idempotent producer retries the same batch at the new leader: it is
+// recognised from the replicated log and answered with the original offsets, appended once.
+TEST_F(ReplicationTest, AnIdempotentBatchRetriedAfterFailoverIsAppendedOnce) {
+  StartReplicatedCluster();
+  const int32_t leader = Leader(1);
+  ASSERT_NE(leader, -1);
+  logpb::InitProducerResponse producer;
+  {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    ASSERT_TRUE(client(leader).stub()->InitProducer(&ctx, {}, &producer).ok());
+  }
+  auto batch = [&](int32_t base, const std::string& prefix) {
+    logpb::ProduceRequest request;
+    request.set_topic("t");
+    request.set_producer_id(producer.producer_id());
+    request.set_producer_epoch(producer.producer_epoch());
+    auto* seq = request.add_sequences();
+    seq->set_partition(0);
+    seq->set_base_sequence(base);
+    for (int i = 0; i < 3; ++i) {
+      auto* r = request.add_records();
+      r->set_partition(0);
+      r->set_value(absl::StrCat(prefix, i));
+    }
+    return request;
+  };
+  logpb::ProduceResponse first, lost;
+  ASSERT_TRUE(client(leader).Produce(batch(0, "a"), &first).ok());
+  ASSERT_TRUE(client(leader).Produce(batch(3, "b"), &lost).ok())
+      << "appended and acknowledged; the test plays the client that never got this answer";
+  broker(leader).Kill(SIGKILL);
+  const int32_t other = leader % 3 + 1;
+  int32_t next = -1;
+  ASSERT_TRUE(Eventually([&] {
+    next = Leader(other);
+    return next != -1 && next != leader;
+  }));
+  logpb::ProduceResponse retried;
+  ASSERT_TRUE(Eventually([&] { return client(next).Produce(batch(3, "b"), &retried).ok(); }));
+  ASSERT_EQ(retried.positions_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(retried.positions(i).duplicate()) << i;
+    EXPECT_EQ(retried.positions(i).offset(), lost.positions(i).offset()) << i;
+  }
+  logpb::ProduceResponse after;
+  ASSERT_TRUE(client(next).Produce(batch(6, "c"), &after).ok()) << "the sequence goes on";
+  EXPECT_EQ(after.positions(0).offset(), 6);
+  std::vector<logpb::Record> records;
+  ASSERT_TRUE(client(next).FetchAll("t", 0, &records).ok());
+  ASSERT_EQ(records.size(), 9u) << "every record once";
+}
+
 }  // namespace
 }  // namespace conduit::testing

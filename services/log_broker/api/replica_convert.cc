@@ -56,7 +56,17 @@ void ToProto(std::vector<ReplicaFetchData>&& data, pb::ReplicaFetchResponse* out
     p->set_high_watermark(d.high_watermark);
     p->set_log_start_offset(d.log_start_offset);
     p->set_log_end_offset(d.log_end_offset);
-    for (const StoredRecord& r : d.records) ToProto(r, p->add_records());
+    for (const StoredRecord& r : d.records) {
+      auto* out = p->add_records();
+      ToProto(r, out->mutable_record());
+      if (r.producer) {
+        out->set_producer_id(r.producer->producer_id);
+        out->set_producer_epoch(r.producer->epoch);
+        out->set_base_sequence(r.producer->base_sequence);
+        out->set_batch_count(r.producer->count);
+        out->set_batch_index(r.producer->index);
+      }
+    }
   }
 }
 
@@ -71,7 +81,14 @@ ReplicaFetchData FromProto(pb::ReplicaPartitionData&& data) {
   out.log_start_offset = data.log_start_offset();
   out.log_end_offset = data.log_end_offset();
   out.records.reserve(data.records_size());
-  for (auto& r : *data.mutable_records()) out.records.push_back(FromProto(std::move(r)));
+  for (auto& r : *data.mutable_records()) {
+    StoredRecord record = FromProto(std::move(*r.mutable_record()));
+    if (r.producer_id() != 0) {
+      record.producer = ProducerTag{r.producer_id(), r.producer_epoch(), r.base_sequence(),
+                                    r.batch_count(), r.batch_index()};
+    }
+    out.records.push_back(std::move(record));
+  }
   return out;
 }
 

@@ -214,6 +214,10 @@ class AppendPipeline {
   static void StageProducerBatches(const Pending& p, BatchContext& ctx,
                                    const absl::flat_hash_map<int32_t, int32_t>& counts,
                                    absl::flat_hash_map<int32_t, ProducerBatch> batches);
+  // A follower's copy of an idempotent batch, complete once its last record (at
+  // `last_offset`) is staged: recorded in the partition's producer state.
+  static void StageReplicatedBatch(BatchContext& ctx, TopicState* topic, int32_t partition,
+                                   const ProducerTag& tag, int64_t last_offset);
   // Engine completion thread: the outcome of the write, for requests still waiting on it.
   void Complete(Pending& p, const absl::Status& outcome);
 

@@ -23,7 +23,8 @@ void FillRetriedPositions(const std::vector<RoutedRecord>& records,
 }
 
 // Assigns the record the partition's next offset and stages it; returns the offset.
-int64_t StageRecord(BatchContext& ctx, TopicState* topic, const RoutedRecord& r) {
+int64_t StageRecord(BatchContext& ctx, TopicState* topic, const RoutedRecord& r,
+                    std::optional<ProducerTag> producer) {
   BatchContext::Staged& s = ctx.Stage(topic, r.partition);
   Partition* part = &topic->partitions[r.partition];
   const int64_t offset = part->next_offset++;
@@ -43,7 +44,7 @@ int64_t StageRecord(BatchContext& ctx, TopicState* topic, const RoutedRecord& r)
         WriteSet::EpochStart{topic->id, r.partition, s.leader_epoch, offset});
   }
   ctx.writes().records.push_back(
-      AppendEntry{topic->id, r.partition, offset, s.append_time, s.leader_epoch, &r.data});
+      AppendEntry{topic->id, r.partition, offset, s.append_time, s.leader_epoch, &r.data, producer});
   return offset;
 }
 
@@ -149,9 +150,20 @@ bool AppendPipeline::AppendRecords(Pending& p, BatchContext& ctx, const TopicCon
   bool appended = false;
   int64_t duplicates = 0;
   const bool dedup = config.dedup_window > absl::ZeroDuration();
+  absl::flat_hash_map<int32_t, int32_t> counts, seen;  // records per partition (idempotent)
+  if (p.stamp) {
+    for (const RoutedRecord& r : p.records) ++counts[r.partition];
+  }
   for (size_t i = 0; i < p.records.size(); ++i) {
     RoutedRecord& r = p.records[i];
     Partition* part = &topic->partitions[r.partition];
+    // Every record of an idempotent batch carries the batch, so followers rebuild the state.
+    std::optional<ProducerTag> tag;
+    if (p.stamp) {
+      tag = ProducerTag{p.stamp->producer_id.value(), p.stamp->epoch,
+                        p.stamp->base_sequences.at(r.partition), counts[r.partition],
+                        seen[r.partition]++};
+    }
     if (dedup && !r.data.event_id.empty()) {
       if (const DedupEntry* seen =
               FindRecentDuplicate(ctx, part, config, r.data.event_id, answered_from_batch)) {
@@ -163,7 +175,7 @@ bool AppendPipeline::AppendRecords(Pending& p, BatchContext& ctx, const TopicCon
         continue;
       }
     }
-    const int64_t offset = StageRecord(ctx, topic, r);
+    const int64_t offset = StageRecord(ctx, topic, r, tag);
     const absl::Time append_time = ctx.Stage(topic, r.partition).append_time;
     p.outcome.result.append_time = std::max(p.outcome.result.append_time, append_time);
     appended = true;

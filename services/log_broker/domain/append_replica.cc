@@ -29,6 +29,7 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
     }
     BatchContext::Staged& s = ctx.Stage(topic, partition);
     s.append_time = absl::InfinitePast();
+    const bool dedup = topic->config().dedup_window > absl::ZeroDuration();
     for (const StoredRecord& r : *owned) {
       if (r.offset < part->next_offset) continue;  // never out of order from one leader
       part->next_offset = r.offset + 1;
@@ -48,8 +49,20 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
         ctx.writes().epoch_starts.push_back(
             WriteSet::EpochStart{topic->id, partition, r.leader_epoch, r.offset});
       }
-      ctx.writes().records.push_back(
-          AppendEntry{topic->id, partition, r.offset, r.append_time, r.leader_epoch, &r.data});
+      ctx.writes().records.push_back(AppendEntry{topic->id, partition, r.offset, r.append_time,
+                                                 r.leader_epoch, &r.data, r.producer});
+      if (dedup && !r.data.event_id.empty()) {
+        DedupEntry entry{RecordPosition{partition, r.offset}, r.append_time};
+        ctx.dedup_[std::make_pair(part, r.data.event_id)] = entry;
+        ctx.writes_.dedup_puts.push_back(WriteSet::DedupPut{topic->id, r.data.event_id, entry});
+      }
+      if (r.producer && r.producer->index + 1 == r.producer->count) {
+        // The batch's last record: the whole batch is here, so a retry of it is a duplicate.
+        // (A batch cut by a fetch boundary counts once its end arrives; one whose end never
+        // does is not recognised, so a retry appends it again rather than being answered
+        // with offsets that do not hold it.)
+        StageReplicatedBatch(ctx, topic, partition, *r.producer, r.offset);
+      }
     }
     // A follower's end counts toward the high watermark once durable: a sync topic's copy
     // must be fsynced before the follower asks for more (and so reports it).
@@ -59,6 +72,24 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
     done(s.ok() ? *misplaced : s);
   };
   return SubmitMaintenance(std::move(op));
+}
+
+void AppendPipeline::StageReplicatedBatch(BatchContext& ctx, TopicState* topic, int32_t partition,
+                                          const ProducerTag& tag, int64_t last_offset) {
+  Partition* part = &topic->partitions[partition];
+  const ProducerId id(tag.producer_id);
+  auto [it, inserted] = ctx.producers_.try_emplace(std::make_pair(part, id));
+  if (inserted) {
+    it->second = BatchContext::StagedProducer{topic, partition, {}};
+    if (auto known = part->producers.find(id); known != part->producers.end()) {
+      it->second.state = known->second;
+    }
+  }
+  ProducerBatch batch;
+  batch.base_sequence = tag.base_sequence;
+  batch.count = tag.count;
+  batch.first_offset = last_offset - tag.index;
+  RecordBatch(&it->second.state, tag.epoch, std::move(batch));
 }
 
 absl::Status AppendPipeline::SubmitTruncate(std::shared_ptr<TopicState> topic, int32_t partition,

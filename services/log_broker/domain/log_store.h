@@ -35,6 +35,7 @@ struct AppendEntry {
   absl::Time append_time;
   int32_t leader_epoch = 0;
   const RecordData* data = nullptr;  // not owned; valid for the duration of Write
+  std::optional<ProducerTag> producer;
 };
 
 // Where an event id was appended (dedup window).

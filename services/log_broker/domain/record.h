@@ -29,14 +29,26 @@ struct RecordData {
   friend bool operator==(const RecordData&, const RecordData&) = default;
 };
 
+// The idempotent-producer batch a record was appended in (record v3): what a follower needs to
+// rebuild the producer's state, so that a batch retried after a failover is recognised.
+struct ProducerTag {
+  int64_t producer_id = 0;
+  int32_t epoch = 0;
+  int32_t base_sequence = 0;
+  int32_t count = 0;  // records of the batch in this partition
+  int32_t index = 0;  // this record's place among them
+  friend bool operator==(const ProducerTag&, const ProducerTag&) = default;
+};
+
 // A record as stored: its position, the broker's append time and the leader epoch under which
-// it was appended.
+// it was appended, and its producer batch when the producer was idempotent.
 struct StoredRecord {
   int32_t partition = 0;
   int64_t offset = 0;
   absl::Time append_time;
   int32_t leader_epoch = 0;
   RecordData data;
+  std::optional<ProducerTag> producer;
 };
 
 // Where a produced record landed.

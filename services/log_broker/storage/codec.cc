@@ -6,10 +6,10 @@
 namespace conduit::log_broker::codec {
 namespace {
 
-constexpr uint8_t kRecordVersion = 2;         // 1 is still read (leader epoch 0)
+constexpr uint8_t kRecordVersion = 3;         // 1 (leader epoch 0) and 2 are still read
 constexpr uint8_t kPartitionMetaVersion = 2;  // 1 is still read (leader epoch 0)
 constexpr uint8_t kTopicMetaVersion = 3;
-constexpr uint8_t kHasKey = 1, kHasValue = 2, kHasEventTime = 4;
+constexpr uint8_t kHasKey = 1, kHasValue = 2, kHasEventTime = 4, kHasProducer = 8;
 
 absl::Status Corrupt(std::string_view what) {
   return absl::DataLossError(std::string("corrupt ") + std::string(what));
@@ -18,14 +18,21 @@ absl::Status Corrupt(std::string_view what) {
 }  // namespace
 
 void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader_epoch,
-                  std::string* out) {
+                  std::string* out, const ProducerTag* producer) {
   out->clear();
   uint8_t flags = (data.key ? kHasKey : 0) | (data.value ? kHasValue : 0) |
-                  (data.event_time ? kHasEventTime : 0);
+                  (data.event_time ? kHasEventTime : 0) | (producer ? kHasProducer : 0);
   out->push_back(static_cast<char>(kRecordVersion));
   out->push_back(static_cast<char>(flags));
   coding::PutBigEndian64(out, static_cast<uint64_t>(absl::ToUnixMicros(append_time)));
   coding::PutBigEndian32(out, static_cast<uint32_t>(leader_epoch));
+  if (producer) {
+    coding::PutBigEndian64(out, static_cast<uint64_t>(producer->producer_id));
+    coding::PutBigEndian32(out, static_cast<uint32_t>(producer->epoch));
+    coding::PutBigEndian32(out, static_cast<uint32_t>(producer->base_sequence));
+    coding::PutVarint64(out, static_cast<uint64_t>(producer->count));
+    coding::PutVarint64(out, static_cast<uint64_t>(producer->index));
+  }
   if (data.event_time) {
     coding::PutBigEndian64(out, static_cast<uint64_t>(absl::ToUnixMicros(*data.event_time)));
   }
@@ -40,10 +47,10 @@ void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader
 }
 
 absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
-                          RecordData* data) {
+                          RecordData* data, std::optional<ProducerTag>* producer) {
   uint8_t version = 0, flags = 0;
   uint64_t micros = 0;
-  if (!coding::GetByte(&in, &version) || (version != 1 && version != kRecordVersion) ||
+  if (!coding::GetByte(&in, &version) || version < 1 || version > kRecordVersion ||
       !coding::GetByte(&in, &flags) || !coding::GetFixed64(&in, &micros)) {
     return Corrupt("record header");
   }
@@ -54,6 +61,22 @@ absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t*
     *leader_epoch = static_cast<int32_t>(coding::ReadBigEndian32(in.data()));
     in.remove_prefix(4);
     if (*leader_epoch < 0) return Corrupt("record leader epoch");
+  }
+  if (flags & kHasProducer) {
+    uint64_t id = 0, count = 0, index = 0;
+    if (!coding::GetFixed64(&in, &id) || in.size() < 8) return Corrupt("record producer");
+    ProducerTag tag;
+    tag.producer_id = static_cast<int64_t>(id);
+    tag.epoch = static_cast<int32_t>(coding::ReadBigEndian32(in.data()));
+    tag.base_sequence = static_cast<int32_t>(coding::ReadBigEndian32(in.data() + 4));
+    in.remove_prefix(8);
+    if (!coding::GetVarint64(&in, &count) || !coding::GetVarint64(&in, &index) ||
+        index >= count || count > INT32_MAX) {
+      return Corrupt("record producer");
+    }
+    tag.count = static_cast<int32_t>(count);
+    tag.index = static_cast<int32_t>(index);
+    if (producer != nullptr) *producer = tag;
   }
   if (flags & kHasEventTime) {
     if (!coding::GetFixed64(&in, &micros)) return Corrupt("record event time");

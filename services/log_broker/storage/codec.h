@@ -14,11 +14,13 @@ namespace conduit::log_broker::codec {
 //   u8 version=2 | u8 flags (1 key, 2 value, 4 event time) | BE64 append time (µs since epoch)
 //   | BE32 leader epoch | [BE64 event time µs] | [varint len + key] | [varint len + value]
 //   | varint len + event id | varint header count | (varint len + key, varint len + value)*
+// Record v3 adds the producer batch (flag 8: BE64 producer id, BE32 epoch, BE32 base sequence,
+// varint count, varint index) after the leader epoch; v1 and v2 are still read.
 void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader_epoch,
-                  std::string* out);
+                  std::string* out, const ProducerTag* producer = nullptr);
 // DATA_LOSS when the bytes are not a valid record.
 absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
-                          RecordData* data);
+                          RecordData* data, std::optional<ProducerTag>* producer = nullptr);
 
 // Topic metadata, format version 2 (version 1 stops after `created`):
 //   u8 version=2 | BE64 id | varint len + name | varint partitions | u8 durability

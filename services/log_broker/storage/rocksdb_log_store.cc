@@ -201,7 +201,8 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
   for (const AppendEntry& e : writes.records) {
     auto cf = topic_cf(e.topic_id);
     if (!cf.ok()) return cf.status();
-    codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value);
+    codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value,
+                        e.producer ? &*e.producer : nullptr);
     check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), value));
   }
   AddMetaWrites(writes, meta_.get(), &batch, &s);
@@ -257,7 +258,8 @@ absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id
     record.partition = partition;
     record.offset = keys::OffsetOfRecordKey(it->key().ToStringView());
     CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(it->value().ToStringView(), &record.append_time,
-                                                &record.leader_epoch, &record.data));
+                                                &record.leader_epoch, &record.data,
+                                                &record.producer));
     const int64_t size = static_cast<int64_t>(record.data.PayloadBytes());
     if (!out.empty() && bytes + size > max_bytes) break;
     bytes += size;

@@ -32,6 +32,21 @@ TEST(Codec, RecordRoundTripKeepsAbsentVersusEmpty) {
   EXPECT_FALSE(bare_back.key.has_value());
   EXPECT_FALSE(bare_back.value.has_value());
   EXPECT_FALSE(bare_back.event_time.has_value());
+
+  // Record v3: an idempotent producer's batch travels with each record (followers rebuild it).
+  const ProducerTag tag{.producer_id = 42, .epoch = 3, .base_sequence = 100, .count = 5, .index = 4};
+  codec::EncodeRecord(data, append, 7, &bytes, &tag);
+  std::optional<ProducerTag> tag_back;
+  RecordData tagged_back;
+  ASSERT_TRUE(codec::DecodeRecord(bytes, &append_back, &epoch, &tagged_back, &tag_back).ok());
+  EXPECT_EQ(tagged_back, data);
+  ASSERT_TRUE(tag_back.has_value());
+  EXPECT_EQ(*tag_back, tag);
+  // Version, flags, append time, epoch, producer id, epoch, base sequence: then the count.
+  ASSERT_EQ(bytes[30], '\x05');
+  bytes[30] = '\x04';  // count 4 makes index 4 impossible
+  EXPECT_EQ(codec::DecodeRecord(bytes, &append_back, &epoch, &tagged_back, &tag_back).code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(Codec, TruncatedRecordIsDataLoss) {

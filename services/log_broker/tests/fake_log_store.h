@@ -114,7 +114,7 @@ class FakeLogStore final : public LogStore {
     for (const auto& d : w.record_deletes) records_.erase({d.topic_id, d.partition, d.offset});
     for (const auto& e : w.records) {
       records_[{e.topic_id, e.partition, e.offset}] =
-          StoredRecord{e.partition, e.offset, e.append_time, e.leader_epoch, *e.data};
+          StoredRecord{e.partition, e.offset, e.append_time, e.leader_epoch, *e.data, e.producer};
     }
     for (const auto& p : w.partitions) partitions_[{p.topic_id, p.partition}] = p.meta;
     for (const auto& p : w.producers) {
