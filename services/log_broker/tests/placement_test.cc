@@ -3,6 +3,9 @@
 #include "services/log_broker/domain/placement.h"
 
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -102,6 +105,127 @@ TEST(Placement, ALeaderThatIsGoneGoesOfflineThenComesBackAtEachTimeANewEpoch) {
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].next.leader, 2);
   EXPECT_EQ(back[0].next.leader_epoch, 3);
+}
+
+// One partition of "t" placed with replication factor 3 on brokers 1, 2 and 3, all in sync.
+ClusterView ReplicatedPartition(bool unclean_leader_election = false) {
+  ClusterView view = Brokers({1, 2, 3});
+  AddTopic(&view, "t", 1, 1);
+  view.topics["t"].replication_factor = 3;
+  view.topics["t"].meta.config.unclean_leader_election = unclean_leader_election;
+  Apply(&view, PlanPartitionChanges(view));
+  return view;
+}
+
+// The in-sync set the partition's leader would write, as the etcd store would apply it.
+void SetIsr(ClusterView* view, std::vector<int32_t> isr) {
+  view->topics.at("t").partitions[0]->isr = std::move(isr);
+  view->topics.at("t").partition_revisions[0] = ++view->revision;
+}
+
+TEST(Placement, KillingTheLeaderElectsALiveInSyncReplicaWithTheLiveMembersInSync) {
+  ClusterView view = ReplicatedPartition();
+  const PartitionAssignment before = *view.FindPartition("t", 0);
+  ASSERT_THAT(before.isr, ::testing::UnorderedElementsAre(1, 2, 3));
+  view.brokers.erase(before.leader);
+  auto changes = PlanPartitionChanges(view);
+  ASSERT_EQ(changes.size(), 1u);
+  const PartitionAssignment& next = changes[0].next;
+  EXPECT_NE(next.leader, before.leader);
+  EXPECT_TRUE(view.brokers.contains(next.leader));
+  EXPECT_THAT(before.isr, ::testing::Contains(next.leader));
+  std::vector<int32_t> live_isr;
+  for (int32_t b : before.isr)
+    if (b != before.leader) live_isr.push_back(b);
+  EXPECT_EQ(next.isr, live_isr) << "the in-sync set becomes its live members";
+  EXPECT_EQ(next.leader, next.isr.front());
+  EXPECT_EQ(next.leader_epoch, before.leader_epoch + 1);
+  EXPECT_EQ(next.replicas, before.replicas) << "an election does not move replicas";
+  EXPECT_EQ(changes[0].read_revision, view.topics["t"].partition_revisions[0]);
+  Apply(&view, changes);
+  EXPECT_TRUE(PlanPartitionChanges(view).empty()) << "a live leader needs nothing";
+}
+
+TEST(Placement, WithNoLiveInSyncReplicaAPartitionStaysOfflineKeepingItsInSyncSet) {
+  ClusterView view = ReplicatedPartition();
+  const PartitionAssignment before = *view.FindPartition("t", 0);
+  const int32_t leader = before.leader;
+  SetIsr(&view, {leader});  // its followers fell behind
+  view.brokers.erase(leader);
+  auto offline = PlanPartitionChanges(view);
+  ASSERT_EQ(offline.size(), 1u);
+  EXPECT_EQ(offline[0].next.leader, kNoBroker)
+      << "the two live replicas are out of sync: electing one would lose acknowledged records";
+  EXPECT_THAT(offline[0].next.isr, ::testing::ElementsAre(leader));
+  EXPECT_EQ(offline[0].next.leader_epoch, before.leader_epoch + 1);
+  Apply(&view, offline);
+  EXPECT_TRUE(PlanPartitionChanges(view).empty()) << "offline until an in-sync replica returns";
+
+  view.brokers[leader] = BrokerRegistration{leader, "127.0.0.1:1", "restarted"};
+  auto back = PlanPartitionChanges(view);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].next.leader, leader);
+  EXPECT_THAT(back[0].next.isr, ::testing::ElementsAre(leader));
+  EXPECT_EQ(back[0].next.leader_epoch, before.leader_epoch + 2);
+}
+
+TEST(Placement, AnyInSyncReplicaReturningToAnOfflinePartitionLeadsIt) {
+  ClusterView view = ReplicatedPartition();
+  const PartitionAssignment before = *view.FindPartition("t", 0);
+  ASSERT_EQ(before.replicas.size(), 3u);
+  const int32_t a = before.replicas[0], b = before.replicas[1], out = before.replicas[2];
+  SetIsr(&view, {a, b});
+  view.brokers.erase(a);
+  view.brokers.erase(b);
+  auto offline = PlanPartitionChanges(view);
+  ASSERT_EQ(offline.size(), 1u);
+  EXPECT_EQ(offline[0].next.leader, kNoBroker) << out << " is live but out of sync";
+  EXPECT_THAT(offline[0].next.isr, ::testing::ElementsAre(a, b));
+  Apply(&view, offline);
+
+  view.brokers[b] = BrokerRegistration{b, "127.0.0.1:2", "restarted"};  // not the first in sync
+  auto back = PlanPartitionChanges(view);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].next.leader, b);
+  EXPECT_THAT(back[0].next.isr, ::testing::ElementsAre(b)) << "its live members only";
+  EXPECT_EQ(back[0].next.leader_epoch, before.leader_epoch + 2);
+}
+
+TEST(Placement, UncleanElectionElectsTheFirstLiveReplicaAloneInSync) {
+  ClusterView view = ReplicatedPartition(/*unclean_leader_election=*/true);
+  const PartitionAssignment before = *view.FindPartition("t", 0);
+  const int32_t leader = before.leader;
+  SetIsr(&view, {leader});
+  view.brokers.erase(leader);
+  int32_t first_live = kNoBroker;
+  for (int32_t r : before.replicas) {
+    if (view.brokers.contains(r)) {
+      first_live = r;
+      break;
+    }
+  }
+  auto changes = PlanPartitionChanges(view);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].next.leader, first_live);
+  EXPECT_THAT(changes[0].next.isr, ::testing::ElementsAre(first_live));
+  EXPECT_EQ(changes[0].next.leader_epoch, before.leader_epoch + 1);
+  EXPECT_EQ(changes[0].next.replicas, before.replicas);
+}
+
+TEST(Placement, TurningUncleanElectionOnBringsAnOfflinePartitionBack) {
+  ClusterView view = ReplicatedPartition();
+  const PartitionAssignment before = *view.FindPartition("t", 0);
+  SetIsr(&view, {before.leader});
+  view.brokers.erase(before.leader);
+  Apply(&view, PlanPartitionChanges(view));
+  ASSERT_EQ(view.FindPartition("t", 0)->leader, kNoBroker);
+  view.topics["t"].meta.config.unclean_leader_election = true;
+  auto changes = PlanPartitionChanges(view);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_NE(changes[0].next.leader, kNoBroker);
+  EXPECT_TRUE(view.brokers.contains(changes[0].next.leader));
+  EXPECT_THAT(changes[0].next.isr, ::testing::ElementsAre(changes[0].next.leader));
+  EXPECT_EQ(changes[0].next.leader_epoch, before.leader_epoch + 2);
 }
 
 TEST(Placement, NoLiveBrokersPlansNothing) {
