@@ -52,6 +52,17 @@ class ReplicationTest : public ClusterTest {
     return status;
   }
 
+  // Sets the topic's unclean_leader_election through broker `via`.
+  grpc::Status AllowUncleanElection(int32_t via) {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    logpb::UpdateTopicConfigRequest request;
+    request.set_name("t");
+    request.mutable_config()->set_unclean_leader_election(true);
+    logpb::UpdateTopicConfigResponse response;
+    return client(via).stub()->UpdateTopicConfig(&ctx, request, &response);
+  }
+
   // DescribeTopic's view of partition 0 at broker `id`.
   logpb::PartitionInfo Described(int32_t id) {
     grpc::ClientContext ctx;
@@ -244,6 +255,91 @@ TEST_F(ReplicationTest, AnIdempotentBatchRetriedAfterFailoverIsAppendedOnce) {
   std::vector<logpb::Record> records;
   ASSERT_TRUE(client(next).FetchAll("t", 0, &records).ok());
   ASSERT_EQ(records.size(), 9u) << "every record once";
+}
+
+// Issue 16 test 4: the in-sync set shrank to the leader alone, which took acks-LEADER writes,
+// then died. Electing an out-of-sync replica would lose those writes: the partition stays
+// offline — until the topic allows unclean election, which then brings it back, loses the
+// leader-only record visibly, and the old leader truncates it when it returns.
+TEST_F(ReplicationTest, WithOnlyTheLeaderInSyncItsDeathLeavesThePartitionOfflineUnlessUnclean) {
+  StartReplicatedCluster();
+  const int32_t leader = Leader(1);
+  ASSERT_NE(leader, -1);
+  const int32_t f1 = leader % 3 + 1, f2 = f1 % 3 + 1;
+  ASSERT_TRUE(Produce(leader, "replicated").ok());
+  broker(f1).Signal(SIGSTOP);
+  broker(f2).Signal(SIGSTOP);
+  ASSERT_TRUE(Eventually([&] { return State(leader).isr_size() == 1; }));
+  ASSERT_TRUE(Produce(leader, "leader-only", nullptr, logpb::ACKS_LEADER).ok());
+  broker(leader).Kill(SIGKILL);
+  broker(f1).Signal(SIGCONT);
+  broker(f2).Signal(SIGCONT);
+  ASSERT_TRUE(Eventually([&] { return Leader(f1) == -1; })) << "offline once its lease is gone";
+  absl::SleepFor(kLeaseTtl + absl::Seconds(1));
+  EXPECT_EQ(Leader(f1), -1) << "no in-sync replica is live: no clean election";
+  EXPECT_THAT(State(f1).isr(), ::testing::ElementsAre(leader)) << "the in-sync set is kept";
+
+  ASSERT_TRUE(AllowUncleanElection(f1).ok());
+  int32_t next = -1;
+  ASSERT_TRUE(Eventually([&] {
+    next = Leader(f1);
+    return next == f1 || next == f2;
+  })) << "unclean election brings it back";
+  EXPECT_THAT(State(f1).isr(), ::testing::ElementsAre(next)) << "alone in sync";
+  int64_t offset = -1;
+  ASSERT_TRUE(Eventually([&] { return Produce(next, "after", &offset, logpb::ACKS_LEADER).ok(); }));
+  EXPECT_EQ(offset, 1) << "the leader-only record is lost, as unclean election warns";
+  EXPECT_THAT(log(f1) + log(f2), ::testing::HasSubstr("unclean"));
+
+  ASSERT_TRUE(StartBroker(leader, {"--replica-lag-time", kLagTime}));
+  ASSERT_TRUE(Eventually([&] { return Converged({1, 2, 3}, 2); }))
+      << "the old leader truncates its leader-only record and catches up";
+  EXPECT_THAT(log(leader), ::testing::HasSubstr("truncated to offset 1"));
+}
+
+// Issue 16 test 5 (the KIP-279 case): the leader is killed, its successor is killed before it
+// settles, both come back. Every acknowledged record survives and all replicas converge on one
+// log, whatever each appended at which epoch.
+TEST_F(ReplicationTest, TwoQuickFailoversLoseNoAcknowledgedRecordAndReplicasConverge) {
+  StartReplicatedCluster();
+  const int32_t first = Leader(1);
+  ASSERT_NE(first, -1);
+  std::map<int64_t, std::string> acked;
+  for (int i = 0; i < 20; ++i) {
+    int64_t offset = -1;
+    ASSERT_TRUE(Produce(first, absl::StrCat("a", i), &offset).ok());
+    acked[offset] = absl::StrCat("a", i);
+  }
+  broker(first).Kill(SIGKILL);
+  const int32_t other = first % 3 + 1;
+  int32_t second = -1;
+  ASSERT_TRUE(Eventually([&] {
+    second = Leader(other);
+    return second != -1 && second != first;
+  }));
+  // A few writes at the successor (some may fail while it takes over), then it dies too.
+  for (int i = 0; i < 5; ++i) {
+    int64_t offset = -1;
+    if (Produce(second, absl::StrCat("b", i), &offset).ok()) acked[offset] = absl::StrCat("b", i);
+  }
+  broker(second).Kill(SIGKILL);
+  const int32_t third = 6 - first - second;
+  ASSERT_TRUE(Eventually([&] { return Leader(third) == third; })) << "the last in-sync replica";
+  ASSERT_TRUE(StartBroker(first, {"--replica-lag-time", kLagTime}));
+  ASSERT_TRUE(StartBroker(second, {"--replica-lag-time", kLagTime}));
+  ASSERT_TRUE(Eventually([&] { return State(third).isr_size() == 3; }, absl::Seconds(30)))
+      << "both rejoin once they have truncated and caught up";
+  int64_t last = -1;
+  ASSERT_TRUE(Eventually([&] { return Produce(third, "c", &last).ok(); }));
+  acked[last] = "c";
+  ASSERT_TRUE(Eventually([&] { return Converged({1, 2, 3}, last + 1); }));
+  std::vector<logpb::Record> records;
+  ASSERT_TRUE(client(third).FetchAll("t", 0, &records).ok());
+  std::map<int64_t, std::string> log_now;
+  for (const auto& r : records) log_now[r.offset()] = r.value();
+  for (const auto& [offset, value] : acked) {
+    EXPECT_EQ(log_now[offset], value) << "acknowledged at " << offset;
+  }
 }
 
 }  // namespace

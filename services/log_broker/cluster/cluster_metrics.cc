@@ -28,6 +28,12 @@ ClusterMetrics::ClusterMetrics(prometheus::Registry& registry)
                               "The controller epoch in this broker's view")),
       lease_valid_(Gauge(registry, "conduit_cluster_lease_valid",
                          "1 while this broker's etcd lease is confirmed (0: it refuses writes)")),
+      unclean_elections_(prometheus::BuildCounter()
+                             .Name("conduit_cluster_unclean_elections_total")
+                             .Help("Out-of-sync replicas this broker elected as controller "
+                                   "(acknowledged records may be lost)")
+                             .Register(registry)
+                             .Add({})),
       view_apply_(BuildHistogram()
                       .Name("conduit_cluster_view_apply_seconds")
                       .Help("From a metadata change reaching the broker to the broker acting on it")

@@ -26,12 +26,15 @@ class ClusterObserver {
   // A view was applied to the broker, `latency` after its watch batch arrived.
   virtual void OnViewApplied(const ClusterView& view, int32_t self, absl::Duration latency) {}
   virtual void OnLease(bool valid) {}
+  // The controller elected an out-of-sync replica (the topic allows unclean election).
+  virtual void OnUncleanElection() {}
 };
 
 // The cluster's Prometheus families (services/log_broker/README.md, "Metrics"):
 // conduit_cluster_partitions_led, _offline_partitions, _live_brokers, _is_controller,
 // _controller_epoch, _lease_valid (gauges), _etcd_request_seconds{op} and
-// _view_apply_seconds (histograms), _etcd_errors_total{op}. Thread-safe.
+// _view_apply_seconds (histograms), _etcd_errors_total{op}, _unclean_elections_total.
+// Thread-safe.
 class ClusterMetrics final : public ClusterObserver {
  public:
   explicit ClusterMetrics(prometheus::Registry& registry);
@@ -40,6 +43,7 @@ class ClusterMetrics final : public ClusterObserver {
                      const absl::Status& status) override;
   void OnViewApplied(const ClusterView& view, int32_t self, absl::Duration latency) override;
   void OnLease(bool valid) override { lease_valid_.Set(valid ? 1 : 0); }
+  void OnUncleanElection() override { unclean_elections_.Increment(); }
 
  private:
   prometheus::Gauge& partitions_led_;
@@ -48,6 +52,7 @@ class ClusterMetrics final : public ClusterObserver {
   prometheus::Gauge& is_controller_;
   prometheus::Gauge& controller_epoch_;
   prometheus::Gauge& lease_valid_;
+  prometheus::Counter& unclean_elections_;
   prometheus::Histogram& view_apply_;
   prometheus::Family<prometheus::Histogram>& etcd_latency_;
   prometheus::Family<prometheus::Counter>& etcd_errors_;

@@ -74,9 +74,9 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
       const std::string& name,
       const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) override;
 
-  absl::StatusOr<bool> UpdatePartitionState(TopicId topic_id, int32_t partition,
-                                            int64_t read_revision,
-                                            const PartitionAssignment& next) override;
+  absl::StatusOr<int64_t> UpdatePartitionState(TopicId topic_id, int32_t partition,
+                                               int64_t read_revision,
+                                               const PartitionAssignment& next) override;
 
   // IdAllocator: blocks of 64 ids reserved in etcd (ids/topics, ids/producers).
   absl::StatusOr<TopicId> NextTopicId() override;

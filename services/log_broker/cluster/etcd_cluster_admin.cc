@@ -59,6 +59,15 @@ absl::StatusOr<bool> EtcdCluster::WritePartitionStates(
   CONDUIT_ASSIGN_OR_RETURN(etcd::TxnResult result, client_->Commit(txn));
   if (result.succeeded) {
     for (const PartitionChange& c : changes) {
+      if (c.unclean) {
+        spdlog::warn(
+            "controller {} (epoch {}): unclean election: {}/{} has no live in-sync replica; "
+            "out-of-sync broker {} leads at epoch {}, and records only the lost replicas held "
+            "are gone",
+            options_.broker_id, epoch, c.topic, c.partition, c.next.leader, c.next.leader_epoch);
+        observer_->OnUncleanElection();
+        continue;
+      }
       spdlog::info("controller {} (epoch {}): {}/{} leader {} at epoch {}", options_.broker_id,
                    epoch, c.topic, c.partition, c.next.leader, c.next.leader_epoch);
     }
@@ -66,7 +75,7 @@ absl::StatusOr<bool> EtcdCluster::WritePartitionStates(
   return result.succeeded;
 }
 
-absl::StatusOr<bool> EtcdCluster::UpdatePartitionState(TopicId topic_id, int32_t partition,
+absl::StatusOr<int64_t> EtcdCluster::UpdatePartitionState(TopicId topic_id, int32_t partition,
                                                        int64_t read_revision,
                                                        const PartitionAssignment& next) {
   // Guarded by the state read: a new leader epoch (or the controller's change) since then makes
@@ -76,7 +85,7 @@ absl::StatusOr<bool> EtcdCluster::UpdatePartitionState(TopicId topic_id, int32_t
   txn.If(Compare::ModRevision(key, CompareOp::kEqual, read_revision))
       .Then(Op::Put(key, EncodePartition(next)));
   CONDUIT_ASSIGN_OR_RETURN(etcd::TxnResult result, client_->Commit(txn));
-  return result.succeeded;
+  return result.succeeded ? result.revision : 0;
 }
 
 absl::Status EtcdCluster::DeleteOrphanPartitions(int64_t epoch) {

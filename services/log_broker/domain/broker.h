@@ -313,7 +313,9 @@ class Broker {
   absl::Status CheckInSync(const TopicState& topic, int32_t partition) const;
   // Takes the role the view gives this broker for the partition (leader, sole, follower);
   // acks-all produces waiting on a leadership that ended fail as indeterminate.
-  void AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a);
+  // `revision` is the metadata revision of the partition's state in the view.
+  void AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a,
+                         int64_t revision);
   // Checks one item of a follower's fetch and, when valid, records the follower's progress
   // (which may move the high watermark: waiters to run go to `wake`).
   absl::Status ValidateReplicaFetch(TopicState& topic, int32_t follower,

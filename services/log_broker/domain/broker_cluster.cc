@@ -61,7 +61,9 @@ absl::Status Broker::ApplyView(std::shared_ptr<const ClusterView> view) {
         // Epochs never go back: a lower one is a stale view, refused and logged by the caller.
         CONDUIT_RETURN_IF_ERROR(SetLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
       }
-      AssignReplicaRole(*topic, static_cast<int32_t>(p), *a);
+      AssignReplicaRole(*topic, static_cast<int32_t>(p), *a,
+                        p < assignment.partition_revisions.size() ? assignment.partition_revisions[p]
+                                                                  : 0);
     }
   }
   absl::MutexLock lock(&view_mu_);

@@ -132,7 +132,8 @@ absl::Status Broker::CheckInSync(const TopicState& topic, int32_t partition) con
   return absl::OkStatus();
 }
 
-void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a) {
+void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a,
+                               int64_t revision) {
   const int32_t self = cluster_->self();
   using Role = ReplicaState::Role;
   // Not the leader (a follower, offline, or not a replica here): the log moves only by what
@@ -146,7 +147,7 @@ void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const Parti
   {
     absl::MutexLock lock(&part.mu);
     const bool was_leading = part.replica.role != Role::kFollower;
-    part.replica.Assign(role, self, a.leader, a.leader_epoch, a.replicas, a.isr,
+    part.replica.Assign(role, self, a.leader, a.leader_epoch, a.replicas, a.isr, revision,
                         clock_->Monotonic());
     if (was_leading && (role == Role::kFollower || part.leader_epoch != a.leader_epoch)) {
       failed = part.acks.TakeAll();
@@ -432,17 +433,18 @@ void Broker::MaintainInSyncReplicas() {
           cluster_->UpdatePartitionState(topic->id, p, t->partition_revisions[p], next);
       observer_->OnInSyncChange(
           topic->name, p, t->partitions[p]->isr, next.isr,
-          !written.ok() ? written.status()
-          : *written    ? absl::OkStatus()
-                        : absl::AbortedError("the partition state moved since it was read"));
+          !written.ok()  ? written.status()
+          : *written > 0 ? absl::OkStatus()
+                         : absl::AbortedError("the partition state moved since it was read"));
       std::vector<std::function<void()>> wake;
+      const int64_t revision = written.ok() ? *written : 0;
       {
         absl::MutexLock lock(&part.mu);
-        part.replica.EndIsrChange(written.ok() && *written);
+        part.replica.EndIsrChange(revision);
         part.AdvanceHighWatermark(&wake);
       }
       for (auto& fn : wake) fn();
-      if (written.ok() && !*written) return;  // the metadata moved: wait for its next view
+      if (written.ok() && revision == 0) return;  // the metadata moved: wait for its next view
     }
   }
 }

@@ -109,11 +109,11 @@ class ClusterMetadata {
       const std::string& name,
       const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) = 0;
   // The leader's in-sync set change: writes `next` as the partition's state if it is still the
-  // one read at `read_revision` (the view's partition_revisions). Returns whether it was
-  // written; false means the state moved (a new epoch, or another change): re-read the view.
-  virtual absl::StatusOr<bool> UpdatePartitionState(TopicId topic_id, int32_t partition,
-                                                    int64_t read_revision,
-                                                    const PartitionAssignment& next) = 0;
+  // one read at `read_revision` (the view's partition_revisions). Returns the metadata revision
+  // of the write, or 0 when the state moved (a new epoch, or another change): re-read the view.
+  virtual absl::StatusOr<int64_t> UpdatePartitionState(TopicId topic_id, int32_t partition,
+                                                       int64_t read_revision,
+                                                       const PartitionAssignment& next) = 0;
 };
 
 }  // namespace conduit::log_broker

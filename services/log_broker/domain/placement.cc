@@ -60,6 +60,7 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view) {
       const PartitionAssignment& now = *t.partitions[p];
       if (now.leader != kNoBroker && view.brokers.contains(now.leader)) continue;
       PartitionAssignment next = now;
+      bool unclean = false;
       std::vector<int32_t> live_isr;
       for (int32_t b : now.isr) {
         if (view.brokers.contains(b)) live_isr.push_back(b);
@@ -76,6 +77,7 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view) {
         } else {
           next.leader = *live;
           next.isr = {*live};
+          unclean = true;
         }
       } else if (now.leader == kNoBroker) {
         continue;  // offline until an in-sync replica returns
@@ -84,7 +86,7 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view) {
       }
       if (next.leader != kNoBroker) ++counts[next.leader];
       next.leader_epoch = now.leader_epoch + 1;
-      out.push_back(PartitionChange{name, t.meta.id, p, t.partition_revisions[p], next});
+      out.push_back(PartitionChange{name, t.meta.id, p, t.partition_revisions[p], next, unclean});
     }
   }
   for (const auto& [name, t] : view.topics) PlaceTopic(t, counts, &out);

@@ -16,6 +16,9 @@ struct PartitionChange {
   int32_t partition = 0;
   int64_t read_revision = 0;  // 0: the key must not exist yet
   PartitionAssignment next;
+  // An out-of-sync replica elected (the topic allows it): records only the lost in-sync
+  // replicas had are gone, and the controller says so.
+  bool unclean = false;
   friend bool operator==(const PartitionChange&, const PartitionChange&) = default;
 };
 

@@ -43,7 +43,7 @@ std::vector<AckWaiters::Callback> AckWaiters::TakeAll() {
 
 void ReplicaState::Assign(Role next_role, int32_t self_id, int32_t leader_id, int32_t epoch,
                           std::vector<int32_t> replica_ids, std::vector<int32_t> in_sync,
-                          absl::Duration now) {
+                          int64_t revision, absl::Duration now) {
   const bool new_term = next_role != role || epoch != leader_epoch;
   role = next_role;
   self = self_id;
@@ -51,15 +51,16 @@ void ReplicaState::Assign(Role next_role, int32_t self_id, int32_t leader_id, in
   leader_epoch = epoch;
   replicas = std::move(replica_ids);
   view_isr = std::move(in_sync);
-  // A change being written still counts (the view may predate it); one the view shows is done.
-  if (new_term || role != Role::kLeader || (pending_isr && *pending_isr == view_isr)) {
+  // A change being written, or written after this view's state, still counts; a view at or
+  // after the write shows its outcome.
+  view_revision = revision;
+  const bool shown = pending_isr && ((pending_until_revision > 0 && revision >= pending_until_revision) ||
+                                     *pending_isr == view_isr);
+  if (new_term || role != Role::kLeader || shown) {
     pending_isr.reset();
+    pending_until_revision = 0;
   }
-  if (pending_isr) {
-    BeginIsrChange(*std::move(pending_isr));
-  } else {
-    isr = view_isr;
-  }
+  UnionPending();
   if (role != Role::kLeader) {
     followers.clear();
     return;
@@ -107,33 +108,41 @@ bool ReplicaState::InSync(int32_t broker) const {
   return std::find(isr.begin(), isr.end(), broker) != isr.end();
 }
 
-void ReplicaState::BeginIsrChange(std::vector<int32_t> next) {
-  pending_isr = std::move(next);
+void ReplicaState::UnionPending() {
   isr = view_isr;
+  if (!pending_isr) return;
   for (int32_t b : *pending_isr) {
     if (!InSync(b)) isr.push_back(b);
   }
 }
 
-void ReplicaState::EndIsrChange(bool applied) {
-  if (!pending_isr) {
-    isr = view_isr;
+void ReplicaState::BeginIsrChange(std::vector<int32_t> next) {
+  pending_isr = std::move(next);
+  pending_until_revision = 0;
+  UnionPending();
+}
+
+void ReplicaState::EndIsrChange(int64_t written_revision) {
+  if (!pending_isr) return;
+  if (written_revision > view_revision) {
+    pending_until_revision = written_revision;  // counts until a view that recent arrives
     return;
   }
-  if (applied) view_isr = *std::move(pending_isr);
+  if (written_revision > 0) view_isr = *pending_isr;  // the view already shows it
   pending_isr.reset();
-  isr = view_isr;
+  UnionPending();
 }
 
 std::optional<std::vector<int32_t>> ReplicaState::PlanIsr(int64_t hw, int64_t epoch_start,
                                                           absl::Duration lag_time,
                                                           absl::Duration now) const {
-  if (role != Role::kLeader || pending_isr) return std::nullopt;
+  if (role != Role::kLeader || pending_isr) return std::nullopt;  // one change at a time
   std::vector<int32_t> next;
   bool changed = false;
   for (int32_t b : isr) {
     auto it = followers.find(b);
-    const bool behind = b != self && (it == followers.end() || now - it->second.caught_up_at > lag_time);
+    const bool behind =
+        b != self && (it == followers.end() || now - it->second.caught_up_at > lag_time);
     if (behind) {
       changed = true;
     } else {

@@ -67,8 +67,12 @@ struct ReplicaState {
   std::vector<int32_t> replicas;
   // The metadata's in-sync set, as of the view that set the role.
   std::vector<int32_t> view_isr;
-  // Leader: an in-sync set being written to the metadata (one change at a time).
+  // Leader: an in-sync set being written to the metadata (one change at a time), and once
+  // written, the metadata revision of the write: it counts until a view at least that recent
+  // shows the outcome (an older view, applied late, must not undo it).
   std::optional<std::vector<int32_t>> pending_isr;
+  int64_t pending_until_revision = 0;  // 0: the write's outcome is not known yet
+  int64_t view_revision = 0;           // of the partition's state in the last view
   // Leader: the set the high watermark is computed over — the metadata's, plus any follower
   // whose addition is being written (Kafka's "maximal ISR": it counts from the moment the
   // leader decides to add it, so it holds every record acknowledged from then on; one being
@@ -78,8 +82,10 @@ struct ReplicaState {
   int64_t leader_high_watermark = 0;  // follower: the leader's, as last fetched
 
   // Takes the role a view names. Followers' progress restarts at a new epoch.
+  // `revision` is the metadata revision of the partition's state in the view.
   void Assign(Role next_role, int32_t self_id, int32_t leader_id, int32_t epoch,
-              std::vector<int32_t> replica_ids, std::vector<int32_t> in_sync, absl::Duration now);
+              std::vector<int32_t> replica_ids, std::vector<int32_t> in_sync, int64_t revision,
+              absl::Duration now);
 
   // The high watermark the state allows with `durable_end` as the local durable log end.
   int64_t HighWatermark(int64_t durable_end) const;
@@ -95,10 +101,18 @@ struct ReplicaState {
   std::optional<std::vector<int32_t>> PlanIsr(int64_t hw, int64_t epoch_start,
                                               absl::Duration lag_time, absl::Duration now) const;
   bool InSync(int32_t broker) const;
-  // Leader: `next` is being written; until the outcome (EndIsrChange) the union counts.
+  // Leader: `next` is being written; the union of it and the metadata's set counts until a
+  // view shows the outcome.
   void BeginIsrChange(std::vector<int32_t> next);
-  // The write's outcome: applied (`next` is the metadata's now) or not.
-  void EndIsrChange(bool applied);
+  // The write's outcome: the metadata revision it was written at, or 0 when it was not (then
+  // the metadata's set alone counts again).
+  void EndIsrChange(int64_t written_revision);
+
+ private:
+  // isr = the metadata's set plus any member of the pending change.
+  void UnionPending();
+
+ public:
 };
 
 }  // namespace conduit::log_broker

@@ -37,9 +37,9 @@ class FakeCluster : public ClusterMetadata {
       const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>& change) override {
     return absl::UnimplementedError("not in this test");
   }
-  absl::StatusOr<bool> UpdatePartitionState(TopicId, int32_t, int64_t,
-                                            const PartitionAssignment&) override {
-    return false;
+  absl::StatusOr<int64_t> UpdatePartitionState(TopicId, int32_t, int64_t,
+                                               const PartitionAssignment&) override {
+    return 0;
   }
 
   std::shared_ptr<ClusterView> view = std::make_shared<ClusterView>();

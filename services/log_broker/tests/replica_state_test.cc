@@ -28,7 +28,7 @@ absl::Duration At(double seconds) { return absl::Seconds(seconds); }
 // Broker 1 leading a partition on brokers 1, 2 and 3 with `isr` in sync, assigned at time 0.
 ReplicaState Leader(std::vector<int32_t> isr) {
   ReplicaState s;
-  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, std::move(isr), At(0));
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, std::move(isr), /*revision=*/1, At(0));
   return s;
 }
 
@@ -68,10 +68,15 @@ TEST(ReplicaState, AFollowerBeingAddedCountsFromBeginUntilTheOutcome) {
     s.RecordFetch(2, 100, 100, At(2));
     EXPECT_EQ(s.HighWatermark(100), 80) << "3 counts from the moment the leader adds it";
     EXPECT_THAT(s.view_isr, ElementsAre(1, 2)) << "the metadata's set is not changed yet";
-    s.EndIsrChange(applied);
+    s.EndIsrChange(applied ? 10 : 0);
     if (applied) {
-      EXPECT_THAT(s.view_isr, ElementsAre(1, 2, 3));
-      EXPECT_EQ(s.HighWatermark(100), 80);
+      EXPECT_EQ(s.HighWatermark(100), 80) << "written at revision 10: 3 counts";
+      // A view applied late, from before the write, must not undo it.
+      s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2}, /*revision=*/9, At(3));
+      EXPECT_EQ(s.HighWatermark(100), 80) << "a view older than the write: 3 still counts";
+      s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, /*revision=*/10, At(3));
+      EXPECT_FALSE(s.pending_isr.has_value()) << "the view of the write ends the change";
+      EXPECT_THAT(s.isr, ElementsAre(1, 2, 3));
     } else {
       EXPECT_THAT(s.view_isr, ElementsAre(1, 2)) << "the metadata's set is restored";
       EXPECT_FALSE(s.InSync(3));
@@ -80,7 +85,7 @@ TEST(ReplicaState, AFollowerBeingAddedCountsFromBeginUntilTheOutcome) {
   }
 }
 
-TEST(ReplicaState, AFollowerBeingRemovedCountsUntilTheRemovalIsWritten) {
+TEST(ReplicaState, AFollowerBeingRemovedCountsUntilAViewShowsTheRemoval) {
   for (const bool applied : {true, false}) {
     SCOPED_TRACE(applied ? "applied" : "not applied");
     ReplicaState s = Leader({1, 2, 3});
@@ -89,15 +94,17 @@ TEST(ReplicaState, AFollowerBeingRemovedCountsUntilTheRemovalIsWritten) {
     s.BeginIsrChange({1, 2});
     EXPECT_EQ(s.HighWatermark(100), 20) << "3 still counts while its removal is written";
     EXPECT_TRUE(s.InSync(3));
-    s.EndIsrChange(applied);
+    s.EndIsrChange(applied ? 10 : 0);
+    EXPECT_TRUE(s.InSync(3)) << "until a view shows the removal, 3 counts (the safe side)";
+    EXPECT_EQ(s.HighWatermark(100), 20);
     if (applied) {
+      s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2}, /*revision=*/10, At(2));
       EXPECT_THAT(s.view_isr, ElementsAre(1, 2));
       EXPECT_FALSE(s.InSync(3));
       EXPECT_EQ(s.HighWatermark(100), 100);
     } else {
       EXPECT_THAT(s.view_isr, ElementsAre(1, 2, 3));
-      EXPECT_TRUE(s.InSync(3));
-      EXPECT_EQ(s.HighWatermark(100), 20);
+      EXPECT_FALSE(s.pending_isr.has_value());
     }
   }
 }
@@ -108,22 +115,22 @@ TEST(ReplicaState, AViewThatPredatesAPendingChangeKeepsItCountingOneThatShowsItE
   s.RecordFetch(3, 60, 100, At(1));
   s.BeginIsrChange({1, 2, 3});
   // A view of the same epoch still without 3 (it was published before the write).
-  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2}, At(2));
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2}, /*revision=*/3, At(2));
   EXPECT_TRUE(s.pending_isr.has_value());
   EXPECT_TRUE(s.InSync(3));
   EXPECT_EQ(s.HighWatermark(100), 60) << "3 still counts: the view predates its addition";
   EXPECT_FALSE(s.PlanIsr(60, 0, kLag, At(100)).has_value()) << "the change is still pending";
   // The view that shows the change ends it.
-  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, At(3));
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, /*revision=*/4, At(3));
   EXPECT_FALSE(s.pending_isr.has_value());
   EXPECT_THAT(s.isr, ElementsAre(1, 2, 3));
   EXPECT_EQ(s.HighWatermark(100), 60) << "same epoch: the followers' progress is kept";
 
   // The same for a removal: the view that shows 3 gone ends its counting.
   s.BeginIsrChange({1, 2});
-  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, At(4));
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, /*revision=*/5, At(4));
   EXPECT_EQ(s.HighWatermark(100), 60) << "a view that predates the removal: 3 still counts";
-  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2}, At(5));
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, {1, 2}, /*revision=*/6, At(5));
   EXPECT_FALSE(s.pending_isr.has_value());
   EXPECT_FALSE(s.InSync(3));
   EXPECT_EQ(s.HighWatermark(100), 100);
@@ -134,7 +141,7 @@ TEST(ReplicaState, ANewEpochDropsAPendingChangeAndRestartsProgress) {
   s.RecordFetch(2, 100, 100, At(1));
   s.RecordFetch(3, 60, 100, At(1));
   s.BeginIsrChange({1, 2, 3});
-  s.Assign(Role::kLeader, 1, 1, kEpoch + 1, {1, 2, 3}, {1, 2}, At(2));
+  s.Assign(Role::kLeader, 1, 1, kEpoch + 1, {1, 2, 3}, {1, 2}, /*revision=*/3, At(2));
   EXPECT_FALSE(s.pending_isr.has_value());
   EXPECT_FALSE(s.InSync(3));
   EXPECT_LE(s.HighWatermark(100), 0) << "2 has not fetched at the new epoch yet";
@@ -188,7 +195,9 @@ TEST(ReplicaState, ASteadyFollowerOfABusyLeaderIsNotRemovedALaggingOneIs) {
 
   // 2 alone keeps up for a minute more: never planned out.
   s.BeginIsrChange(*plan);
-  s.EndIsrChange(true);
+  s.EndIsrChange(100);  // written
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, *plan, /*revision=*/100, At(t));
+  ASSERT_FALSE(s.pending_isr.has_value());
   for (int u = t; u <= t + 60; ++u) {
     end += 100;
     s.RecordFetch(2, end_before, end, At(u));
@@ -217,7 +226,7 @@ TEST(ReplicaState, NothingIsPlannedWhileAChangeIsPending) {
   ASSERT_TRUE(join.has_value());
   s.BeginIsrChange(*join);
   EXPECT_FALSE(s.PlanIsr(0, 0, kLag, At(30)).has_value()) << "2 is behind, but 3's join is pending";
-  s.EndIsrChange(false);
+  s.EndIsrChange(0);  // not written
   auto plan = s.PlanIsr(0, 0, kLag, At(30));
   ASSERT_TRUE(plan.has_value()) << "planned again once the outcome is known";
   EXPECT_THAT(*plan, ElementsAre(1)) << "2 leaves (a removal is planned before any join)";
@@ -234,7 +243,9 @@ TEST(ReplicaState, FollowersJoinOneAtATime) {
   const int32_t joined = first->back();
   EXPECT_TRUE(joined == 2 || joined == 3);
   s.BeginIsrChange(*first);
-  s.EndIsrChange(true);
+  s.EndIsrChange(100);  // written
+  EXPECT_FALSE(s.PlanIsr(100, 0, kLag, At(2)).has_value()) << "until a view shows the join";
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, *first, /*revision=*/100, At(2));
   auto second = s.PlanIsr(100, 0, kLag, At(2));
   ASSERT_TRUE(second.has_value());
   EXPECT_THAT(*second, ElementsAre(1, 2, 3));
@@ -242,15 +253,15 @@ TEST(ReplicaState, FollowersJoinOneAtATime) {
 
 TEST(ReplicaState, OnlyALeaderPlans) {
   ReplicaState s;
-  s.Assign(Role::kFollower, 2, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, At(0));
+  s.Assign(Role::kFollower, 2, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, /*revision=*/1, At(0));
   EXPECT_FALSE(s.PlanIsr(0, 0, kLag, At(100)).has_value());
-  s.Assign(Role::kSole, 1, 1, kEpoch, {1}, {1}, At(0));
+  s.Assign(Role::kSole, 1, 1, kEpoch, {1}, {1}, /*revision=*/1, At(0));
   EXPECT_FALSE(s.PlanIsr(0, 0, kLag, At(100)).has_value());
 }
 
 TEST(ReplicaState, FollowerHighWatermarkIsTheLeadersCappedByTheLocalDurableEnd) {
   ReplicaState s;
-  s.Assign(Role::kFollower, 2, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, At(0));
+  s.Assign(Role::kFollower, 2, 1, kEpoch, {1, 2, 3}, {1, 2, 3}, /*revision=*/1, At(0));
   s.leader_high_watermark = 70;
   EXPECT_EQ(s.HighWatermark(50), 50) << "not past what this replica holds durably";
   EXPECT_EQ(s.HighWatermark(90), 70) << "not past what the leader acknowledged";
@@ -261,7 +272,7 @@ TEST(ReplicaState, LeaderStepsDownToFollowerDropsItsPendingChangeAndProgress) {
   ReplicaState s = Leader({1, 2});
   s.RecordFetch(2, 100, 100, At(1));
   s.BeginIsrChange({1, 2, 3});
-  s.Assign(Role::kFollower, 1, 2, kEpoch + 1, {1, 2, 3}, {2}, At(2));
+  s.Assign(Role::kFollower, 1, 2, kEpoch + 1, {1, 2, 3}, {2}, /*revision=*/3, At(2));
   EXPECT_FALSE(s.pending_isr.has_value());
   EXPECT_TRUE(s.followers.empty());
   s.leader_high_watermark = 30;
@@ -270,7 +281,7 @@ TEST(ReplicaState, LeaderStepsDownToFollowerDropsItsPendingChangeAndProgress) {
 
 TEST(ReplicaState, SoleReplicaHighWatermarkIsTheDurableEnd) {
   ReplicaState s;
-  s.Assign(Role::kSole, 1, 1, 1, {1}, {1}, At(0));
+  s.Assign(Role::kSole, 1, 1, 1, {1}, {1}, /*revision=*/1, At(0));
   EXPECT_EQ(s.HighWatermark(42), 42);
 }
 
