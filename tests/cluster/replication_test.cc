@@ -342,5 +342,35 @@ TEST_F(ReplicationTest, TwoQuickFailoversLoseNoAcknowledgedRecordAndReplicasConv
   }
 }
 
+// Issue 16 test 8, the process half: SIGKILL all three brokers at once and restart them; every
+// acknowledged record is there (each was fsynced by every in-sync replica before its ack).
+TEST_F(ReplicationTest, AllBrokersKilledAtOnceKeepEveryAcknowledgedRecord) {
+  StartReplicatedCluster();
+  const int32_t leader = Leader(1);
+  ASSERT_NE(leader, -1);
+  std::map<int64_t, std::string> acked;
+  for (int i = 0; i < 50; ++i) {
+    int64_t offset = -1;
+    ASSERT_TRUE(Produce(leader, absl::StrCat("k", i), &offset).ok());
+    acked[offset] = absl::StrCat("k", i);
+  }
+  for (int32_t id = 1; id <= 3; ++id) broker(id).Kill(SIGKILL);
+  for (int32_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(StartBroker(id, {"--replica-lag-time", kLagTime})) << id;
+  }
+  int32_t next = -1;
+  std::vector<logpb::Record> records;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        next = Leader(1);
+        records.clear();
+        return next != -1 && client(next).FetchAll("t", 0, &records).ok() &&
+               records.size() >= acked.size();
+      },
+      absl::Seconds(30)));
+  ASSERT_EQ(records.size(), acked.size());
+  for (const auto& r : records) EXPECT_EQ(r.value(), acked[r.offset()]) << r.offset();
+}
+
 }  // namespace
 }  // namespace conduit::testing
