@@ -166,9 +166,9 @@ void AppendPipeline::Publish(BatchContext& ctx) {
         part->high_watermark = s.meta.next_offset;  // the new, empty log's start
       } else if (s.truncated_to) {
         // A follower cut its divergent suffix: the high watermark cannot stay above the log.
-        part->high_watermark = std::min(part->high_watermark, *s.truncated_to);
-        std::erase_if(part->epoch_starts,
-                      [&](const auto& e) { return e.second >= *s.truncated_to; });
+        const int64_t cut = *s.truncated_to;
+        part->high_watermark = std::min(part->high_watermark, cut);
+        std::erase_if(part->epoch_starts, [cut](const auto& e) { return e.second >= cut; });
       }
       for (const auto& [epoch, start] : s.epoch_starts) part->epoch_starts[epoch] = start;
       if (s.appended) {

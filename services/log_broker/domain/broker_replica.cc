@@ -65,6 +65,7 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
       needed[p.partition] = std::max(needed[p.partition], p.offset + 1);
     }
     auto wait = std::make_shared<AckWait>();
+    bool moved = false;
     wait->scope = &scope_;
     wait->done = std::move(done);
     wait->result = *std::move(result);
@@ -80,6 +81,7 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
         }
         if (part.replica.role != ReplicaState::Role::kLeader) {
           wait->finished = true;
+          moved = true;
           break;
         }
         const uint64_t id =
@@ -87,7 +89,7 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
         wait->waiting.emplace_back(&part, id);
       }
     }
-    if (wait->finished) {  // leadership moved between the append and now
+    if (moved) {  // leadership moved between the append and now
       wait->done(absl::UnavailableError(absl::StrFormat(
           "%s: leadership moved after the append, before the batch was replicated; the outcome "
           "is unknown (retry with the idempotent producer)",
@@ -288,27 +290,26 @@ absl::Status Broker::ValidateReplicaFetch(TopicState& topic, int32_t follower,
                                           std::vector<std::function<void()>>* wake) {
   Partition& part = topic.partitions[item.partition];
   absl::MutexLock lock(&part.mu);
-  const ReplicaState& r = part.replica;
   answer->high_watermark = part.high_watermark;
   answer->log_start_offset = part.meta.log_start_offset;
   answer->log_end_offset = part.meta.next_offset;
-  if (r.role != ReplicaState::Role::kLeader || r.leader_epoch != part.leader_epoch) {
+  if (part.replica.role != ReplicaState::Role::kLeader || part.replica.leader_epoch != part.leader_epoch) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "broker %d does not lead %s/%d (its epoch %d)", r.self, topic.name, item.partition,
-        r.leader_epoch));
+        "broker %d does not lead %s/%d (its epoch %d)", part.replica.self, topic.name, item.partition,
+        part.replica.leader_epoch));
   }
-  if (item.current_leader_epoch < r.leader_epoch) {
+  if (item.current_leader_epoch < part.replica.leader_epoch) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "fenced: leader epoch %d of %s/%d is stale; the current one is %d",
-        item.current_leader_epoch, topic.name, item.partition, r.leader_epoch));
+        item.current_leader_epoch, topic.name, item.partition, part.replica.leader_epoch));
   }
-  if (item.current_leader_epoch > r.leader_epoch) {
+  if (item.current_leader_epoch > part.replica.leader_epoch) {
     return absl::UnavailableError(absl::StrFormat(
-        "broker %d has not reached leader epoch %d of %s/%d yet (at %d)", r.self,
-        item.current_leader_epoch, topic.name, item.partition, r.leader_epoch));
+        "broker %d has not reached leader epoch %d of %s/%d yet (at %d)", part.replica.self,
+        item.current_leader_epoch, topic.name, item.partition, part.replica.leader_epoch));
   }
-  if (std::find(r.replicas.begin(), r.replicas.end(), follower) == r.replicas.end() ||
-      follower == r.self) {
+  if (std::find(part.replica.replicas.begin(), part.replica.replicas.end(), follower) == part.replica.replicas.end() ||
+      follower == part.replica.self) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "broker %d is not a follower of %s/%d", follower, topic.name, item.partition));
   }
