@@ -656,7 +656,8 @@ def test_cluster():
     check_eq([(b["BROKER"], b["ADDRESS"], b["CONTROLLER"]) for b in brokers], [("0", ADDR, "yes")],
              "cluster describe brokers", r)
     parts = as_dicts(table_after(r.out, "TOPIC"))
-    check_eq(list(parts[0].keys()), ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR"],
+    check_eq(list(parts[0].keys()),
+             ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "MOVING-TO"],
              "cluster describe partition columns", r)
     mine = [(p["PARTITION"], p["LEADER"], p["EPOCH"], p["REPLICAS"], p["ISR"])
             for p in parts if p["TOPIC"] == topic]
@@ -664,6 +665,10 @@ def test_cluster():
              "broker 0 leads every partition", r)
     check_eq([p["TOPIC"] for p in parts], sorted(p["TOPIC"] for p in parts),
              "topics in name order", r)
+
+    # A single node has no replicas to move: a clear refusal.
+    expect_error(conduit("cluster", "reassign", topic, "0", "--replicas", "0", expect=None),
+                 "FAILED_PRECONDITION")
 
     # Only the named topics; an unknown one is NOT_FOUND.
     r = conduit("cluster", "describe", topic)

@@ -1,4 +1,4 @@
-// conduit cluster describe
+// conduit cluster describe|reassign
 #include <algorithm>
 #include <vector>
 
@@ -35,9 +35,9 @@ void PrintPartitions(const lpb::GetMetadataResponse& resp) {
   for (const auto& t : resp.topics()) topics.push_back(&t);
   std::sort(topics.begin(), topics.end(),
             [](const auto* a, const auto* b) { return a->name() < b->name(); });
-  Table t({"TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR"});
+  Table t({"TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "MOVING-TO"});
   for (const lpb::TopicMetadata* topic : topics) {
-    if (topic->partitions().empty()) t.Add({topic->name(), "-", "unplaced", "-", "-", "-"});
+    if (topic->partitions().empty()) t.Add({topic->name(), "-", "unplaced", "-", "-", "-", "-"});
     std::vector<lpb::PartitionMetadata> parts(topic->partitions().begin(),
                                               topic->partitions().end());
     std::sort(parts.begin(), parts.end(),
@@ -45,7 +45,8 @@ void PrintPartitions(const lpb::GetMetadataResponse& resp) {
     for (const auto& p : parts) {
       t.Add({topic->name(), std::to_string(p.partition()),
              p.leader() < 0 ? "offline" : std::to_string(p.leader()),
-             std::to_string(p.leader_epoch()), BrokerList(p.replicas()), BrokerList(p.isr())});
+             std::to_string(p.leader_epoch()), BrokerList(p.replicas()), BrokerList(p.isr()),
+             BrokerList(p.target_replicas())});
     }
   }
   t.Print();
@@ -81,12 +82,45 @@ void AddClusterDescribe(CLI::App* cluster, const Globals& g, Action* run) {
   cmd->add_option("topics", *topics, "only these topics (default: every topic)");
 }
 
+void AddClusterReassign(CLI::App* cluster, const Globals& g, Action* run) {
+  auto req = std::make_shared<lpb::ReassignPartitionRequest>();
+  auto replicas = std::make_shared<std::vector<int32_t>>();
+  auto* cmd = Command(
+      cluster, "reassign",
+      "move a partition's replicas (the first leads once all are in sync); progress in describe",
+      run, [&g, req, replicas] {
+        return [&g, req, replicas] {
+          req->clear_replicas();
+          for (int32_t b : *replicas) req->add_replicas(b);
+          return Call<lpb::ReassignPartitionRequest, lpb::ReassignPartitionResponse>(
+              g, &Stub::ReassignPartition, *req, [&](const auto&) {
+                std::printf("reassigning %s/%d to brokers %s\n", req->topic().c_str(),
+                            req->partition(), absl::StrJoin(*replicas, ",").c_str());
+              });
+        };
+      });
+  cmd->add_option_function<std::string>(
+         "topic", [req](const std::string& v) { req->set_topic(v); }, "topic name")
+      ->required();
+  cmd->add_option_function<int32_t>(
+         "partition", [req](int32_t v) { req->set_partition(v); }, "partition")
+      ->required();
+  cmd->add_option("--replicas", *replicas, "broker ids, comma-separated (the first preferred)")
+      ->delimiter(',')
+      ->required();
+  cmd->add_option_function<int64_t>(
+      "--throttle-bytes",
+      [req](int64_t v) { req->set_throttle_bytes_per_second(v); },
+      "bytes/s a new replica copies while catching up (default: unthrottled)");
+}
+
 }  // namespace
 
 void AddClusterCommands(CLI::App& app, const Globals& g, Action* run) {
   CLI::App* cluster = app.add_subcommand("cluster", "the cluster's brokers and partition leaders");
   cluster->require_subcommand(1);
   AddClusterDescribe(cluster, g, run);
+  AddClusterReassign(cluster, g, run);
 }
 
 }  // namespace conduit::cli

@@ -191,6 +191,7 @@ void ToProto(const TopicAssignment& t, pb::TopicMetadata* out) {
     info->set_leader_epoch(t.partitions[p]->leader_epoch);
     for (int32_t r : t.partitions[p]->replicas) info->add_replicas(r);
     for (int32_t r : t.partitions[p]->isr) info->add_isr(r);
+    for (int32_t r : t.partitions[p]->target_replicas) info->add_target_replicas(r);
   }
 }
 

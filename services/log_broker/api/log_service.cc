@@ -88,6 +88,17 @@ grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* 
   });
 }
 
+grpc::ServerUnaryReactor* LogService::ReassignPartition(
+    grpc::CallbackServerContext* ctx, const pb::ReassignPartitionRequest* request,
+    pb::ReassignPartitionResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  return Blocking(ctx, broker_, [this, request]() -> absl::Status {
+    return broker_->ReassignPartition(request->topic(), request->partition(),
+                                      {request->replicas().begin(), request->replicas().end()},
+                                      request->throttle_bytes_per_second());
+  });
+}
+
 grpc::ServerUnaryReactor* LogService::GetMetadata(grpc::CallbackServerContext* ctx,
                                                   const pb::GetMetadataRequest* request,
                                                   pb::GetMetadataResponse* response) {

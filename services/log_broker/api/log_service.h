@@ -58,6 +58,9 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   grpc::ServerUnaryReactor* InitProducer(grpc::CallbackServerContext* ctx,
                                          const pb::InitProducerRequest* request,
                                          pb::InitProducerResponse* response) override;
+  grpc::ServerUnaryReactor* ReassignPartition(grpc::CallbackServerContext* ctx,
+                                              const pb::ReassignPartitionRequest* request,
+                                              pb::ReassignPartitionResponse* response) override;
   grpc::ServerUnaryReactor* GetMetadata(grpc::CallbackServerContext* ctx,
                                         const pb::GetMetadataRequest* request,
                                         pb::GetMetadataResponse* response) override;

@@ -89,6 +89,8 @@ std::string EncodePartition(const PartitionAssignment& p) {
   r.set_leader_epoch(p.leader_epoch);
   for (int32_t b : p.replicas) r.add_replicas(b);
   for (int32_t b : p.isr) r.add_isr(b);
+  for (int32_t b : p.target_replicas) r.add_target_replicas(b);
+  r.set_throttle_bytes_per_second(p.throttle_bytes_per_second);
   return ToJson(r);
 }
 
@@ -98,7 +100,9 @@ absl::StatusOr<PartitionAssignment> DecodePartition(const std::string& json) {
   return PartitionAssignment{r->leader(),
                              r->leader_epoch(),
                              {r->replicas().begin(), r->replicas().end()},
-                             {r->isr().begin(), r->isr().end()}};
+                             {r->isr().begin(), r->isr().end()},
+                             {r->target_replicas().begin(), r->target_replicas().end()},
+                             r->throttle_bytes_per_second()};
 }
 
 std::string EncodeProducer(const ProducerInfo& producer) {

@@ -230,6 +230,12 @@ class Broker {
   // are created and dropped); one call at a time. A view older than the applied one is ignored.
   absl::Status ApplyView(std::shared_ptr<const ClusterView> view);
 
+  // Cluster mode: records a reassignment of the partition to `replicas` (see ReassignPartition
+  // in log.proto); the controller carries it out. Blocking (etcd round trips).
+  absl::Status ReassignPartition(const std::string& topic, int32_t partition,
+                                 const std::vector<int32_t>& replicas,
+                                 int64_t throttle_bytes_per_second);
+
   // A producer id and epoch for idempotent produce. Blocking (a synced write).
   absl::StatusOr<ProducerInfo> InitProducer(const std::string& name);
 

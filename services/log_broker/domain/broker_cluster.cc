@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/status/status_macros.h"
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/domain/not_leader.h"
@@ -163,6 +164,54 @@ absl::StatusOr<TopicMeta> Broker::UpdateClusterTopicConfig(const std::string& na
         CONDUIT_RETURN_IF_ERROR(ValidateConfig(config, replication_factor));
         return config;
       });
+}
+
+absl::Status Broker::ReassignPartition(const std::string& topic, int32_t partition,
+                                       const std::vector<int32_t>& replicas,
+                                       int64_t throttle_bytes_per_second) {
+  if (cluster_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "a single node holds the one replica of each partition; reassignment needs cluster mode");
+  }
+  if (throttle_bytes_per_second < 0) {
+    return absl::InvalidArgumentError("throttle_bytes_per_second must be >= 0");
+  }
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const std::shared_ptr<const ClusterView> view = cluster_->View();
+    const TopicAssignment* t = view->FindTopic(topic);
+    if (t == nullptr) return absl::NotFoundError(absl::StrCat("topic '", topic, "' does not exist"));
+    if (partition < 0 || partition >= static_cast<int32_t>(t->partitions.size())) {
+      return absl::NotFoundError(absl::StrFormat("partition %d of topic '%s' does not exist",
+                                                 partition, topic));
+    }
+    if (!t->partitions[partition]) {
+      return absl::UnavailableError("the partition is not placed yet; retry shortly");
+    }
+    if (replicas.empty() || replicas.size() > view->brokers.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "replicas must name 1..%d live brokers, got %d", view->brokers.size(), replicas.size()));
+    }
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      if (!view->brokers.contains(replicas[i])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("broker ", replicas[i], " is not a live broker of the cluster"));
+      }
+      if (std::find(replicas.begin(), replicas.begin() + i, replicas[i]) !=
+          replicas.begin() + i) {
+        return absl::InvalidArgumentError(absl::StrCat("broker ", replicas[i], " is named twice"));
+      }
+    }
+    PartitionAssignment next = *t->partitions[partition];
+    if (next.replicas == replicas && next.leader == replicas.front()) return absl::OkStatus();
+    next.target_replicas = replicas;
+    next.throttle_bytes_per_second = throttle_bytes_per_second;
+    CONDUIT_ASSIGN_OR_RETURN(
+        int64_t written, cluster_->UpdatePartitionState(t->meta.id, partition,
+                                                        t->partition_revisions[partition], next));
+    if (written > 0) return absl::OkStatus();
+    absl::SleepFor(absl::Milliseconds(50));  // the state moved: read the next view
+  }
+  return absl::AbortedError("the partition's state kept changing; try again");
 }
 
 }  // namespace conduit::log_broker

@@ -151,6 +151,7 @@ void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const Parti
     const bool was_leading = part.replica.role != Role::kFollower;
     part.replica.Assign(role, self, a.leader, a.leader_epoch, a.replicas, a.isr, revision,
                         clock_->Monotonic());
+    part.replica.throttle_bytes_per_second = a.throttle_bytes_per_second;
     if (was_leading && (role == Role::kFollower || part.leader_epoch != a.leader_epoch)) {
       failed = part.acks.TakeAll();
     }
@@ -171,6 +172,7 @@ void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const Parti
 class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
  public:
   Broker* broker = nullptr;
+  int32_t follower = 0;
   std::vector<std::shared_ptr<TopicState>> topics;  // per item; null: the item failed
   std::vector<ReplicaFetchData> answers;
   std::vector<ReplicaFetchItem> items;
@@ -208,21 +210,29 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
         a.status = absl::NotFoundError("topic was deleted");
         continue;
       }
-      const Partition& part = topics[i]->partitions[items[i].partition];
+      Partition& part = topics[i]->partitions[items[i].partition];
+      int64_t allowed;
       {
         absl::MutexLock lock(&part.mu);
         a.high_watermark = part.high_watermark;
         a.log_start_offset = part.meta.log_start_offset;
         a.log_end_offset = part.meta.next_offset;
+        allowed = std::min(budget, part.replica.ThrottleBudget(follower, broker->clock_->Monotonic()));
       }
-      if (budget <= 0 || items[i].fetch_offset >= a.log_end_offset) continue;
+      if (allowed <= 0 || items[i].fetch_offset >= a.log_end_offset) continue;
       auto records = broker->store_->Read(topics[i]->id, items[i].partition, items[i].fetch_offset,
-                                          a.log_end_offset, kMaxFetchRecords, budget);
+                                          a.log_end_offset, kMaxFetchRecords, allowed);
       if (!records.ok()) {
         a.status = records.status();
         continue;
       }
-      for (const auto& r : *records) budget -= static_cast<int64_t>(r.data.PayloadBytes()) + 32;
+      int64_t read = 0;  // payload bytes, as max_bytes counts them
+      for (const auto& r : *records) read += static_cast<int64_t>(r.data.PayloadBytes());
+      budget -= read;
+      {
+        absl::MutexLock lock(&part.mu);
+        part.replica.ChargeThrottle(follower, read);
+      }
       a.records = *std::move(records);
     }
     done(std::move(answers));
@@ -234,6 +244,7 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
                                   ReplicaFetchCallback done) {
   auto wait = std::make_shared<ReplicaFetchWait>();
   wait->broker = this;
+  wait->follower = follower;
   wait->max_bytes = std::clamp<int64_t>(max_bytes, 1, kMaxFetchBytes);
   wait->done = std::move(done);
   wait->waiter_id = next_waiter_id_.fetch_add(1);
@@ -263,7 +274,12 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
       continue;
     }
     wait->topics[i] = *topic;
-    if (a.log_end_offset > item.fetch_offset) ready = true;
+    if (a.log_end_offset > item.fetch_offset) {
+      // Records to send, unless a throttle holds them back: then wait out max_wait.
+      Partition& part = (*topic)->partitions[item.partition];
+      absl::MutexLock lock(&part.mu);
+      ready |= part.replica.ThrottleBudget(follower, clock_->Monotonic()) > 0;
+    }
   }
   wait->items = std::move(items);
   if (ready) {

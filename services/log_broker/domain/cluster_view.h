@@ -32,6 +32,11 @@ struct PartitionAssignment {
   int32_t leader_epoch = 0;    // bumped by every change of leader, offline included
   std::vector<int32_t> replicas;
   std::vector<int32_t> isr;
+  // A reassignment in progress (ReassignPartition): the replicas wanted, the first preferred as
+  // leader, and the bytes/s a replica that is catching up may copy (0: unthrottled). Empty:
+  // none.
+  std::vector<int32_t> target_replicas;
+  int64_t throttle_bytes_per_second = 0;
   friend bool operator==(const PartitionAssignment&, const PartitionAssignment&) = default;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 
@@ -36,6 +37,51 @@ std::vector<int32_t> PickReplicas(const std::map<int32_t, int32_t>& counts,
   return replicas;
 }
 
+bool Contains(const std::vector<int32_t>& v, int32_t b) {
+  return std::find(v.begin(), v.end(), b) != v.end();
+}
+
+// The next step of a reassignment of a partition with a live leader: add the wanted replicas;
+// once all are in sync, hand leadership to the first wanted one (if live and in sync; else any
+// wanted in-sync replica, when the leader is not wanted) and drop the others.
+std::optional<PartitionAssignment> PlanReassignment(const ClusterView& view,
+                                                    const PartitionAssignment& now) {
+  const std::vector<int32_t>& wanted = now.target_replicas;
+  if (wanted.empty()) return std::nullopt;
+  PartitionAssignment next = now;
+  bool missing = false;
+  for (int32_t b : wanted) missing |= !Contains(now.replicas, b);
+  if (missing) {  // step 1: the new replicas join as followers and catch up
+    next.replicas = wanted;
+    for (int32_t b : now.replicas) {
+      if (!Contains(wanted, b)) next.replicas.push_back(b);
+    }
+    return next;
+  }
+  for (int32_t b : wanted) {
+    if (!Contains(now.isr, b)) return std::nullopt;  // still catching up
+  }
+  // Step 2: every wanted replica is in sync — lead from the preferred one, drop the rest.
+  const int32_t preferred = wanted.front();
+  if (now.leader != preferred && view.brokers.contains(preferred)) {
+    next.leader = preferred;
+  } else if (!Contains(wanted, now.leader)) {
+    auto live = std::find_if(wanted.begin(), wanted.end(),
+                             [&](int32_t b) { return view.brokers.contains(b); });
+    if (live == wanted.end()) return std::nullopt;
+    next.leader = *live;
+  }
+  if (next.leader != now.leader) next.leader_epoch = now.leader_epoch + 1;
+  next.replicas = wanted;
+  next.isr.clear();
+  for (int32_t b : now.isr) {
+    if (Contains(wanted, b)) next.isr.push_back(b);
+  }
+  next.target_replicas.clear();
+  next.throttle_bytes_per_second = 0;
+  return next;
+}
+
 void PlaceTopic(const TopicAssignment& t, std::map<int32_t, int32_t>& counts,
                 std::vector<PartitionChange>* out) {
   const int32_t rf = std::min<int32_t>(t.replication_factor, static_cast<int32_t>(counts.size()));
@@ -58,7 +104,13 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view) {
     for (int32_t p = 0; p < static_cast<int32_t>(t.partitions.size()); ++p) {
       if (!t.partitions[p]) continue;
       const PartitionAssignment& now = *t.partitions[p];
-      if (now.leader != kNoBroker && view.brokers.contains(now.leader)) continue;
+      if (now.leader != kNoBroker && view.brokers.contains(now.leader)) {
+        if (auto next = PlanReassignment(view, now)) {
+          if (next->leader != now.leader) ++counts[next->leader];
+          out.push_back(PartitionChange{name, t.meta.id, p, t.partition_revisions[p], *next});
+        }
+        continue;
+      }
       PartitionAssignment next = now;
       bool unclean = false;
       std::vector<int32_t> live_isr;

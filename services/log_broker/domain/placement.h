@@ -33,6 +33,9 @@ struct PartitionChange {
 // - with no live in-sync replica it goes offline (leader kNoBroker), keeping its in-sync set,
 //   so the first of those to return leads again — unless the topic allows unclean election:
 //   then the first live replica leads, alone in sync (what it lacks is lost);
+// - a reassignment (target_replicas) first adds the wanted replicas; once every one is in sync,
+//   the first wanted replica leads (if live; epoch + 1 when the leader changes) and the
+//   others are dropped from the replicas and the in-sync set;
 // - every change of leader bumps the epoch, and the epoch never goes back.
 std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view);
 

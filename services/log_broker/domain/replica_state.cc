@@ -104,6 +104,21 @@ void ReplicaState::RecordFetch(int32_t follower, int64_t offset, int64_t log_end
   f.leader_end_at_last_fetch = log_end;
 }
 
+int64_t ReplicaState::ThrottleBudget(int32_t follower, absl::Duration now) {
+  if (throttle_bytes_per_second <= 0 || InSync(follower)) return INT64_MAX;
+  const double rate = static_cast<double>(throttle_bytes_per_second);
+  if (throttle_refilled_at == absl::ZeroDuration()) throttle_refilled_at = now;  // starts empty
+  throttle_tokens = std::min(
+      rate, throttle_tokens + rate * absl::ToDoubleSeconds(now - throttle_refilled_at));
+  throttle_refilled_at = now;
+  return throttle_tokens <= 0 ? 0 : static_cast<int64_t>(throttle_tokens);
+}
+
+void ReplicaState::ChargeThrottle(int32_t follower, int64_t bytes) {
+  if (throttle_bytes_per_second <= 0 || InSync(follower)) return;
+  throttle_tokens -= static_cast<double>(bytes);
+}
+
 bool ReplicaState::InSync(int32_t broker) const {
   return std::find(isr.begin(), isr.end(), broker) != isr.end();
 }

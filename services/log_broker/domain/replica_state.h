@@ -80,6 +80,12 @@ struct ReplicaState {
   std::vector<int32_t> isr;
   absl::flat_hash_map<int32_t, FollowerProgress> followers;  // leader: by broker id
   int64_t leader_high_watermark = 0;  // follower: the leader's, as last fetched
+  // Leader: the payload bytes/s followers outside the in-sync set may copy (a reassignment's
+  // throttle; 0: unthrottled), one bucket per partition, starting empty and holding at most a
+  // second's worth.
+  int64_t throttle_bytes_per_second = 0;
+  double throttle_tokens = 0;
+  absl::Duration throttle_refilled_at;
 
   // Takes the role a view names. Followers' progress restarts at a new epoch.
   // `revision` is the metadata revision of the partition's state in the view.
@@ -101,6 +107,10 @@ struct ReplicaState {
   std::optional<std::vector<int32_t>> PlanIsr(int64_t hw, int64_t epoch_start,
                                               absl::Duration lag_time, absl::Duration now) const;
   bool InSync(int32_t broker) const;
+  // Leader: the bytes `follower` may read now — unlimited (INT64_MAX) when unthrottled or in
+  // sync; ChargeThrottle takes what it read (the bucket may go below zero by one record).
+  int64_t ThrottleBudget(int32_t follower, absl::Duration now);
+  void ChargeThrottle(int32_t follower, int64_t bytes);
   // Leader: `next` is being written; the union of it and the metadata's set counts until a
   // view shows the outcome.
   void BeginIsrChange(std::vector<int32_t> next);

@@ -228,6 +228,53 @@ TEST(Placement, TurningUncleanElectionOnBringsAnOfflinePartitionBack) {
   EXPECT_EQ(changes[0].next.leader_epoch, before.leader_epoch + 2);
 }
 
+TEST(Placement, AReassignmentAddsTheNewReplicasThenHandsOverOnceAllAreInSync) {
+  ClusterView view = ReplicatedPartition();  // replicas 1,2,3 led by 1
+  view.brokers[4] = BrokerRegistration{4, "127.0.0.1:4", "x"};
+  PartitionAssignment& p = *view.topics["t"].partitions[0];
+  ASSERT_EQ(p.leader, 1);
+  const int32_t epoch = p.leader_epoch;
+  p.target_replicas = {4, 2, 3};
+  p.throttle_bytes_per_second = 1000;
+  auto add = PlanPartitionChanges(view);
+  ASSERT_EQ(add.size(), 1u);
+  EXPECT_THAT(add[0].next.replicas, ::testing::ElementsAre(4, 2, 3, 1)) << "4 joins as a follower";
+  EXPECT_EQ(add[0].next.leader, 1) << "no leader change while 4 catches up";
+  EXPECT_EQ(add[0].next.leader_epoch, epoch);
+  EXPECT_THAT(add[0].next.isr, ::testing::ElementsAre(1, 2, 3)) << "4 is not in sync yet";
+  Apply(&view, add);
+  EXPECT_TRUE(PlanPartitionChanges(view).empty()) << "waits while 4 is out of sync";
+
+  view.topics["t"].partitions[0]->isr = {1, 2, 3, 4};  // the leader added it once caught up
+  auto hand_over = PlanPartitionChanges(view);
+  ASSERT_EQ(hand_over.size(), 1u);
+  const PartitionAssignment& done = hand_over[0].next;
+  EXPECT_EQ(done.leader, 4) << "the first wanted replica leads";
+  EXPECT_EQ(done.leader_epoch, epoch + 1) << "a leader change bumps the epoch";
+  EXPECT_THAT(done.replicas, ::testing::ElementsAre(4, 2, 3)) << "1 is dropped";
+  EXPECT_THAT(done.isr, ::testing::UnorderedElementsAre(2, 3, 4));
+  EXPECT_TRUE(done.target_replicas.empty()) << "done";
+  EXPECT_EQ(done.throttle_bytes_per_second, 0);
+  Apply(&view, hand_over);
+  EXPECT_TRUE(PlanPartitionChanges(view).empty());
+}
+
+TEST(Placement, TheCurrentReplicasInAnotherOrderElectThePreferredLeader) {
+  ClusterView view = ReplicatedPartition();
+  PartitionAssignment& p = *view.topics["t"].partitions[0];
+  const int32_t epoch = p.leader_epoch;
+  p.target_replicas = {2, 1, 3};
+  auto changes = PlanPartitionChanges(view);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].next.leader, 2);
+  EXPECT_EQ(changes[0].next.leader_epoch, epoch + 1);
+  EXPECT_THAT(changes[0].next.replicas, ::testing::ElementsAre(2, 1, 3));
+  EXPECT_THAT(changes[0].next.isr, ::testing::UnorderedElementsAre(1, 2, 3));
+
+  view.topics["t"].partitions[0]->isr = {1, 3};  // 2 fell behind first: it may not lead
+  EXPECT_TRUE(PlanPartitionChanges(view).empty()) << "waits until the preferred one is in sync";
+}
+
 TEST(Placement, NoLiveBrokersPlansNothing) {
   ClusterView view;
   AddTopic(&view, "t", 1, 3);
