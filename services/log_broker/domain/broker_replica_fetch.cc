@@ -1,0 +1,205 @@
+// The Broker's replication, leader side: a follower's fetch (ReplicaFetch) — each item
+// validated against this log (epochs, divergence), the follower's progress recorded (which may
+// move the high watermark), records read up to the log end within the throttle, long-polled.
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "services/log_broker/domain/broker.h"
+#include "services/log_broker/domain/limits.h"
+
+namespace conduit::log_broker {
+
+// A follower's fetch waiting for records in any of its partitions (or its deadline).
+class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
+ public:
+  Broker* broker = nullptr;
+  int32_t follower = 0;
+  std::vector<std::shared_ptr<TopicState>> topics;  // per item; null: the item failed
+  std::vector<ReplicaFetchData> answers;
+  std::vector<ReplicaFetchItem> items;
+  int64_t max_bytes = 0;
+  ReplicaFetchCallback done;
+  std::atomic<runtime::Scope::TimerId> timer{0};
+  std::atomic<bool> fired{false};
+  uint64_t waiter_id = 0;
+
+  void Fire() {
+    if (fired.exchange(true)) return;
+    broker->scope_.Cancel(timer.load());
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!topics[i]) continue;
+      Partition& part = topics[i]->partitions[items[i].partition];
+      absl::MutexLock lock(&part.mu);
+      part.replica_waiters.erase(waiter_id);
+    }
+    auto self = shared_from_this();
+    if (!broker->scope_.Submit([self] { self->Read(); })) {
+      for (auto& a : answers) {
+        if (a.status.ok()) a.status = absl::ResourceExhaustedError("storage read queue is full");
+      }
+      done(std::move(answers));
+    }
+  }
+
+  // Storage pool: the records of every valid item, up to its log end, within max_bytes.
+  void Read() {
+    int64_t budget = max_bytes;
+    for (size_t i = 0; i < items.size(); ++i) {
+      ReplicaFetchData& a = answers[i];
+      if (!topics[i] || !a.status.ok()) continue;
+      if (topics[i]->deleted.load()) {
+        a.status = absl::NotFoundError("topic was deleted");
+        continue;
+      }
+      Partition& part = topics[i]->partitions[items[i].partition];
+      int64_t allowed;
+      {
+        absl::MutexLock lock(&part.mu);
+        a.high_watermark = part.high_watermark;
+        a.log_start_offset = part.meta.log_start_offset;
+        a.log_end_offset = part.meta.next_offset;
+        allowed = std::min(budget, part.replica.ThrottleBudget(follower, broker->clock_->Monotonic()));
+      }
+      if (allowed <= 0 || items[i].fetch_offset >= a.log_end_offset) continue;
+      auto records = broker->store_->Read(topics[i]->id, items[i].partition, items[i].fetch_offset,
+                                          a.log_end_offset, kMaxFetchRecords, allowed);
+      if (!records.ok()) {
+        a.status = records.status();
+        continue;
+      }
+      int64_t read = 0;  // payload bytes, as max_bytes counts them
+      for (const auto& r : *records) read += static_cast<int64_t>(r.data.PayloadBytes());
+      budget -= read;
+      {
+        absl::MutexLock lock(&part.mu);
+        part.replica.ChargeThrottle(follower, read);
+      }
+      a.records = *std::move(records);
+    }
+    done(std::move(answers));
+  }
+};
+
+absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem> items,
+                                  int64_t max_bytes, absl::Duration max_wait,
+                                  ReplicaFetchCallback done) {
+  auto wait = std::make_shared<ReplicaFetchWait>();
+  wait->broker = this;
+  wait->follower = follower;
+  wait->max_bytes = std::clamp<int64_t>(max_bytes, 1, kMaxFetchBytes);
+  wait->done = std::move(done);
+  wait->waiter_id = next_waiter_id_.fetch_add(1);
+  wait->topics.resize(items.size());
+  wait->answers.resize(items.size());
+  bool ready = max_wait <= absl::ZeroDuration();
+  const bool lease_valid = cluster_ == nullptr || cluster_->LeaseValid();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ReplicaFetchItem& item = items[i];
+    ReplicaFetchData& a = wait->answers[i];
+    a.topic = item.topic;
+    a.topic_id = item.topic_id;
+    a.partition = item.partition;
+    auto topic = FindTopic(item.topic);
+    if (topic.ok() && (*topic)->id != item.topic_id) topic = absl::NotFoundError("another topic id");
+    if (topic.ok()) a.status = CheckPartition(**topic, item.partition);
+    if (!topic.ok() || !a.status.ok()) {
+      if (a.status.ok()) a.status = topic.status();
+      ready = true;
+      continue;
+    }
+    std::vector<std::function<void()>> wake;
+    a.status = ValidateReplicaFetch(**topic, follower, item, lease_valid, &a, &wake);
+    for (auto& fn : wake) fn();
+    if (!a.status.ok()) {
+      ready = true;
+      continue;
+    }
+    wait->topics[i] = *topic;
+    if (a.log_end_offset > item.fetch_offset) {
+      // Records to send, unless a throttle holds them back: then wait out max_wait.
+      Partition& part = (*topic)->partitions[item.partition];
+      absl::MutexLock lock(&part.mu);
+      ready |= part.replica.ThrottleBudget(follower, clock_->Monotonic()) > 0;
+    }
+  }
+  wait->items = std::move(items);
+  if (ready) {
+    wait->Fire();
+    return absl::OkStatus();
+  }
+  wait->timer.store(scope_.After(max_wait, [wait] { wait->Fire(); }));
+  bool appended = false;
+  for (size_t i = 0; i < wait->items.size(); ++i) {
+    Partition& part = wait->topics[i]->partitions[wait->items[i].partition];
+    absl::MutexLock lock(&part.mu);
+    if (part.meta.next_offset > wait->items[i].fetch_offset) appended = true;
+    if (!wait->fired.load()) {
+      part.replica_waiters.emplace(wait->waiter_id, [wait] { wait->Fire(); });
+    }
+  }
+  if (appended) wait->Fire();
+  return absl::OkStatus();
+}
+
+absl::Status Broker::ValidateReplicaFetch(TopicState& topic, int32_t follower,
+                                          const ReplicaFetchItem& item, bool lease_valid,
+                                          ReplicaFetchData* answer,
+                                          std::vector<std::function<void()>>* wake) {
+  Partition& part = topic.partitions[item.partition];
+  absl::MutexLock lock(&part.mu);
+  answer->high_watermark = part.high_watermark;
+  answer->log_start_offset = part.meta.log_start_offset;
+  answer->log_end_offset = part.meta.next_offset;
+  if (part.replica.role != ReplicaState::Role::kLeader || part.replica.leader_epoch != part.leader_epoch) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "broker %d does not lead %s/%d (its epoch %d)", part.replica.self, topic.name, item.partition,
+        part.replica.leader_epoch));
+  }
+  if (item.current_leader_epoch < part.replica.leader_epoch) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "fenced: leader epoch %d of %s/%d is stale; the current one is %d",
+        item.current_leader_epoch, topic.name, item.partition, part.replica.leader_epoch));
+  }
+  if (item.current_leader_epoch > part.replica.leader_epoch) {
+    return absl::UnavailableError(absl::StrFormat(
+        "broker %d has not reached leader epoch %d of %s/%d yet (at %d)", part.replica.self,
+        item.current_leader_epoch, topic.name, item.partition, part.replica.leader_epoch));
+  }
+  if (std::find(part.replica.replicas.begin(), part.replica.replicas.end(), follower) == part.replica.replicas.end() ||
+      follower == part.replica.self) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "broker %d is not a follower of %s/%d", follower, topic.name, item.partition));
+  }
+  // Does the follower's log agree with this one up to its fetch offset? The end of its last
+  // epoch here tells (KIP-101/279; KIP-320 answers it within the fetch).
+  if (item.fetch_offset < part.meta.log_start_offset && item.last_fetched_epoch < 0) {
+    answer->truncate_to = part.meta.log_start_offset;  // start over at the log start
+    return absl::OutOfRangeError("the follower's log starts before the leader's");
+  }
+  if (item.last_fetched_epoch >= 0) {
+    auto after = part.epoch_starts.upper_bound(item.last_fetched_epoch);
+    const int32_t shared = after == part.epoch_starts.begin() ? -1 : std::prev(after)->first;
+    const int64_t end = after == part.epoch_starts.end() ? part.meta.next_offset : after->second;
+    if (shared != item.last_fetched_epoch || end < item.fetch_offset) {
+      answer->truncate_to =
+          shared < 0 ? part.meta.log_start_offset : std::min(end, item.fetch_offset);
+      return absl::OutOfRangeError(absl::StrFormat(
+          "the follower's log diverges from the leader's: epoch %d ends at %d here",
+          item.last_fetched_epoch, *answer->truncate_to));
+    }
+  } else if (item.fetch_offset != part.meta.log_start_offset) {
+    answer->truncate_to = part.meta.log_start_offset;
+    return absl::OutOfRangeError("the follower's log has no epoch but is not empty");
+  }
+  part.replica.RecordFetch(follower, item.fetch_offset, part.meta.next_offset,
+                           clock_->Monotonic());
+  // A leader that cannot confirm its lease may already be deposed: it acknowledges nothing.
+  if (lease_valid) part.AdvanceHighWatermark(wake);
+  answer->high_watermark = part.high_watermark;
+  return absl::OkStatus();
+}
+
+}  // namespace conduit::log_broker
