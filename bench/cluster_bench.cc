@@ -1,5 +1,5 @@
 // cluster_bench: what a cluster costs and how fast it reacts, on this machine, in one run.
-//   1. Produce through the C++ Producer (idempotent, keyed, 100 B values) to a 12-partition
+//   1. Produce through the C++ Producer (idempotent, keyed, 100 B values) to a 12-partition RF 1
 //      topic: a single node (no etcd), a cluster of 1 and a cluster of 3 brokers. Records/s and
 //      CPU per record (the brokers' user+system time from /proc, and this client's).
 //   2. GetMetadata latency (sequential calls to one broker).
@@ -13,10 +13,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <future>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -24,12 +22,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/broker_cluster.h"
 #include "bench/histogram.h"
 #include "client/producer.h"
-#include "common/testing/etcd_process.h"
-#include "common/testing/temp_dir.h"
 #include "tests/support/log_client.h"
-#include "tests/support/server_process.h"
 
 ABSL_FLAG(int, records, 200000, "records per produce run");
 ABSL_FLAG(int, partitions, 12, "partitions of the topic");
@@ -40,25 +36,6 @@ namespace conduit::bench {
 namespace {
 
 using testing::LogClient;
-using testing::ServerProcess;
-
-std::string Bin(const std::string& name) {
-  const char* dir = std::getenv("CONDUIT_BIN_DIR");
-  return std::string(dir ? dir : "build/bin") + "/" + name;
-}
-
-// user + system CPU of a process so far.
-absl::Duration ProcessCpu(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  std::getline(in, line);
-  std::istringstream fields(line.substr(line.rfind(')') + 2));
-  std::string skip;
-  for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt
-  long utime = 0, stime = 0;
-  fields >> utime >> stime;
-  return absl::Seconds(static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK));
-}
 
 absl::Duration SelfCpu() {
   rusage u{};
@@ -66,67 +43,27 @@ absl::Duration SelfCpu() {
   return absl::DurationFromTimeval(u.ru_utime) + absl::DurationFromTimeval(u.ru_stime);
 }
 
-struct Cluster {
-  testing::TempDir dir;
-  std::unique_ptr<testing::EtcdProcess> etcd;
-  std::vector<std::unique_ptr<ServerProcess>> brokers;
-
-  // `n` brokers; without etcd when `cluster` is false (a single node).
-  bool Start(int n, bool cluster) {
-    if (cluster) {
-      etcd = std::make_unique<testing::EtcdProcess>(dir.path());
-      if (!etcd->Start().ok()) return false;
-    }
-    for (int id = 1; id <= n; ++id) {
-      const std::string work = dir.Sub(absl::StrCat("b", id));
-      std::filesystem::create_directories(work);
-      std::vector<std::string> args;
-      if (cluster) {
-        args = {"--etcd-endpoints", etcd->endpoint(),   "--broker-id",
-                std::to_string(id), "--etcd-lease-ttl", absl::GetFlag(FLAGS_lease_ttl)};
-      }
-      brokers.push_back(
-          std::make_unique<ServerProcess>(Bin("conduit-broker"), work + "/data", work, args));
-      if (!brokers.back()->running()) return false;
-    }
-    if (!cluster) return true;
-    LogClient c(brokers[0]->address());
-    for (int i = 0; i < 200; ++i) {
-      grpc::ClientContext ctx;
-      LogClient::SetDeadline(&ctx);
-      conduit::log::v1::GetMetadataResponse m;
-      if (c.stub()->GetMetadata(&ctx, {}, &m).ok() && m.brokers_size() == n) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
-  }
-  // The bench topic (12 partitions by default) through broker 1; whether it was created.
-  bool CreateTopic() const {
-    LogClient admin(brokers[0]->address());
-    conduit::log::v1::CreateTopicRequest create;
-    create.set_name("bench");
-    create.set_partitions(absl::GetFlag(FLAGS_partitions));
-    conduit::log::v1::CreateTopicResponse created;
-    grpc::ClientContext ctx;
-    LogClient::SetDeadline(&ctx, absl::Seconds(20));
-    return admin.stub()->CreateTopic(&ctx, create, &created).ok();
-  }
-  absl::Duration BrokersCpu() const {
-    absl::Duration d;
-    for (const auto& b : brokers) d += ProcessCpu(b->pid());
-    return d;
-  }
-};
+// The bench topic (12 partitions by default, one replica each: replication has its own
+// benchmark, replication_bench) through broker 1; whether it was created.
+bool CreateTopic(BrokerCluster& c) {
+  conduit::log::v1::CreateTopicRequest create;
+  create.set_name("bench");
+  create.set_partitions(absl::GetFlag(FLAGS_partitions));
+  create.set_replication_factor(1);
+  return c.CreateTopic(create);
+}
 
 void ProduceRun(const char* label, int brokers, bool cluster) {
-  Cluster c;
-  if (!c.Start(brokers, cluster)) {
+  BrokerCluster c;
+  std::vector<std::string> args;
+  if (cluster) args = {"--etcd-lease-ttl", absl::GetFlag(FLAGS_lease_ttl)};
+  if (!c.Start(brokers, cluster, args)) {
     std::printf("%-22s could not start\n", label);
     return;
   }
-  if (!c.CreateTopic()) return;
+  if (!CreateTopic(c)) return;
   client::ProducerOptions options;
-  options.address = c.brokers[0]->address();
+  options.address = c.address(1);
   options.topic = "bench";
   auto producer = client::Producer::Create(options);
   if (!producer.ok()) return;
@@ -152,9 +89,11 @@ void ProduceRun(const char* label, int brokers, bool cluster) {
 }
 
 void MetadataAndFailoverRun() {
-  Cluster c;
-  if (!c.Start(3, true) || !c.CreateTopic()) return;
-  LogClient via(c.brokers[0]->address());
+  BrokerCluster c;
+  if (!c.Start(3, true, {"--etcd-lease-ttl", absl::GetFlag(FLAGS_lease_ttl)}) || !CreateTopic(c)) {
+    return;
+  }
+  LogClient via(c.address(1));
   LatencyHistogram h;
   for (int i = 0; i < absl::GetFlag(FLAGS_metadata_calls); ++i) {
     grpc::ClientContext ctx;
@@ -169,7 +108,7 @@ void MetadataAndFailoverRun() {
               h.Quantile(1.0) / 1e3);
   // SIGKILL broker 3; watch broker 1's metadata until none of the partitions leads on it.
   const absl::Time killed = absl::Now();
-  c.brokers[2]->Kill(SIGKILL);
+  c.Kill(3);
   while (absl::Now() - killed < absl::Seconds(30)) {
     grpc::ClientContext ctx;
     LogClient::SetDeadline(&ctx);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Conduit side by side with the systems users would pick instead, on this machine, over
-# loopback, at matched durability; writes docs/BENCHMARKS.md (and prints its tables).
+# loopback, at matched durability; writes docs/BENCHMARKS.md (and prints its tables), including
+# replicated partitions against NATS JetStream R3 (build/bin/replication_bench).
 #
 #   scripts/bench-peers.sh [SECONDS]      (make bench-peers; default 3 s per workload)
 #
@@ -17,11 +18,12 @@ mkdir -p docs
 
 need=()
 for p in redis-server nats-server beanstalkd; do command -v "$p" >/dev/null || need+=("$p"); done
+command -v etcd >/dev/null || need+=(etcd-server)  # cluster_bench, replication_bench
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
 fi
-[ -x "$BIN/peer_bench" ] && [ -x "$BIN/conduit-standalone" ] || {
+[ -x "$BIN/peer_bench" ] && [ -x "$BIN/conduit-standalone" ] && [ -x "$BIN/replication_bench" ] || {
   echo "build first: cmake -S . -B build -G Ninja && ninja -C build" >&2; exit 2; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/conduit-peers.XXXXXX")
@@ -109,6 +111,13 @@ echo "build/bin/e2e_bench --loads=1000,10000,50000 --producers= --seconds=$SECON
 echo "build/bin/cluster_bench:" >>"$extra"
 CONDUIT_BIN_DIR="$BIN" "$BIN/cluster_bench" 2>/dev/null | tee -a "$extra" >&2
 
-python3 scripts/bench_peers_report.py "$results" "$rss" "$SECONDS_PER" "$extra" >"$OUT"
+# Replicated partitions (issue 16): Conduit RF 3 acks all / acks leader / RF 1 on three brokers,
+# NATS JetStream R3 on three nats-server; SIGKILL-the-leader failover times (20 kills each).
+replication=build/peer-bench/replication.tsv
+echo "== build/bin/replication_bench --seconds=$SECONDS_PER" >&2
+CONDUIT_BIN_DIR="$BIN" "$BIN/replication_bench" --seconds="$SECONDS_PER" | tee "$replication" >&2
+
+python3 scripts/bench_peers_report.py "$results" "$rss" "$SECONDS_PER" "$extra" "$replication" \
+  >"$OUT"
 cat "$OUT"
 echo "wrote $OUT" >&2

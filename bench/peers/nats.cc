@@ -155,7 +155,7 @@ Figures RunClients(int port, const std::string& name, int clients, absl::Duratio
 // Creates a fresh stream (and for a work queue its durable consumer "w"), runs `body`, then
 // deletes the stream so repeated runs do not accumulate data on disk.
 template <typename Body>
-Figures WithStream(int port, const char* kind, const char* retention, Body body) {
+Figures WithStream(int port, const char* kind, const char* retention, int replicas, Body body) {
   Figures out;
   Conn admin;
   std::string err, reply;
@@ -166,7 +166,7 @@ Figures WithStream(int port, const char* kind, const char* retention, Body body)
       !admin.Request("$JS.API.STREAM.CREATE." + name,
                      R"({"name":")" + name + R"(","subjects":["bench.)" + name +
                          R"("],"storage":"file","retention":")" + retention +
-                         R"(","num_replicas":1})",
+                         R"(","num_replicas":)" + std::to_string(replicas) + "}",
                      &reply, &err) ||
       (workqueue &&
        !admin.Request("$JS.API.CONSUMER.DURABLE.CREATE." + name + ".w",
@@ -184,7 +184,7 @@ Figures WithStream(int port, const char* kind, const char* retention, Body body)
 // Pre-fills a fresh work-queue stream, untimed, with `per_sec` messages for each second of the
 // run; all clients then share its one durable consumer, as work-queue workers do.
 Figures WorkQueueCycle(int port, int clients, int batch, double per_sec, absl::Duration run) {
-  return WithStream(port, "WQ", "workqueue", [&](Conn& admin, const std::string& name) {
+  return WithStream(port, "WQ", "workqueue", 1, [&](Conn& admin, const std::string& name) {
     Figures out;
     uint64_t unused = 0;
     const auto prefill =
@@ -202,9 +202,10 @@ Figures WorkQueueCycle(int port, int clients, int batch, double per_sec, absl::D
 
 }  // namespace
 
-Figures NatsPublish(int port, int clients, int window, int value_bytes, absl::Duration run) {
+Figures NatsPublish(int port, int clients, int window, int value_bytes, absl::Duration run,
+                    int replicas) {
   const std::string payload(static_cast<size_t>(value_bytes), 'x');
-  return WithStream(port, "PUB", "limits", [&](Conn&, const std::string& name) {
+  return WithStream(port, "PUB", "limits", replicas, [&](Conn&, const std::string& name) {
     const std::string subject = "bench." + name;
     return RunClients(port, name, clients, run,
                       [&](Conn& c, auto from, auto until, Figures* f, uint64_t* ops) {

@@ -24,12 +24,12 @@ Conn::~Conn() {
   if (fd_ >= 0) close(fd_);
 }
 
-bool Conn::Open(int port, std::string inbox, std::string* err) {
+bool Conn::Open(int port, std::string inbox, std::string* err, int timeout_ms) {
   inbox_ = std::move(inbox);
   fd_ = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  timeval tv{5, 0};  // a stalled server turns into an error instead of a hung run
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -142,7 +142,7 @@ bool Conn::Fill(std::string* err) {
     if (r > 0) return (end_ += static_cast<size_t>(r), true);
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) return (*err = "connection closed by server", false);
-    return (*err = errno == EAGAIN ? "read timeout (5 s)" : strerror(errno), false);
+    return (*err = errno == EAGAIN ? "read timeout" : strerror(errno), false);
   }
 }
 

@@ -33,8 +33,9 @@ class Conn {
   ~Conn();
 
   // Connects, does the INFO/CONNECT handshake and subscribes to the wildcard inbox
-  // "<inbox>.>" that carries every reply this connection asks for.
-  bool Open(int port, std::string inbox, std::string* err);
+  // "<inbox>.>" that carries every reply this connection asks for. A read that waits longer
+  // than `timeout_ms` fails (a stalled or killed server becomes an error, not a hung run).
+  bool Open(int port, std::string inbox, std::string* err, int timeout_ms = 5000);
 
   const std::string& inbox() const { return inbox_; }
 

@@ -22,8 +22,10 @@ Figures RedisReadAck(int port, int clients, int value_bytes, absl::Duration run)
 // XACK for every id read; ops = acked records, latency per round.
 Figures RedisReadAckBatch(int port, int clients, int batch, int value_bytes, absl::Duration run);
 // NATS JetStream (another file). window 1 = synchronous publish with ack; >1 = async publish
-// with up to `window` acks outstanding per connection.
-Figures NatsPublish(int port, int clients, int window, int value_bytes, absl::Duration run);
+// with up to `window` acks outstanding per connection. The stream (file storage) is created
+// fresh with `replicas` copies (3 on a clustered JetStream: a Raft group per stream).
+Figures NatsPublish(int port, int clients, int window, int value_bytes, absl::Duration run,
+                    int replicas = 1);
 // Work-queue pull + ack cycle on a WorkQueue-retention stream: fetch 1, ack, repeat.
 Figures NatsWorkQueueCycle(int port, int clients, absl::Duration run);
 // The same cycle pulling up to `batch` messages per request, then AckSync for each (all sent at
