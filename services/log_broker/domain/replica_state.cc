@@ -200,6 +200,9 @@ std::optional<std::vector<int32_t>> ReplicaState::PlanIsr(int64_t hw, int64_t ep
   if (!changed) {
     for (const auto& [b, f] : followers) {
       if (InSync(b) || f.end < 0 || f.end < hw || f.end < epoch_start) continue;
+      // Only a follower the rule above would keep: one stopped at the high watermark (its end
+      // there because nothing was appended since) would otherwise join and leave in turn.
+      if (now - f.caught_up_at > lag_time) continue;
       next.push_back(b);
       changed = true;
       break;  // one at a time: each join is its own guarded write

@@ -144,8 +144,8 @@ struct ReplicaState {
 
   // Leader: the in-sync set to write next, if it should change: followers not caught up for
   // longer than `lag_time` leave; one out of the set that reached the high watermark `hw`, and
-  // at least `epoch_start` (the first offset of the current epoch), joins. nullopt: no change
-  // (or a change is pending).
+  // at least `epoch_start` (the first offset of the current epoch), and was caught up within
+  // `lag_time`, joins. nullopt: no change (or a change is pending).
   std::optional<std::vector<int32_t>> PlanIsr(int64_t hw, int64_t epoch_start,
                                               absl::Duration lag_time, absl::Duration now) const;
   bool InSync(int32_t broker) const;
