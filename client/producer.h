@@ -47,6 +47,9 @@ struct ProducerOptions {
   int max_in_flight = 5;
   absl::Duration retry_backoff = absl::Milliseconds(50);
   absl::Duration request_timeout = absl::Seconds(10);
+  // When a batch is answered: ACKS_ALL (replicated to the in-sync set) or ACKS_LEADER;
+  // unspecified: the topic's setting.
+  ::conduit::log::v1::Acks acks = ::conduit::log::v1::ACKS_UNSPECIFIED;
 };
 
 struct ProducerRecord {

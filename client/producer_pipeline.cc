@@ -41,6 +41,7 @@ Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
   auto batch = std::make_shared<Batch>();
   lpb::ProduceRequest& req = batch->request;
   req.set_topic(options_.topic);
+  req.set_acks(options_.acks);
   size_t bytes = 0;
   while (!q.queued.empty() && static_cast<int>(batch->records.size()) < options_.max_batch_records &&
          (batch->records.empty() || bytes < options_.max_batch_bytes)) {

@@ -105,12 +105,23 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
     node->fetchers_ = std::make_unique<cluster::ReplicaFetchers>(
         node->broker_.get(), runtime, cluster::ReplicaFetcherOptions{.self = self});
     node->replica_service_ = std::make_unique<api::ReplicaService>(node->broker_.get());
+    node->scope_ = std::make_unique<runtime::Scope>(runtime, runtime::Pool::kStorage);
+    LogBrokerNode* raw = node.get();
+    node->replication_metrics_ = node->scope_->Every(kReplicationMetricsInterval,
+                                                     [raw] { raw->RefreshReplicationMetrics(); });
   }
   return node;
 }
 
 LogBrokerNode::~LogBrokerNode() {
+  if (scope_) scope_->StopEvery(replication_metrics_);
   if (broker_) broker_->StopClusterWork();
+}
+
+void LogBrokerNode::RefreshReplicationMetrics() {
+  const std::vector<PartitionReplication> led = broker_->ReplicationSnapshot();
+  metrics_->OnReplication(led);
+  cluster_metrics_->OnReplication(led);
 }
 
 absl::Status LogBrokerNode::Join(const std::string& address) {

@@ -41,6 +41,10 @@ class LogBrokerNode {
 
   ~LogBrokerNode();  // stops cluster work first: the broker's periodic work uses the cluster
 
+  // How often cluster mode refreshes the replication gauges (under-replicated and under-min-ISR
+  // partitions, follower lag) from Broker::ReplicationSnapshot.
+  static constexpr absl::Duration kReplicationMetricsInterval = absl::Seconds(1);
+
   api::LogService* service() { return service_.get(); }
   api::ReplicaService* replica_service() { return replica_service_.get(); }
   Broker* broker() { return broker_.get(); }
@@ -48,6 +52,7 @@ class LogBrokerNode {
 
  private:
   LogBrokerNode() = default;
+  void RefreshReplicationMetrics();
 
   std::unique_ptr<RocksDbLogStore> store_;
   std::unique_ptr<api::LogMetrics> metrics_;
@@ -59,6 +64,9 @@ class LogBrokerNode {
   std::unique_ptr<cluster::EtcdCluster> cluster_;
   std::unique_ptr<api::LogService> service_;
   std::unique_ptr<api::ReplicaService> replica_service_;
+  // Cluster mode: the periodic replication-metrics refresh; stopped first in the destructor.
+  std::unique_ptr<runtime::Scope> scope_;
+  runtime::Scope::PeriodicId replication_metrics_ = 0;
 };
 
 }  // namespace conduit::log_broker

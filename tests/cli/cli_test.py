@@ -199,11 +199,18 @@ def test_topics():
     rows = as_dicts(table_after(r.out, "PARTITION"))
     check_eq([row["PARTITION"] for row in rows], ["0", "1", "2"], "describe partition rows", r)
     check_eq(list(rows[0].keys()),
-             ["PARTITION", "LOG-START", "HIGH-WATERMARK", "RECORDS", "BYTES", "NEWEST-APPEND"],
+             ["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HIGH-WATERMARK",
+              "RECORDS", "BYTES", "NEWEST-APPEND"],
              "describe columns", r)
     for row in rows:
         check_eq((row["LOG-START"], row["HIGH-WATERMARK"], row["NEWEST-APPEND"]), ("0", "0", "-"),
                  "empty partition", r)
+        # A single node is broker 0, the one replica, in sync, leading at epoch 0.
+        check_eq((row["LEADER"], row["EPOCH"], row["REPLICAS"], row["ISR"]), ("0", "0", "0", "0"),
+                 "single-node replication columns", r)
+    check("replication factor 1" in first and "acks=all" in first and "min_insync=1" in first,
+          "describe summary shows replication settings", r)
+    check("followers of" not in r.out, "no follower lines without followers", r)
 
     # After producing to partition 1, describe shows it.
     conduit("produce", topic, "--partition", 1, stdin="a\nb\n")
@@ -222,6 +229,9 @@ def test_topics():
     parts = {p.get("partition", 0): p for p in doc["partitions"]}
     check_eq(sorted(parts), [0, 1, 2], "JSON describe partitions", r)
     check_eq(parts[1].get("highWatermark"), "2", "JSON describe high watermark", r)
+    check_eq((parts[1].get("role"), parts[1].get("replicas"), parts[1].get("isr"),
+              parts[1].get("followers", [])), ("REPLICA_ROLE_SOLE", [0], [0], []),
+             "JSON describe replication", r)
 
     # alter --retention-time
     r = conduit("topic", "alter", topic, "--retention-time", "2h")
@@ -238,6 +248,27 @@ def test_topics():
     expect_usage(conduit("topic", "alter", topic, "--cleanup-policy", "never", expect=None))
     expect_error(conduit("topic", "alter", f"no-such-{SUFFIX}", "--retention-time", "1h",
                          expect=None), "NOT_FOUND")
+
+    # Replication settings: create, alter, produce with --acks. A single node takes RF 1 only.
+    rtopic = f"cli-replicated-{SUFFIX}"
+    conduit("topic", "create", rtopic, "--replication-factor", 1, "--min-insync-replicas", 1,
+            "--acks", "leader", "--unclean-leader-election", "false")
+    r = conduit("topic", "describe", rtopic, output="json")
+    config = json.loads(r.out)["topic"]["config"]
+    check_eq((config.get("acks"), config.get("minInsyncReplicas"),
+              config.get("uncleanLeaderElection", False)), ("ACKS_LEADER", 1, False),
+             "created with the replication settings", r)
+    r = conduit("topic", "alter", rtopic, "--acks", "all", "--unclean-leader-election", "true")
+    check("acks=all" in r.out and "unclean_leader_election" in r.out, "alter acks and unclean", r)
+    expect_error(conduit("topic", "alter", rtopic, "--min-insync-replicas", 2, expect=None),
+                 "INVALID_ARGUMENT")
+    expect_error(conduit("topic", "create", f"rf2-{SUFFIX}", "--replication-factor", 2,
+                         expect=None), "INVALID_ARGUMENT")
+    expect_usage(conduit("topic", "alter", rtopic, "--acks", "some", expect=None), "--acks")
+    r = conduit("produce", rtopic, "--acks", "leader", stdin="x\ny\n")
+    check(r.out.startswith(f"produced 2 records to {rtopic}"), "produce --acks leader", r)
+    expect_usage(conduit("produce", rtopic, "--acks", "none", stdin="z\n", expect=None), "--acks")
+    conduit("topic", "delete", rtopic)
 
     # Server-side validation comes back as INVALID_ARGUMENT.
     expect_error(conduit("topic", "create", f"zero-{SUFFIX}", "--partitions", 0, expect=None),

@@ -22,7 +22,7 @@ namespace {
 namespace lpb = ::conduit::log::v1;
 
 struct ProduceFlags {
-  std::string topic, file, key_separator;
+  std::string topic, file, key_separator, acks;
   int partition = -1;
   std::vector<std::string> headers;
 };
@@ -79,7 +79,10 @@ int Produce(const Globals& g, const ProduceFlags& f) {
   std::istream& in = f.file.empty() ? std::cin : file;
   auto producer = client::Producer::Create({.bootstrap = g.Bootstrap(),
                                             .topic = f.topic,
-                                            .request_timeout = absl::Seconds(g.timeout_seconds)});
+                                            .request_timeout = absl::Seconds(g.timeout_seconds),
+                                            .acks = f.acks.empty()    ? lpb::ACKS_UNSPECIFIED
+                                                    : f.acks == "all" ? lpb::ACKS_ALL
+                                                                      : lpb::ACKS_LEADER});
   if (!producer.ok()) {
     return Fail(producer.status());
   }
@@ -316,6 +319,8 @@ void AddRecordCommands(CLI::App& app, const Globals& g, Action* run) {
                     "split each line into key and value at the first occurrence");
     cmd->add_option("--partition", f->partition, "write to this partition");
     cmd->add_option("--header,-H", f->headers, "key=value header on every record");
+    cmd->add_option("--acks", f->acks, "all | leader (default: the topic's setting)")
+        ->check(CLI::IsMember({"all", "leader"}));
     cmd->callback([&g, run, f] { *run = [&g, f] { return Produce(g, *f); }; });
   }
   {

@@ -1,6 +1,8 @@
 // conduit topic create|list|describe|alter|delete
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/grpc/proto_time.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "tools/conduit/cli.h"
@@ -13,8 +15,18 @@ namespace lpb = ::conduit::log::v1;
 // Topic settings shared by create and alter; only those given are set.
 struct ConfigFlags {
   std::string retention_time, retention_bytes, cleanup_policy, durability, dedup_window;
+  std::string acks, unclean_leader_election;
+  int min_insync_replicas = 0;  // 0: not given
 
   void Add(CLI::App* cmd) {
+    cmd->add_option("--min-insync-replicas", min_insync_replicas,
+                    "acks all needs this many in-sync replicas (1..replication factor)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--acks", acks, "all | leader: when a produce is answered (default all)")
+        ->check(CLI::IsMember({"all", "leader"}));
+    cmd->add_option("--unclean-leader-election", unclean_leader_election,
+                    "true | false: elect a replica out of the in-sync set (may lose records)")
+        ->check(CLI::IsMember({"true", "false"}));
     cmd->add_option("--retention-time", retention_time, "e.g. 7d, 12h; -1s keeps forever");
     cmd->add_option("--retention-bytes", retention_bytes, "per partition; -1: no limit");
     cmd->add_option("--cleanup-policy", cleanup_policy, "delete | compact | compact,delete")
@@ -46,6 +58,11 @@ struct ConfigFlags {
       if (!ParseDuration(dedup_window, &d)) return "bad --dedup-window " + dedup_window;
       grpc_util::SetDuration(d, config->mutable_dedup_window());
     }
+    if (min_insync_replicas > 0) config->set_min_insync_replicas(min_insync_replicas);
+    if (!acks.empty()) config->set_acks(acks == "all" ? lpb::ACKS_ALL : lpb::ACKS_LEADER);
+    if (!unclean_leader_election.empty()) {
+      config->set_unclean_leader_election(unclean_leader_election == "true");
+    }
     return "";
   }
 };
@@ -57,7 +74,48 @@ std::string ConfigText(const lpb::TopicConfig& c) {
     absl::StrAppend(&out, " retention=", DurationText(grpc_util::FromDuration(c.retention_time())));
   }
   if (c.has_retention_bytes()) absl::StrAppend(&out, " retention_bytes=", c.retention_bytes());
+  if (c.has_min_insync_replicas()) absl::StrAppend(&out, " min_insync=", c.min_insync_replicas());
+  if (c.acks() != lpb::ACKS_UNSPECIFIED) {
+    absl::StrAppend(&out, " acks=", c.acks() == lpb::ACKS_ALL ? "all" : "leader");
+  }
+  if (c.unclean_leader_election()) absl::StrAppend(&out, " unclean_leader_election");
   return out;
+}
+
+std::string BrokerList(const google::protobuf::RepeatedField<int32_t>& ids) {
+  return ids.empty() ? "-" : absl::StrJoin(ids, ",");
+}
+
+// The partitions table, then, for those the answering broker leads, one line per follower.
+void PrintDescription(const lpb::DescribeTopicResponse& resp) {
+  std::printf("topic %s: %d partitions, replication factor %d, %s\n", resp.topic().name().c_str(),
+              resp.topic().partitions(), resp.topic().replication_factor(),
+              ConfigText(resp.topic().config()).c_str());
+  Table t({"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HIGH-WATERMARK",
+           "RECORDS", "BYTES", "NEWEST-APPEND"});
+  Table lag({"PARTITION", "FOLLOWER", "IN-SYNC", "LOG-END", "LAG-RECORDS", "LAG-SECONDS"});
+  bool followers = false;
+  for (const auto& p : resp.partitions()) {
+    t.Add({std::to_string(p.partition()), p.leader() < 0 ? "offline" : std::to_string(p.leader()),
+           std::to_string(p.leader_epoch()), BrokerList(p.replicas()), BrokerList(p.isr()),
+           std::to_string(p.log_start_offset()), std::to_string(p.high_watermark()),
+           std::to_string(p.record_count()), std::to_string(p.bytes()),
+           p.has_newest_append_time() ? TimeText(grpc_util::FromTimestamp(p.newest_append_time()))
+                                      : "-"});
+    for (const auto& f : p.followers()) {
+      followers = true;
+      lag.Add({std::to_string(p.partition()), std::to_string(f.broker()),
+               f.in_sync() ? "yes" : "no",
+               f.log_end_offset() < 0 ? "-" : std::to_string(f.log_end_offset()),
+               std::to_string(f.lag_records()),
+               absl::StrFormat(
+                   "%.1f", absl::ToDoubleSeconds(grpc_util::FromDuration(f.since_caught_up())))});
+    }
+  }
+  t.Print();
+  if (!followers) return;
+  std::printf("\nfollowers of the partitions broker %d leads:\n", resp.answered_by());
+  lag.Print();
 }
 
 using Stub = lpb::LogService::Stub;
@@ -65,23 +123,29 @@ using Stub = lpb::LogService::Stub;
 void AddTopicCreate(CLI::App* topic, const Globals& g, Action* run) {
   auto name = std::make_shared<std::string>();
   auto partitions = std::make_shared<int>(1);
+  auto replication_factor = std::make_shared<int>(0);  // 0: the server's default
   auto flags = std::make_shared<ConfigFlags>();
-  auto* cmd = Command(topic, "create", "create a topic", run, [&g, name, partitions, flags] {
-    return [&g, name, partitions, flags] {
-      lpb::CreateTopicRequest req;
-      req.set_name(*name);
-      req.set_partitions(*partitions);
-      if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
-        return UsageError(err);
-      }
-      return Call<lpb::CreateTopicRequest, lpb::CreateTopicResponse>(
-          g, &Stub::CreateTopic, req, [&](const auto&) {
-            std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
-          });
-    };
-  });
+  auto* cmd = Command(
+      topic, "create", "create a topic", run, [&g, name, partitions, replication_factor, flags] {
+        return [&g, name, partitions, replication_factor, flags] {
+          lpb::CreateTopicRequest req;
+          req.set_name(*name);
+          req.set_partitions(*partitions);
+          if (*replication_factor > 0) req.set_replication_factor(*replication_factor);
+          if (std::string err = flags->Fill(req.mutable_config()); !err.empty()) {
+            return UsageError(err);
+          }
+          return Call<lpb::CreateTopicRequest, lpb::CreateTopicResponse>(
+              g, &Stub::CreateTopic, req, [&](const auto&) {
+                std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
+              });
+        };
+      });
   cmd->add_option("name", *name, "topic name")->required();
   cmd->add_option("--partitions,-p", *partitions, "partition count")->capture_default_str();
+  cmd->add_option("--replication-factor", *replication_factor,
+                  "copies of each partition (default: 3 with 3+ live brokers, else 1)")
+      ->check(CLI::PositiveNumber);
   flags->Add(cmd);
 }
 
@@ -103,29 +167,17 @@ void AddTopicList(CLI::App* topic, const Globals& g, Action* run) {
 
 void AddTopicDescribe(CLI::App* topic, const Globals& g, Action* run) {
   auto name = std::make_shared<std::string>();
-  auto* cmd =
-      Command(topic, "describe", "partitions: log start, high watermark, size", run, [&g, name] {
-        return [&g, name] {
-          lpb::DescribeTopicRequest req;
-          req.set_name(*name);
-          return Call<lpb::DescribeTopicRequest, lpb::DescribeTopicResponse>(
-              g, &Stub::DescribeTopic, req, [](const lpb::DescribeTopicResponse& resp) {
-                std::printf("topic %s: %d partitions, %s\n", resp.topic().name().c_str(),
-                            resp.topic().partitions(), ConfigText(resp.topic().config()).c_str());
-                Table t({"PARTITION", "LOG-START", "HIGH-WATERMARK", "RECORDS", "BYTES",
-                         "NEWEST-APPEND"});
-                for (const auto& p : resp.partitions()) {
-                  t.Add({std::to_string(p.partition()), std::to_string(p.log_start_offset()),
-                         std::to_string(p.high_watermark()), std::to_string(p.record_count()),
-                         std::to_string(p.bytes()),
-                         p.has_newest_append_time()
-                             ? TimeText(grpc_util::FromTimestamp(p.newest_append_time()))
-                             : "-"});
-                }
-                t.Print();
-              });
-        };
-      });
+  auto* cmd = Command(topic, "describe",
+                      "partitions: replicas, in-sync set, log start, high watermark, size; "
+                      "follower lag where the answering broker (the first --addr) leads",
+                      run, [&g, name] {
+                        return [&g, name] {
+                          lpb::DescribeTopicRequest req;
+                          req.set_name(*name);
+                          return Call<lpb::DescribeTopicRequest, lpb::DescribeTopicResponse>(
+                              g, &Stub::DescribeTopic, req, PrintDescription);
+                        };
+                      });
   cmd->add_option("name", *name, "topic name")->required();
 }
 

@@ -131,8 +131,23 @@ void ToProto(const StoredRecord& record, pb::Record* out) {
   out->set_leader_epoch(record.leader_epoch);
 }
 
+pb::ReplicaRole ToProto(ReplicaRole role) {
+  switch (role) {
+    case ReplicaRole::kSole:
+      return pb::REPLICA_ROLE_SOLE;
+    case ReplicaRole::kLeader:
+      return pb::REPLICA_ROLE_LEADER;
+    case ReplicaRole::kFollower:
+      return pb::REPLICA_ROLE_FOLLOWER;
+    case ReplicaRole::kNone:
+      return pb::REPLICA_ROLE_NONE;
+  }
+  return pb::REPLICA_ROLE_UNSPECIFIED;
+}
+
 void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out) {
   ToProto(description.meta, out->mutable_topic());
+  out->mutable_topic()->set_replication_factor(description.replication_factor);
   for (const auto& p : description.partitions) {
     auto* info = out->add_partitions();
     info->set_partition(p.partition);
@@ -151,6 +166,18 @@ void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out
     }
     if (p.meta.max_event_time != absl::InfinitePast()) {
       SetTimestamp(p.meta.max_event_time, info->mutable_max_event_time());
+    }
+    const ReplicationDescription& r = p.replication;
+    for (int32_t b : r.replicas) info->add_replicas(b);
+    for (int32_t b : r.isr) info->add_isr(b);
+    info->set_role(ToProto(r.role));
+    for (const FollowerLag& f : r.followers) {
+      auto* follower = info->add_followers();
+      follower->set_broker(f.broker);
+      follower->set_log_end_offset(f.log_end_offset);
+      follower->set_lag_records(f.lag_records);
+      SetDuration(f.since_caught_up, follower->mutable_since_caught_up());
+      follower->set_in_sync(f.in_sync);
     }
   }
 }

@@ -17,6 +17,7 @@ absl::StatusOr<std::optional<Acks>> FromProto(pb::Acks acks);
 void ToProto(const TopicMeta& meta, pb::TopicInfo* out);
 ProduceRecordArgs FromProto(pb::ProduceRecord&& record);
 void ToProto(const StoredRecord& record, pb::Record* out);
+pb::ReplicaRole ToProto(ReplicaRole role);
 void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out);
 FetchArgs FromProto(const pb::FetchRequest& request);
 std::optional<ProducerArgs> ProducerFromProto(const pb::ProduceRequest& request);

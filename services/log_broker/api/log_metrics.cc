@@ -53,6 +53,16 @@ LogMetrics::LogMetrics(prometheus::Registry& registry)
                        .Help("In-sync set changes the leader wrote, by kind (shrink, expand) "
                              "and result (ok, failed)")
                        .Register(registry)),
+      follower_lag_records_(BuildGauge()
+                                .Name("conduit_log_follower_lag_records")
+                                .Help("On the leader: its log end minus each follower's durable "
+                                      "log end as last fetched, by topic, partition, follower")
+                                .Register(registry)),
+      follower_lag_seconds_(BuildGauge()
+                                .Name("conduit_log_follower_lag_seconds")
+                                .Help("On the leader: seconds since each follower was last caught "
+                                      "up with its log end, by topic, partition, follower")
+                                .Register(registry)),
       produce_latency_(BuildHistogram()
                            .Name("conduit_log_produce_latency_seconds")
                            .Help("Produce RPC latency, receipt to durable ack")
@@ -185,6 +195,34 @@ void LogMetrics::OnInSyncChange(const std::string& topic, int32_t partition,
   spdlog::info("replica: {}/{} in-sync replicas [{}] -> [{}]: {}", topic, partition,
                absl::StrJoin(from, ","), absl::StrJoin(to, ","),
                written.ok() ? "written" : written.ToString());
+}
+
+void LogMetrics::OnReplication(const std::vector<PartitionReplication>& led) {
+  absl::MutexLock lock(&lag_mu_);
+  absl::flat_hash_map<std::tuple<std::string, int32_t, int32_t>, FollowerGauges> next;
+  for (const PartitionReplication& p : led) {
+    for (const FollowerLag& f : p.replication.followers) {
+      auto key = std::make_tuple(p.topic, p.partition, f.broker);
+      FollowerGauges gauges;
+      if (auto it = follower_lag_.find(key); it != follower_lag_.end()) {
+        gauges = it->second;
+        follower_lag_.erase(it);
+      } else {
+        const prometheus::Labels labels{{"topic", p.topic},
+                                        {"partition", std::to_string(p.partition)},
+                                        {"follower", std::to_string(f.broker)}};
+        gauges = {&follower_lag_records_.Add(labels), &follower_lag_seconds_.Add(labels)};
+      }
+      gauges.records->Set(static_cast<double>(f.lag_records));
+      gauges.seconds->Set(absl::ToDoubleSeconds(f.since_caught_up));
+      next.emplace(std::move(key), gauges);
+    }
+  }
+  for (auto& [key, gauges] : follower_lag_) {  // no longer led here (or no longer a follower)
+    follower_lag_records_.Remove(gauges.records);
+    follower_lag_seconds_.Remove(gauges.seconds);
+  }
+  follower_lag_ = std::move(next);
 }
 
 }  // namespace conduit::log_broker::api

@@ -1,8 +1,9 @@
 #pragma once
 
 #include <array>
-
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/log_broker/domain/log_store.h"
+#include "services/log_broker/domain/replica_state.h"
 
 namespace conduit::log_broker::api {
 
@@ -38,6 +40,11 @@ class LogMetrics final : public BrokerObserver {
   void OnDuplicatesDropped(const std::string& topic, int64_t records) override;
   void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
                         int64_t bytes) override;
+
+  // Cluster mode, the partitions this broker leads now (Broker::ReplicationSnapshot):
+  // conduit_log_follower_lag_records and _seconds{topic,partition,follower} per follower; the
+  // series of a follower no longer led here go.
+  void OnReplication(const std::vector<PartitionReplication>& led);
 
   void ObserveProduceLatency(absl::Duration d) { produce_latency_.Observe(absl::ToDoubleSeconds(d)); }
   void ObserveFetchLatency(absl::Duration d) { fetch_latency_.Observe(absl::ToDoubleSeconds(d)); }
@@ -65,6 +72,14 @@ class LogMetrics final : public BrokerObserver {
   absl::flat_hash_map<std::string, TopicMetrics> topics_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<std::string, int32_t>, prometheus::Gauge*> high_watermarks_
       ABSL_GUARDED_BY(mu_);
+  struct FollowerGauges {
+    prometheus::Gauge* records;
+    prometheus::Gauge* seconds;
+  };
+  absl::Mutex lag_mu_;
+  // By (topic, partition, follower).
+  absl::flat_hash_map<std::tuple<std::string, int32_t, int32_t>, FollowerGauges> follower_lag_
+      ABSL_GUARDED_BY(lag_mu_);
 
   prometheus::Family<prometheus::Counter>& records_produced_;
   prometheus::Family<prometheus::Counter>& bytes_produced_;
@@ -75,6 +90,8 @@ class LogMetrics final : public BrokerObserver {
   prometheus::Family<prometheus::Counter>& records_removed_;
   prometheus::Family<prometheus::Counter>& truncations_;
   prometheus::Family<prometheus::Counter>& isr_changes_;
+  prometheus::Family<prometheus::Gauge>& follower_lag_records_;
+  prometheus::Family<prometheus::Gauge>& follower_lag_seconds_;
   prometheus::Histogram& produce_latency_;
   prometheus::Histogram& fetch_latency_;
   prometheus::Histogram& batch_requests_;

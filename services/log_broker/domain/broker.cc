@@ -234,14 +234,23 @@ absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) 
   if (!topic.ok()) return topic.status();
   TopicDescription out{(*topic)->meta(), {}};
   const std::shared_ptr<const ClusterView> view = cluster_ ? AppliedView() : nullptr;
+  if (const TopicAssignment* t = view ? view->FindTopic(name) : nullptr) {
+    out.replication_factor = t->replication_factor;
+  }
+  const absl::Duration now = clock_->Monotonic();
   for (int32_t p = 0; p < out.meta.partitions; ++p) {
     const PartitionAssignment* a = view ? view->FindPartition(name, p) : nullptr;
     const int32_t leader = view == nullptr ? 0 : a != nullptr ? a->leader : kNoBroker;
     const Partition& part = (*topic)->partitions[p];
     absl::MutexLock lock(&part.mu);
-    out.partitions.push_back(PartitionDescription{p, part.meta, part.high_watermark,
-                                                  part.leader_epoch, leader,
-                                                  part.oldest_append_time, part.last_append_time});
+    out.partitions.push_back(PartitionDescription{
+        p, part.meta, part.high_watermark, part.leader_epoch, leader, part.oldest_append_time,
+        part.last_append_time,
+        part.replica.Describe(part.meta.log_start_offset, part.meta.next_offset, now)});
+    if (cluster_ == nullptr) {  // a single node is broker 0, the one replica
+      out.partitions.back().replication.replicas = {0};
+      out.partitions.back().replication.isr = {0};
+    }
   }
   return out;
 }

@@ -67,11 +67,15 @@ struct PartitionDescription {
   int32_t leader = 0;        // in a cluster, the applied view's leader (kNoBroker: offline)
   absl::Time oldest_append_time = absl::InfinitePast();
   absl::Time newest_append_time = absl::InfinitePast();
+  // Replicas, in-sync set, this broker's role and, where it leads, each follower's lag. A
+  // single node: broker 0 alone.
+  ReplicationDescription replication;
 };
 
 struct TopicDescription {
   TopicMeta meta;
   std::vector<PartitionDescription> partitions;
+  int32_t replication_factor = 1;  // in a cluster, the applied view's
 };
 
 class Broker;
@@ -186,6 +190,7 @@ class Broker {
   // Runs blocking work (topic changes, timestamp lookups) on the storage executor, so request
   // threads never block on RocksDB. RESOURCE_EXHAUSTED when the executor's queue is full.
   absl::Status RunBlocking(std::function<void()> fn);
+  // NOT_FOUND for an unknown topic. Offsets, counts and times are this broker's copy's.
   absl::StatusOr<TopicDescription> DescribeTopic(const std::string& name) const;
 
   // Validates and places every record, then queues the request for group commit; `done` gets
@@ -281,6 +286,10 @@ class Broker {
   // (a follower behind for longer than replica_lag_time leaves; a caught-up one joins). Called
   // periodically (every replica_lag_time / 4); blocking (etcd round trips).
   void MaintainInSyncReplicas();
+  // Replication, for metrics: every partition this broker leads (or holds alone), its replicas,
+  // in-sync set and followers' lag, read under each partition's lock at one moment. Empty on a
+  // single node.
+  std::vector<PartitionReplication> ReplicationSnapshot() const;
   // Stops the periodic cluster work (in-sync set changes) before the ClusterMetadata goes.
   void StopClusterWork() { scope_.StopEvery(isr_task_); }
 

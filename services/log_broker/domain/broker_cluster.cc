@@ -135,6 +135,27 @@ absl::Status Broker::CheckServing(const TopicState& topic, int32_t partition, bo
   return absl::OkStatus();
 }
 
+std::vector<PartitionReplication> Broker::ReplicationSnapshot() const {
+  std::vector<PartitionReplication> out;
+  if (cluster_ == nullptr) return out;
+  const absl::Duration now = clock_->Monotonic();
+  for (const auto& topic : TopicsSnapshot()) {
+    const int32_t min_insync = topic->config().min_insync_replicas;
+    for (int32_t p = 0; p < topic->partition_count; ++p) {
+      const Partition& part = topic->partitions[p];
+      absl::MutexLock lock(&part.mu);
+      // Followed here, or not placed yet (a recovered topic before the first view names it).
+      if (part.replica.role == ReplicaState::Role::kFollower || part.replica.replicas.empty()) {
+        continue;
+      }
+      out.push_back(PartitionReplication{
+          topic->name, p, min_insync,
+          part.replica.Describe(part.meta.log_start_offset, part.meta.next_offset, now)});
+    }
+  }
+  return out;
+}
+
 int32_t Broker::StickyPartition(TopicState& topic) const {
   const uint32_t turn = topic.sticky_cursor.fetch_add(1);
   if (cluster_ == nullptr) return static_cast<int32_t>(turn % topic.partition_count);

@@ -123,6 +123,39 @@ bool ReplicaState::InSync(int32_t broker) const {
   return std::find(isr.begin(), isr.end(), broker) != isr.end();
 }
 
+ReplicationDescription ReplicaState::Describe(int64_t log_start, int64_t log_end,
+                                              absl::Duration now) const {
+  ReplicationDescription out;
+  switch (role) {
+    case Role::kSole:
+      out.role = ReplicaRole::kSole;
+      break;
+    case Role::kLeader:
+      out.role = ReplicaRole::kLeader;
+      break;
+    case Role::kFollower: {
+      const bool replica = std::find(replicas.begin(), replicas.end(), self) != replicas.end();
+      out.role = replica ? ReplicaRole::kFollower : ReplicaRole::kNone;
+      break;
+    }
+  }
+  out.leader_epoch = leader_epoch;
+  out.replicas = replicas;
+  out.isr = view_isr;
+  if (role != Role::kLeader) return out;
+  for (const auto& [broker, f] : followers) {
+    out.followers.push_back(FollowerLag{
+        .broker = broker,
+        .log_end_offset = f.end,
+        .lag_records = std::max<int64_t>(0, log_end - (f.end < 0 ? log_start : f.end)),
+        .since_caught_up = std::max(absl::ZeroDuration(), now - f.caught_up_at),
+        .in_sync = std::find(view_isr.begin(), view_isr.end(), broker) != view_isr.end()});
+  }
+  std::sort(out.followers.begin(), out.followers.end(),
+            [](const FollowerLag& a, const FollowerLag& b) { return a.broker < b.broker; });
+  return out;
+}
+
 void ReplicaState::UnionPending() {
   isr = view_isr;
   if (!pending_isr) return;
@@ -167,6 +200,9 @@ std::optional<std::vector<int32_t>> ReplicaState::PlanIsr(int64_t hw, int64_t ep
   if (!changed) {
     for (const auto& [b, f] : followers) {
       if (InSync(b) || f.end < 0 || f.end < hw || f.end < epoch_start) continue;
+      // Only a follower the rule above would keep: one stopped at the high watermark (its end
+      // there because nothing was appended since) would otherwise join and leave in turn.
+      if (now - f.caught_up_at > lag_time) continue;
       next.push_back(b);
       changed = true;
       break;  // one at a time: each join is its own guarded write

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -24,6 +25,47 @@ struct FollowerProgress {
   absl::Duration caught_up_at;
   absl::Duration last_fetch_at;
   int64_t leader_end_at_last_fetch = 0;
+};
+
+// A broker's part in a partition, as reported (DescribeTopic, metrics).
+enum class ReplicaRole {
+  kSole,      // the only replica (or a single node)
+  kLeader,    // leads a replicated partition
+  kFollower,  // a replica copying the leader's log (or waiting for one: the partition is offline)
+  kNone,      // cluster mode: not a replica of it; this broker holds no copy
+};
+
+// One follower as its leader sees it (FollowerProgress, read at one moment).
+struct FollowerLag {
+  int32_t broker = 0;
+  // Its durable log end as last fetched; -1: it has not fetched at this leader epoch yet.
+  int64_t log_end_offset = -1;
+  // The leader's log end minus that (the whole log, end minus start, while it is -1).
+  int64_t lag_records = 0;
+  // Since it was last caught up with the leader's log end (what the in-sync rule measures
+  // against replica_lag_time). A healthy follower of an idle partition shows up to its long-poll
+  // wait here, since it is caught up again only at its next fetch.
+  absl::Duration since_caught_up;
+  bool in_sync = false;
+  friend bool operator==(const FollowerLag&, const FollowerLag&) = default;
+};
+
+// A partition's replication as this broker has it.
+struct ReplicationDescription {
+  ReplicaRole role = ReplicaRole::kSole;
+  int32_t leader_epoch = 0;  // of the metadata view that set the role
+  std::vector<int32_t> replicas;
+  // The metadata's in-sync set as this broker last applied it (or, leading it, wrote it).
+  std::vector<int32_t> isr;
+  std::vector<FollowerLag> followers;  // when this broker leads it; by broker id
+};
+
+// A partition this broker leads (or holds alone), for the replication metrics.
+struct PartitionReplication {
+  std::string topic;
+  int32_t partition = 0;
+  int32_t min_insync_replicas = 1;
+  ReplicationDescription replication;
 };
 
 // Produce requests waiting for the high watermark to pass their batch (acks all), by the end
@@ -102,11 +144,13 @@ struct ReplicaState {
 
   // Leader: the in-sync set to write next, if it should change: followers not caught up for
   // longer than `lag_time` leave; one out of the set that reached the high watermark `hw`, and
-  // at least `epoch_start` (the first offset of the current epoch), joins. nullopt: no change
-  // (or a change is pending).
+  // at least `epoch_start` (the first offset of the current epoch), and was caught up within
+  // `lag_time`, joins. nullopt: no change (or a change is pending).
   std::optional<std::vector<int32_t>> PlanIsr(int64_t hw, int64_t epoch_start,
                                               absl::Duration lag_time, absl::Duration now) const;
   bool InSync(int32_t broker) const;
+  // What DescribeTopic reports, for a log spanning [log_start, log_end) at monotonic `now`.
+  ReplicationDescription Describe(int64_t log_start, int64_t log_end, absl::Duration now) const;
   // Leader: the bytes `follower` may read now — unlimited (INT64_MAX) when unthrottled or in
   // sync; ChargeThrottle takes what it read (the bucket may go below zero by one record).
   int64_t ThrottleBudget(int32_t follower, absl::Duration now);

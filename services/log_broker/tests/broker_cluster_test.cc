@@ -12,8 +12,15 @@
 #include "services/log_broker/tests/broker_fixture.h"
 
 namespace conduit::log_broker {
+
+void PrintTo(const FollowerLag& f, std::ostream* os) {
+  *os << "{broker " << f.broker << ", end " << f.log_end_offset << ", lag " << f.lag_records
+      << ", since caught up " << f.since_caught_up << (f.in_sync ? ", in sync}" : "}");
+}
+
 namespace {
 
+using ::testing::ElementsAre;
 using namespace ::conduit::log_broker::testing;  // NOLINT: test fixture helpers
 
 class FakeCluster : public ClusterMetadata {
@@ -77,6 +84,20 @@ class BrokerClusterTest : public LifecycleTest {
     next->revision = ++revision_;
     fake_.view = next;
     return broker_->ApplyView(next);
+  }
+
+  // A follower's fetch of partition 0 of topic "r" (id 5) from `offset` at leader epoch 2.
+  void FetchAsFollower(int32_t follower, int64_t offset) {
+    absl::Notification done;
+    ReplicaFetchItem item{"r", TopicId(5), 0, offset, 2, 2};
+    ASSERT_TRUE(broker_
+                    ->ReplicaFetch(follower, {item}, 1 << 20, absl::ZeroDuration(),
+                                   [&](std::vector<ReplicaFetchData> answers) {
+                                     EXPECT_TRUE(answers.at(0).status.ok()) << answers[0].status;
+                                     done.Notify();
+                                   })
+                    .ok());
+    done.WaitForNotification();
   }
 
   FakeCluster fake_;
@@ -199,6 +220,55 @@ TEST_F(BrokerClusterTest, CreateTopicChecksTheReplicationFactorAgainstLiveBroker
   EXPECT_EQ(fake_.created[0].config.min_insync_replicas, 1) << "the default below RF 3";
   SetTopic("u", 9, {1}, 1);
   EXPECT_EQ(broker_->CreateTopic("u", 1, {}, 1).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// Issue 16 items 9 and 10: at the leader, DescribeTopic names the replicas, the in-sync set and
+// each follower's durable end, lag and time since it was caught up (on the injected clock);
+// ReplicationSnapshot, the replication metrics' source, lists only what this broker leads.
+TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) {
+  TopicAssignment t;
+  t.meta = TopicMeta{TopicId(5), "r", 2, TopicConfig{}, absl::UnixEpoch()};
+  t.meta.config.acks = Acks::kLeader;  // appends here are answered without the followers
+  t.meta.config.min_insync_replicas = 2;
+  t.partitions.push_back(PartitionAssignment{1, 2, {1, 2, 3}, {1, 2, 3}});  // led here
+  t.partitions.push_back(PartitionAssignment{2, 4, {2, 3}, {2, 3}});        // not a replica here
+  t.partition_revisions = {1, 1};
+  t.replication_factor = 3;
+  fake_.view->topics["r"] = t;
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b"), To(0, "c")}).ok());
+
+  EXPECT_EQ(broker_->DescribeTopic("r")->replication_factor, 3);
+  ReplicationDescription r = Describe("r", 0).replication;
+  EXPECT_EQ(r.role, ReplicaRole::kLeader);
+  EXPECT_EQ(r.leader_epoch, 2);
+  EXPECT_THAT(r.replicas, ElementsAre(1, 2, 3));
+  EXPECT_THAT(r.isr, ElementsAre(1, 2, 3));
+  EXPECT_THAT(r.followers, ElementsAre(FollowerLag{2, -1, 3, absl::ZeroDuration(), true},
+                                       FollowerLag{3, -1, 3, absl::ZeroDuration(), true}))
+      << "not fetched yet at this epoch: the whole log behind";
+
+  clock_.Advance(absl::Seconds(1));
+  FetchAsFollower(2, 3);  // caught up
+  FetchAsFollower(3, 1);  // two records behind
+  clock_.Advance(absl::Seconds(2));
+  const PartitionDescription described = Describe("r", 0);
+  EXPECT_THAT(described.replication.followers,
+              ElementsAre(FollowerLag{2, 3, 0, absl::Seconds(2), true},
+                          FollowerLag{3, 1, 2, absl::Seconds(3), true}));
+  EXPECT_EQ(described.high_watermark, 1) << "the least durable end over the in-sync set";
+
+  r = Describe("r", 1).replication;
+  EXPECT_EQ(r.role, ReplicaRole::kNone);
+  EXPECT_THAT(r.replicas, ElementsAre(2, 3));
+  EXPECT_TRUE(r.followers.empty()) << "only a leader knows its followers";
+
+  const std::vector<PartitionReplication> led = broker_->ReplicationSnapshot();
+  ASSERT_EQ(led.size(), 1u) << "partition 1 is not led here";
+  EXPECT_EQ(led[0].topic, "r");
+  EXPECT_EQ(led[0].partition, 0);
+  EXPECT_EQ(led[0].min_insync_replicas, 2);
+  EXPECT_EQ(led[0].replication.followers, described.replication.followers);
 }
 
 }  // namespace

@@ -26,6 +26,13 @@ TEST_F(BrokerTest, CreateListDescribeDelete) {
   auto described = broker_->DescribeTopic("b");
   ASSERT_TRUE(described.ok());
   EXPECT_EQ(described->partitions.size(), 2u);
+  EXPECT_EQ(described->replication_factor, 1);
+  const ReplicationDescription& r = described->partitions[0].replication;
+  EXPECT_EQ(r.role, ReplicaRole::kSole) << "a single node is broker 0, the one replica";
+  EXPECT_THAT(r.replicas, ElementsAre(0));
+  EXPECT_THAT(r.isr, ElementsAre(0));
+  EXPECT_TRUE(r.followers.empty());
+  EXPECT_TRUE(broker_->ReplicationSnapshot().empty()) << "no replication metrics on a single node";
   EXPECT_EQ(broker_->DescribeTopic("zzz").status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(broker_->DeleteTopic("a").ok());
   EXPECT_EQ(broker_->DeleteTopic("a").code(), absl::StatusCode::kNotFound);

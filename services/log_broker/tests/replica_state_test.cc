@@ -219,6 +219,28 @@ TEST(ReplicaState, AnOutOfSetFollowerJoinsOnceItReachesTheHighWatermarkAndTheEpo
   EXPECT_THAT(*plan, ElementsAre(1, 2, 3));
 }
 
+// A follower that stops fetching while at the log end (nothing appended since) sits at the high
+// watermark: once it has left, it must not join again until it fetches, or the set flaps
+// (found by tests/cluster/replication_observe_test.cc: 17 shrinks and 15 expands in 20 s).
+TEST(ReplicaState, AStoppedFollowerThatLeftDoesNotRejoinUntilItFetchesAgain) {
+  ReplicaState s = Leader({1, 2, 3});
+  s.RecordFetch(2, 100, 100, At(1));
+  s.RecordFetch(3, 100, 100, At(1));  // 3 stops here, caught up
+  s.RecordFetch(2, 100, 100, At(12));
+  auto shrink = s.PlanIsr(100, 0, kLag, At(12));
+  ASSERT_TRUE(shrink.has_value());
+  EXPECT_THAT(*shrink, ElementsAre(1, 2));
+  s.BeginIsrChange(*shrink);
+  s.EndIsrChange(10);
+  s.Assign(Role::kLeader, 1, 1, kEpoch, {1, 2, 3}, *shrink, /*revision=*/10, At(12));
+  EXPECT_FALSE(s.PlanIsr(100, 0, kLag, At(13)).has_value())
+      << "3 is at the high watermark but has not been caught up for 12 s";
+  s.RecordFetch(3, 100, 100, At(14));  // it comes back
+  auto expand = s.PlanIsr(100, 0, kLag, At(14));
+  ASSERT_TRUE(expand.has_value());
+  EXPECT_THAT(*expand, ElementsAre(1, 2, 3));
+}
+
 TEST(ReplicaState, NothingIsPlannedWhileAChangeIsPending) {
   ReplicaState s = Leader({1, 2});
   s.RecordFetch(3, 100, 100, At(1));  // 3 may join; 2 never fetches: out after the lag time
