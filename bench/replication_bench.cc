@@ -250,9 +250,10 @@ void NatsRows(const absl::Duration run, int bytes) {
     for (int i = 0; i < 3; ++i) d += ProcessCpu(nats.pid(i));
     return d;
   };
-  for (const auto& [workload, window] : {std::pair{"producer-batched", absl::GetFlag(FLAGS_window)},
-                                         {"append-1x100", 100},
-                                         {"append-1x1", 1}}) {
+  for (const auto& [workload, w] : {std::pair{"producer-batched", absl::GetFlag(FLAGS_window)},
+                                    {"append-1x100", 100},
+                                    {"append-1x1", 1}}) {
+    const int window = w;  // a copy: lambdas may not capture a structured binding (clang)
     Measure("nats R3", workload, cpu,
             [&] { return peers::NatsPublish(nats.port(0), 1, window, bytes, run, 3); });
   }
