@@ -113,6 +113,36 @@ class ClusterTest : public ::testing::Test {
     });
   }
 
+  // One record to `partition` of `topic` through broker `via` (no redirect), with `acks`;
+  // its offset in *offset when acknowledged.
+  grpc::Status ProduceOne(int32_t via, const std::string& topic, int32_t partition,
+                          const std::string& value, int64_t* offset = nullptr,
+                          logpb::Acks acks = logpb::ACKS_UNSPECIFIED) {
+    logpb::ProduceRequest request;
+    request.set_topic(topic);
+    request.set_acks(acks);
+    auto* record = request.add_records();
+    record->set_partition(partition);
+    record->set_value(value);
+    logpb::ProduceResponse response;
+    grpc::Status status = client(via).Produce(request, &response, absl::Seconds(5));
+    if (status.ok() && offset != nullptr) *offset = response.positions(0).offset();
+    return status;
+  }
+  // DescribeTopic's view of one partition at broker `id` (empty when it cannot answer).
+  logpb::PartitionInfo Described(int32_t id, const std::string& topic, int32_t partition) {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx, absl::Seconds(5));
+    logpb::DescribeTopicRequest request;
+    request.set_name(topic);
+    logpb::DescribeTopicResponse response;
+    if (!client(id).stub()->DescribeTopic(&ctx, request, &response).ok() ||
+        response.partitions_size() <= partition) {
+      return logpb::PartitionInfo();
+    }
+    return response.partitions(partition);
+  }
+
   static grpc::Status CreateTopic(LogClient& via, const std::string& name, int partitions,
                                   int replication_factor = 1) {
     grpc::ClientContext ctx;

@@ -21,13 +21,7 @@ class ReassignTest : public ClusterTest {
     return parts.empty() ? logpb::PartitionMetadata() : parts[0];
   }
   grpc::Status Produce(int32_t via, const std::string& value) {
-    logpb::ProduceRequest request;
-    request.set_topic("t");
-    auto* record = request.add_records();
-    record->set_partition(0);
-    record->set_value(value);
-    logpb::ProduceResponse response;
-    return client(via).Produce(request, &response, absl::Seconds(5));
+    return ProduceOne(via, "t", 0, value);
   }
   grpc::Status Reassign(int32_t via, const std::vector<int32_t>& replicas, int64_t throttle) {
     grpc::ClientContext ctx;

@@ -85,28 +85,11 @@ class ReplicationObserveTest : public ClusterTest {
   }
 
   grpc::Status Produce(int32_t via, const std::string& value) {
-    logpb::ProduceRequest request;
-    request.set_topic("t");
-    auto* record = request.add_records();
-    record->set_partition(0);
-    record->set_value(value);
-    logpb::ProduceResponse response;
-    return client(via).Produce(request, &response, absl::Seconds(5));
+    return ProduceOne(via, "t", 0, value);
   }
 
   // DescribeTopic's view of partition 0 at broker `id`.
-  logpb::PartitionInfo Described(int32_t id) {
-    grpc::ClientContext ctx;
-    LogClient::SetDeadline(&ctx, absl::Seconds(5));
-    logpb::DescribeTopicRequest request;
-    request.set_name("t");
-    logpb::DescribeTopicResponse response;
-    if (!client(id).stub()->DescribeTopic(&ctx, request, &response).ok() ||
-        response.partitions_size() == 0) {
-      return logpb::PartitionInfo();
-    }
-    return response.partitions(0);
-  }
+  logpb::PartitionInfo Described(int32_t id) { return ClusterTest::Described(id, "t", 0); }
   static const logpb::FollowerStatus* Follower(const logpb::PartitionInfo& p, int32_t broker) {
     for (const auto& f : p.followers()) {
       if (f.broker() == broker) return &f;

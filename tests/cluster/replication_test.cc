@@ -40,16 +40,7 @@ class ReplicationTest : public ClusterTest {
   // One record at partition 0 through broker `via` (no redirect), with `acks`.
   grpc::Status Produce(int32_t via, const std::string& value, int64_t* offset = nullptr,
                        logpb::Acks acks = logpb::ACKS_UNSPECIFIED) {
-    logpb::ProduceRequest request;
-    request.set_topic("t");
-    request.set_acks(acks);
-    auto* record = request.add_records();
-    record->set_partition(0);
-    record->set_value(value);
-    logpb::ProduceResponse response;
-    grpc::Status status = client(via).Produce(request, &response, absl::Seconds(5));
-    if (status.ok() && offset != nullptr) *offset = response.positions(0).offset();
-    return status;
+    return ProduceOne(via, "t", 0, value, offset, acks);
   }
 
   // Sets the topic's unclean_leader_election through broker `via`.
@@ -64,18 +55,7 @@ class ReplicationTest : public ClusterTest {
   }
 
   // DescribeTopic's view of partition 0 at broker `id`.
-  logpb::PartitionInfo Described(int32_t id) {
-    grpc::ClientContext ctx;
-    LogClient::SetDeadline(&ctx, absl::Seconds(5));
-    logpb::DescribeTopicRequest request;
-    request.set_name("t");
-    logpb::DescribeTopicResponse response;
-    if (!client(id).stub()->DescribeTopic(&ctx, request, &response).ok() ||
-        response.partitions_size() == 0) {
-      return logpb::PartitionInfo();
-    }
-    return response.partitions(0);
-  }
+  logpb::PartitionInfo Described(int32_t id) { return ClusterTest::Described(id, "t", 0); }
 
   // Every broker in `ids` has the same log end and high watermark, at least `end`.
   bool Converged(const std::vector<int32_t>& ids, int64_t end) {

@@ -10,14 +10,7 @@ StoredRecord FromProto(pb::Record&& record) {
   out.offset = record.offset();
   out.append_time = FromTimestamp(record.append_time());
   out.leader_epoch = record.leader_epoch();
-  if (record.has_key()) out.data.key = std::move(*record.mutable_key());
-  if (record.has_value()) out.data.value = std::move(*record.mutable_value());
-  out.data.headers.reserve(record.headers_size());
-  for (auto& h : *record.mutable_headers()) {
-    out.data.headers.push_back(Header{std::move(*h.mutable_key()), std::move(*h.mutable_value())});
-  }
-  if (record.has_event_time()) out.data.event_time = FromTimestamp(record.event_time());
-  out.data.event_id = std::move(*record.mutable_event_id());
+  out.data = TakeRecordData(record);
   return out;
 }
 
