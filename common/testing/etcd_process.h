@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,12 +21,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace conduit::testing {
 
-// A real single-member etcd (/usr/bin/etcd, or $CONDUIT_ETCD_BIN) as a child process, for tests.
+// A real etcd member (/usr/bin/etcd, or $CONDUIT_ETCD_BIN) as a child process, for tests: on its
+// own a single-member etcd; as a member of an EtcdProcessCluster (below), one of several.
 // Client and peer listen on free 127.0.0.1 ports chosen at the first Start and kept for later
 // ones, so a restart on the same data dir (<dir>/etcd-data) is the same member at the same
 // endpoint. Output goes to <dir>/etcd.log (appended across restarts). Test-speed raft timing
@@ -104,18 +107,40 @@ class EtcdProcess {
   std::string endpoint() const { return absl::StrCat("127.0.0.1:", client_port_); }
   std::string data_dir() const { return dir_ + "/etcd-data"; }
   std::string log_path() const { return dir_ + "/etcd.log"; }
+  const std::string& name() const { return name_; }
+
+  // Whether this member is running and says it is its cluster's raft leader (its /metrics
+  // gauge etcd_server_is_leader). A member that lost quorum stops saying so within an election
+  // timeout (etcd's check-quorum).
+  bool IsLeader() const {
+    return running() && absl::StrContains(HttpGet("/metrics"), "\netcd_server_is_leader 1");
+  }
 
  private:
+  friend class EtcdProcessCluster;
+
+  // A member of an EtcdProcessCluster: its name, and the cluster it starts in (set before the
+  // first Start, with the ports).
+  EtcdProcess(std::string dir, std::string name, int client_port, int peer_port,
+              std::string initial_cluster, std::string token)
+      : dir_(std::move(dir)),
+        name_(std::move(name)),
+        initial_cluster_(std::move(initial_cluster)),
+        token_(std::move(token)),
+        client_port_(client_port),
+        peer_port_(peer_port) {}
+
   static std::string Binary() {
     const char* bin = std::getenv("CONDUIT_ETCD_BIN");
     return bin != nullptr ? bin : "/usr/bin/etcd";
   }
 
-  // Two distinct free ports: both sockets stay bound until both are known.
-  bool ChooseFreePorts() {
-    int fds[2] = {-1, -1};
-    int ports[2] = {0, 0};
-    for (int i = 0; i < 2; ++i) {
+  // `n` distinct free 127.0.0.1 ports (empty if that fails): every socket stays bound until all
+  // are known.
+  static std::vector<int> FreePorts(int n) {
+    std::vector<int> fds(n, -1);
+    std::vector<int> ports;
+    for (int i = 0; i < n; ++i) {
       fds[i] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_in addr{};
       addr.sin_family = AF_INET;
@@ -125,29 +150,46 @@ class EtcdProcess {
           ::getsockname(fds[i], reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
         break;
       }
-      ports[i] = ntohs(addr.sin_port);
+      ports.push_back(ntohs(addr.sin_port));
     }
     for (int fd : fds) {
       if (fd >= 0) ::close(fd);
     }
-    client_port_ = ports[0];
-    peer_port_ = ports[1];
-    return client_port_ > 0 && peer_port_ > 0;
+    if (static_cast<int>(ports.size()) != n) ports.clear();
+    return ports;
   }
 
+  bool ChooseFreePorts() {
+    const std::vector<int> ports = FreePorts(2);
+    if (ports.empty()) return false;
+    client_port_ = ports[0];
+    peer_port_ = ports[1];
+    return true;
+  }
+
+  std::string peer_url() const { return absl::StrCat("http://127.0.0.1:", peer_port_); }
+
+  // Starts the process (without waiting for it to serve). The --initial-cluster* flags matter
+  // only for a fresh data dir: a restarted member reads its cluster from its data dir.
   bool Spawn() {
     const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
-    const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
-    std::vector<std::string> args = {Binary(),
-                                     "--name=default",
-                                     "--data-dir=" + data_dir(),
-                                     "--listen-client-urls=" + client,
-                                     "--advertise-client-urls=" + client,
-                                     "--listen-peer-urls=" + peer,
-                                     "--initial-advertise-peer-urls=" + peer,
-                                     "--initial-cluster=default=" + peer,
-                                     "--heartbeat-interval=50",
-                                     "--election-timeout=500"};
+    const std::string peer = peer_url();
+    std::vector<std::string> args = {
+        Binary(),
+        "--name=" + name_,
+        "--data-dir=" + data_dir(),
+        "--listen-client-urls=" + client,
+        "--advertise-client-urls=" + client,
+        "--listen-peer-urls=" + peer,
+        "--initial-advertise-peer-urls=" + peer,
+        "--initial-cluster=" +
+            (initial_cluster_.empty() ? absl::StrCat(name_, "=", peer) : initial_cluster_),
+        "--heartbeat-interval=50",
+        "--election-timeout=500"};
+    if (!token_.empty()) {
+      args.push_back("--initial-cluster-state=new");
+      args.push_back("--initial-cluster-token=" + token_);
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -217,9 +259,107 @@ class EtcdProcess {
   }
 
   const std::string dir_;
+  const std::string name_ = "default";
+  const std::string initial_cluster_;  // "": this member alone
+  const std::string token_;            // "": etcd's default
   int client_port_ = 0;
   int peer_port_ = 0;
   pid_t pid_ = -1;
+};
+
+// A real etcd cluster of `size` members (EtcdProcess each, named m0, m1, ...) on 127.0.0.1, for
+// tests of etcd faults: kill a member (EtcdProcess::Kill, a SIGKILL), find the raft leader,
+// restart members on their data dirs. Member i lives in <dir>/m<i> (data dir, etcd.log); ports
+// are chosen once, at construction, and kept. Same lifetime rules and thread safety as
+// EtcdProcess: every member is killed when the cluster object goes or the starting thread ends.
+class EtcdProcessCluster {
+ public:
+  explicit EtcdProcessCluster(std::string dir, int size = 3) {
+    const std::vector<int> ports = EtcdProcess::FreePorts(2 * size);
+    std::vector<std::string> peers;
+    for (int i = 0; i < size; ++i) {
+      peers.push_back(
+          absl::StrCat("m", i, "=http://127.0.0.1:", ports.empty() ? 0 : ports[2 * i + 1]));
+    }
+    const std::string initial_cluster = absl::StrJoin(peers, ",");
+    const std::string token =
+        absl::StrCat("conduit-test-", ::getpid(), "-", ports.empty() ? 0 : ports[0]);
+    for (int i = 0; i < size; ++i) {
+      const std::string member_dir = absl::StrCat(dir, "/m", i);
+      std::error_code ignored;
+      std::filesystem::create_directories(member_dir, ignored);
+      members_.emplace_back(
+          new EtcdProcess(member_dir, absl::StrCat("m", i), ports.empty() ? 0 : ports[2 * i],
+                          ports.empty() ? 0 : ports[2 * i + 1], initial_cluster, token));
+    }
+  }
+  EtcdProcessCluster(const EtcdProcessCluster&) = delete;
+  EtcdProcessCluster& operator=(const EtcdProcessCluster&) = delete;
+
+  // Starts every member that is not running (all of them at first), then waits (up to 20 s)
+  // until each reports itself healthy, which needs a quorum of members up. FAILED_PRECONDITION
+  // without an etcd binary, INTERNAL when the ports could not be chosen, UNAVAILABLE when a
+  // member exited (a port taken between choosing and binding: the test is to be run again; see
+  // the member's etcd.log), DEADLINE_EXCEEDED when one did not become healthy.
+  absl::Status Start() {
+    std::vector<int> all;
+    for (int i = 0; i < size(); ++i) {
+      if (!members_[i]->running()) all.push_back(i);
+    }
+    return StartMembers(all);
+  }
+
+  // Starts the members `ids` (not running; on their data dirs when they ran before) together, so
+  // that members which need each other for a quorum come up, and waits until all are healthy.
+  // Errors as Start.
+  absl::Status StartMembers(const std::vector<int>& ids) {
+    if (::access(EtcdProcess::Binary().c_str(), X_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no etcd at ", EtcdProcess::Binary(), " (package etcd-server)"));
+    }
+    for (int i : ids) {
+      EtcdProcess& m = member(i);
+      if (m.client_port_ == 0) return absl::InternalError("no free 127.0.0.1 ports");
+      if (m.running()) return absl::FailedPreconditionError(absl::StrCat(m.name(), " is running"));
+      if (!m.Spawn()) return absl::InternalError(absl::StrCat("cannot start ", m.name()));
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    for (int i : ids) {
+      if (absl::Status s = member(i).AwaitHealthy(deadline); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  int size() const { return static_cast<int>(members_.size()); }
+  EtcdProcess& member(int i) { return *members_.at(i); }
+
+  // The index of the member that says it is the raft leader, or -1 (none running says so).
+  int Leader() const {
+    for (int i = 0; i < size(); ++i) {
+      if (members_[i]->IsLeader()) return i;
+    }
+    return -1;
+  }
+  // Polls Leader() every 20 ms until a member leads, up to `timeout`; -1 if none did.
+  int AwaitLeader(absl::Duration timeout = absl::Seconds(10)) const {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      if (int leader = Leader(); leader >= 0) return leader;
+      if (absl::Now() > deadline) return -1;
+      absl::SleepFor(absl::Milliseconds(20));  // polling child processes' elections
+    }
+  }
+
+  // Every member's client endpoint, and them joined with ',' (the --etcd-endpoints form).
+  std::vector<std::string> endpoints() const {
+    std::vector<std::string> out;
+    for (const auto& m : members_) out.push_back(m->endpoint());
+    return out;
+  }
+  std::string endpoints_flag() const { return absl::StrJoin(endpoints(), ","); }
+
+ private:
+  std::vector<std::unique_ptr<EtcdProcess>> members_;
 };
 
 }  // namespace conduit::testing

@@ -1,7 +1,8 @@
 #pragma once
 
-// A Conduit cluster of real processes for tests: one etcd (EtcdProcess) and N conduit-broker
-// processes in cluster mode on free 127.0.0.1 ports, each with its own data dir, 2 s leases.
+// A Conduit cluster of real processes for tests: one etcd (EtcdProcess; a test may bring its own
+// etcd members instead: EtcdEndpoints) and N conduit-broker processes in cluster mode on free
+// 127.0.0.1 ports, each with its own data dir, 2 s leases.
 // Everything started is killed when the fixture goes, also when a test fails.
 
 #include <map>
@@ -27,6 +28,10 @@ class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(etcd_.Start().ok()); }
 
+  // What brokers get as --etcd-endpoints: the fixture's one etcd. A test on several etcd members
+  // starts them in its own SetUp and returns their endpoints, comma-separated, here.
+  virtual std::string EtcdEndpoints() const { return etcd_.endpoint(); }
+
   static std::string BrokerBinary() {
     const char* dir = std::getenv("CONDUIT_BIN_DIR");
     return std::string(dir ? dir : "build/bin") + "/conduit-broker";
@@ -36,11 +41,10 @@ class ClusterTest : public ::testing::Test {
   bool StartBroker(int32_t id, std::vector<std::string> extra = {}) {
     const std::string work = dir_.Sub(absl::StrCat("broker-", id));
     std::filesystem::create_directories(work);
-    std::vector<std::string> args = {"--etcd-endpoints", etcd_.endpoint(),
-                                     "--broker-id",      std::to_string(id),
-                                     "--cluster-name",   "test",
-                                     "--etcd-lease-ttl", "2s",
-                                     "--log-level",      "info"};
+    std::vector<std::string> args = {
+        "--etcd-endpoints", EtcdEndpoints(), "--broker-id",      std::to_string(id),
+        "--cluster-name",   "test",          "--etcd-lease-ttl", "2s",
+        "--log-level",      "info"};
     args.insert(args.end(), extra.begin(), extra.end());
     brokers_[id] = std::make_unique<ServerProcess>(BrokerBinary(), work + "/data", work, args);
     if (!brokers_[id]->running()) return false;
