@@ -28,6 +28,9 @@ ABSL_FLAG(absl::Duration, replica_lag_time, absl::Seconds(10),
 ABSL_FLAG(absl::Duration, etcd_lease_ttl, absl::Seconds(6),
           "Cluster mode: the broker's etcd lease; it is counted gone this long after its last "
           "keep-alive");
+ABSL_FLAG(absl::Duration, leader_rebalance_interval, absl::Seconds(300),
+          "Cluster mode, at the controller: how often leadership goes back to each partition's "
+          "preferred replica once it is in sync again (0: never)");
 
 namespace conduit::log_broker {
 
@@ -47,6 +50,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
       cluster->broker_id = absl::GetFlag(FLAGS_broker_id);
       cluster->cluster = absl::GetFlag(FLAGS_cluster_name);
       cluster->lease_ttl = absl::GetFlag(FLAGS_etcd_lease_ttl);
+      cluster->leader_rebalance_interval = absl::GetFlag(FLAGS_leader_rebalance_interval);
     }
     auto opened = Open(data_dir, registry, runtime, options, std::move(cluster));
     if (!opened.ok()) return opened.status();

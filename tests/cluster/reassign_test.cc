@@ -1,7 +1,8 @@
 // Moving a partition's replicas (issue 16 item 9) on real processes: etcd and four
 // conduit-broker. The new replica copies the log at most at the throttle, joins the in-sync
 // set, takes the leadership as the first wanted replica, and the old replica is dropped; every
-// acknowledged record is served by the new leader.
+// acknowledged record is served by the new leader. Preferred-leader rebalancing: a leader
+// killed and restarted leads again once it has caught up, with nothing acknowledged lost.
 
 #include <algorithm>
 #include <set>
@@ -86,6 +87,56 @@ TEST_F(ReassignTest, APartitionMovesToANewBrokerThrottledAndKeepsEveryRecord) {
   EXPECT_TRUE(Eventually([&] { return Produce(spare, "after").ok(); }));
   EXPECT_EQ(Produce(leader, "old").error_code(), grpc::StatusCode::FAILED_PRECONDITION)
       << "the dropped replica names the new leader";
+}
+
+TEST_F(ReassignTest, ALeaderKilledAndRestartedLeadsAgainOnceCaughtUp) {
+  const std::vector<std::string> flags = {"--replica-lag-time", "2s", "--leader-rebalance-interval",
+                                          "1s"};
+  for (int32_t id = 1; id <= 3; ++id) ASSERT_TRUE(StartBroker(id, flags)) << id;
+  ASSERT_TRUE(Eventually([&] { return Metadata(1).brokers_size() == 3; }));
+  ASSERT_TRUE(CreateTopic(client(1), "t", 1, 3).ok());
+  ASSERT_TRUE(AwaitApplied("t", 1));
+  {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    logpb::ListTopicsResponse listed;
+    ASSERT_TRUE(client(2).stub()->ListTopics(&ctx, logpb::ListTopicsRequest(), &listed).ok());
+    ASSERT_EQ(listed.topics_size(), 1);
+    EXPECT_EQ(listed.topics(0).replication_factor(), 3) << "ListTopics names the factor";
+  }
+  const logpb::PartitionMetadata placed = State(1);
+  const int32_t preferred = placed.replicas(0);
+  ASSERT_EQ(placed.leader(), preferred);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Produce(preferred, "a" + std::to_string(i)).ok());
+
+  broker(preferred).Kill(SIGKILL);
+  const int32_t other = preferred % 3 + 1;
+  int32_t interim = -1;
+  ASSERT_TRUE(Eventually([&] {
+    interim = State(other).leader();
+    return interim != -1 && interim != preferred;
+  }));
+  ASSERT_TRUE(Eventually([&] { return Produce(interim, "b0").ok(); }));
+  for (int i = 1; i < 20; ++i) ASSERT_TRUE(Produce(interim, "b" + std::to_string(i)).ok());
+
+  ASSERT_TRUE(StartBroker(preferred, flags));
+  ASSERT_TRUE(Eventually([&] { return State(other).leader() == preferred; }, absl::Seconds(30)))
+      << "the preferred replica leads again";
+  EXPECT_GE(State(other).leader_epoch(), placed.leader_epoch() + 2) << "two leader changes";
+  EXPECT_THAT(State(other).isr(), ::testing::UnorderedElementsAre(1, 2, 3));
+  std::vector<logpb::Record> records;
+  ASSERT_TRUE(Eventually([&] {
+    records.clear();
+    return client(preferred).FetchAll("t", 0, &records).ok() && records.size() >= 40;
+  })) << "it serves every acknowledged record";
+  ASSERT_EQ(records.size(), 40u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(records[i].value(), "a" + std::to_string(i));
+    EXPECT_EQ(records[20 + i].value(), "b" + std::to_string(i));
+  }
+  EXPECT_TRUE(Eventually([&] { return Produce(preferred, "after").ok(); }));
+  EXPECT_EQ(Produce(interim, "old").error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << "the interim leader is a follower again";
 }
 
 }  // namespace

@@ -136,8 +136,9 @@ void AddTopicCreate(CLI::App* topic, const Globals& g, Action* run) {
             return UsageError(err);
           }
           return Call<lpb::CreateTopicRequest, lpb::CreateTopicResponse>(
-              g, &Stub::CreateTopic, req, [&](const auto&) {
-                std::printf("created topic %s with %d partitions\n", name->c_str(), *partitions);
+              g, &Stub::CreateTopic, req, [&](const lpb::CreateTopicResponse& resp) {
+                std::printf("created topic %s with %d partitions, replication factor %d\n",
+                            name->c_str(), *partitions, resp.topic().replication_factor());
               });
         };
       });
@@ -154,10 +155,10 @@ void AddTopicList(CLI::App* topic, const Globals& g, Action* run) {
     return [&g] {
       return Call<lpb::ListTopicsRequest, lpb::ListTopicsResponse>(
           g, &Stub::ListTopics, {}, [](const lpb::ListTopicsResponse& resp) {
-            Table t({"TOPIC", "PARTITIONS", "CONFIG"});
+            Table t({"TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "CONFIG"});
             for (const auto& topic : resp.topics()) {
               t.Add({topic.name(), std::to_string(topic.partitions()),
-                     ConfigText(topic.config())});
+                     std::to_string(topic.replication_factor()), ConfigText(topic.config())});
             }
             t.Print();
           });

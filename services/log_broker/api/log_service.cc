@@ -56,7 +56,8 @@ grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* c
         request->has_replication_factor() ? std::optional<int32_t>(request->replication_factor())
                                           : std::nullopt);
     if (!meta.ok()) return meta.status();
-    ToProto(*meta, response->mutable_topic());
+    ToProto(meta->meta, response->mutable_topic());
+    response->mutable_topic()->set_replication_factor(meta->replication_factor);
     return absl::OkStatus();
   });
 }
@@ -123,7 +124,11 @@ grpc::ServerUnaryReactor* LogService::ListTopics(grpc::CallbackServerContext* ct
                                                  const pb::ListTopicsRequest* request,
                                                  pb::ListTopicsResponse* response) {
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
-  for (const TopicMeta& meta : broker_->ListTopics()) ToProto(meta, response->add_topics());
+  for (const TopicSummary& t : broker_->ListTopics()) {
+    pb::TopicInfo* info = response->add_topics();
+    ToProto(t.meta, info);
+    info->set_replication_factor(t.replication_factor);
+  }
   return Done(ctx, absl::OkStatus());
 }
 

@@ -66,6 +66,7 @@ EtcdCluster::~EtcdCluster() {
   }
   scope_.StopEvery(keepalive_);
   scope_.StopEvery(controller_tick_);
+  scope_.StopEvery(rebalance_tick_);
   etcd::LeaseId lease;
   {
     absl::MutexLock join(&join_mu_);
@@ -112,6 +113,10 @@ absl::Status EtcdCluster::Join(const std::string& address) {
   keepalive_ = scope_.Every(ttl / 3, [this] { KeepAlive(); });
   // Changes are driven by watch events; the tick retries a controller write that failed.
   controller_tick_ = scope_.Every(ttl, [this] { RunController(View()); });
+  if (options_.leader_rebalance_interval > absl::ZeroDuration()) {
+    rebalance_tick_ = scope_.Every(options_.leader_rebalance_interval,
+                                   [this] { RunController(View(), /*rebalance=*/true); });
+  }
   return absl::OkStatus();
 }
 

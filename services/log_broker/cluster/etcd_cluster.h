@@ -29,6 +29,9 @@ struct EtcdClusterOptions {
   etcd::ClientOptions etcd;
   // How long CreateTopic waits for the controller's placement before DEADLINE_EXCEEDED.
   absl::Duration placement_wait = absl::Seconds(10);
+  // How often the controller hands leadership back to preferred replicas that are in sync
+  // (PlanPreferredLeaders; Kafka's leader.imbalance.check.interval, 300 s there too). Zero: never.
+  absl::Duration leader_rebalance_interval = absl::Seconds(300);
   // Called (on the remote pool, one at a time, in revision order) with every new view.
   std::function<void(std::shared_ptr<const ClusterView>)> on_view = [](auto) {};
   ClusterObserver* observer = nullptr;  // null: none; must outlive the EtcdCluster
@@ -46,6 +49,7 @@ struct EtcdClusterOptions {
 // - each watch batch updates the mirror of the keys, builds a new ClusterView, publishes it and
 //   hands it to on_view; a watch that ends or falls behind a compaction re-reads everything;
 // - when this broker is the controller it applies PlanPartitionChanges (domain/placement.h),
+//   and every leader_rebalance_interval PlanPreferredLeaders when nothing else is to change,
 //   every write guarded by its epoch (the create revision of its own controller key) and by the
 //   mod revision the plan read: a deposed controller's writes change nothing.
 //
@@ -107,7 +111,8 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   void OnEvents(std::vector<etcd::WatchEvent> events, int64_t revision);
   void Publish(std::shared_ptr<const ClusterView> view);
   void KeepAlive();
-  void RunController(const std::shared_ptr<const ClusterView>& view);
+  // `rebalance`: when nothing else is to change, also move leaders back to preferred replicas.
+  void RunController(const std::shared_ptr<const ClusterView>& view, bool rebalance = false);
   absl::Status DeleteOrphanPartitions(int64_t epoch);
   absl::StatusOr<uint64_t> NextId(const std::string& key, IdBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ids_mu_);
@@ -147,6 +152,7 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   runtime::Scope scope_;  // last member: destroyed (drained) first
   runtime::Scope::PeriodicId keepalive_ = 0;
   runtime::Scope::PeriodicId controller_tick_ = 0;
+  runtime::Scope::PeriodicId rebalance_tick_ = 0;
 };
 
 }  // namespace conduit::log_broker::cluster

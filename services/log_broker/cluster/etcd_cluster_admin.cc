@@ -23,7 +23,7 @@ constexpr uint64_t kIdBlock = 64;
 
 }  // namespace
 
-void EtcdCluster::RunController(const std::shared_ptr<const ClusterView>& view) {
+void EtcdCluster::RunController(const std::shared_ptr<const ClusterView>& view, bool rebalance) {
   if (view->controller != options_.broker_id) return;
   int64_t epoch = 0;
   {
@@ -34,7 +34,8 @@ void EtcdCluster::RunController(const std::shared_ptr<const ClusterView>& view) 
     if (own == mirror_.end() || own->second.create_revision != view->controller_epoch) return;
     epoch = view->controller_epoch;
   }
-  const std::vector<PartitionChange> changes = PlanPartitionChanges(*view);
+  std::vector<PartitionChange> changes = PlanPartitionChanges(*view);
+  if (rebalance && changes.empty()) changes = PlanPreferredLeaders(*view);
   for (size_t i = 0; i < changes.size(); i += kChangesPerTxn) {
     std::vector<PartitionChange> batch(
         changes.begin() + i, changes.begin() + std::min(changes.size(), i + kChangesPerTxn));

@@ -115,9 +115,9 @@ absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta
   return state;
 }
 
-absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t partitions,
-                                              const TopicConfigPatch& patch,
-                                              std::optional<int32_t> requested_rf) {
+absl::StatusOr<TopicSummary> Broker::CreateTopic(const std::string& name, int32_t partitions,
+                                                 const TopicConfigPatch& patch,
+                                                 std::optional<int32_t> requested_rf) {
   CONDUIT_RETURN_IF_ERROR(ValidateTopicName(name));
   CONDUIT_RETURN_IF_ERROR(ValidatePartitionCount(partitions));
   const std::shared_ptr<const ClusterView> view = cluster_ ? cluster_->View() : nullptr;
@@ -136,7 +136,7 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
         TopicAssignment created,
         cluster_->CreateTopic(TopicMeta{id, name, partitions, config, clock_->Now()},
                               replication_factor));
-    return created.meta;
+    return TopicSummary{created.meta, created.replication_factor};
   }
   if (replication_factor != 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -161,7 +161,7 @@ absl::StatusOr<TopicMeta> Broker::CreateTopic(const std::string& name, int32_t p
   }
   absl::MutexLock lock(&mu_);
   topics_.emplace(name, std::make_shared<TopicState>(meta));
-  return meta;
+  return TopicSummary{meta};
 }
 
 absl::StatusOr<TopicMeta> Broker::UpdateTopicConfig(const std::string& name,
@@ -208,17 +208,17 @@ absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
   return absl::OkStatus();
 }
 
-std::vector<TopicMeta> Broker::ListTopics() const {
-  std::vector<TopicMeta> out;
+std::vector<TopicSummary> Broker::ListTopics() const {
+  std::vector<TopicSummary> out;
   if (cluster_ != nullptr) {  // the cluster's topics, created here or through another broker
     if (const auto applied = AppliedView()) {
-      for (const auto& [name, t] : applied->topics) out.push_back(t.meta);
+      for (const auto& [name, t] : applied->topics) out.push_back({t.meta, t.replication_factor});
     }
     return out;  // by name already
   }
-  for (const auto& topic : TopicsSnapshot()) out.push_back(topic->meta());
+  for (const auto& topic : TopicsSnapshot()) out.push_back({topic->meta()});
   std::sort(out.begin(), out.end(),
-            [](const TopicMeta& a, const TopicMeta& b) { return a.name < b.name; });
+            [](const TopicSummary& a, const TopicSummary& b) { return a.meta.name < b.meta.name; });
   return out;
 }
 

@@ -72,6 +72,12 @@ struct PartitionDescription {
   ReplicationDescription replication;
 };
 
+// A topic as CreateTopic and ListTopics answer it.
+struct TopicSummary {
+  TopicMeta meta;
+  int32_t replication_factor = 1;  // in a cluster, the metadata's
+};
+
 struct TopicDescription {
   TopicMeta meta;
   std::vector<PartitionDescription> partitions;
@@ -177,15 +183,15 @@ class Broker {
   // ALREADY_EXISTS for a taken name. In a cluster, through the metadata (any broker), answering
   // once the partitions are placed. Unset replication factor: 3 with 3 or more live brokers,
   // else 1; unset min_insync_replicas: 2 when the replication factor is 3 or more, else 1.
-  absl::StatusOr<TopicMeta> CreateTopic(const std::string& name, int32_t partitions,
-                                        const TopicConfigPatch& config,
-                                        std::optional<int32_t> replication_factor = {});
+  absl::StatusOr<TopicSummary> CreateTopic(const std::string& name, int32_t partitions,
+                                           const TopicConfigPatch& config,
+                                           std::optional<int32_t> replication_factor = {});
   // Changes the set fields of a topic's config. NOT_FOUND, INVALID_ARGUMENT.
   absl::StatusOr<TopicMeta> UpdateTopicConfig(const std::string& name,
                                               const TopicConfigPatch& patch);
   // NOT_FOUND when absent. Produce and fetch requests in flight for the topic fail NOT_FOUND.
   absl::Status DeleteTopic(const std::string& name);
-  std::vector<TopicMeta> ListTopics() const;
+  std::vector<TopicSummary> ListTopics() const;
 
   // Runs blocking work (topic changes, timestamp lookups) on the storage executor, so request
   // threads never block on RocksDB. RESOURCE_EXHAUSTED when the executor's queue is full.

@@ -145,6 +145,28 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view) {
   return out;
 }
 
+std::vector<PartitionChange> PlanPreferredLeaders(const ClusterView& view) {
+  std::vector<PartitionChange> out;
+  for (const auto& [name, t] : view.topics) {
+    for (int32_t p = 0; p < static_cast<int32_t>(t.partitions.size()); ++p) {
+      if (!t.partitions[p]) continue;
+      const PartitionAssignment& now = *t.partitions[p];
+      if (now.replicas.empty() || !now.target_replicas.empty()) continue;
+      const int32_t preferred = now.replicas.front();
+      if (now.leader == preferred || now.leader == kNoBroker ||
+          !view.brokers.contains(now.leader) || !view.brokers.contains(preferred) ||
+          !Contains(now.isr, preferred)) {
+        continue;
+      }
+      PartitionAssignment next = now;
+      next.leader = preferred;
+      next.leader_epoch = now.leader_epoch + 1;
+      out.push_back(PartitionChange{name, t.meta.id, p, t.partition_revisions[p], next});
+    }
+  }
+  return out;
+}
+
 absl::Status CheckReplicationFactor(const ClusterView& view, int32_t replication_factor) {
   const int32_t live = static_cast<int32_t>(view.brokers.size());
   if (replication_factor < 1 || replication_factor > live) {

@@ -39,6 +39,16 @@ struct PartitionChange {
 // - every change of leader bumps the epoch, and the epoch never goes back.
 std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view);
 
+// Preferred-leader rebalancing (Kafka's auto.leader.rebalance): every partition whose preferred
+// replica (the first of its replicas, where placement and reassignment put the leader) is live
+// and in sync but not leading, and that is not being reassigned, hands leadership back to it at
+// epoch + 1, the in-sync set unchanged. So leaders spread out again after a broker returns,
+// once it has caught up; an in-sync replica holds every acknowledged record, so nothing
+// acknowledged is lost by the move (a batch still waiting for its acks is answered UNAVAILABLE,
+// outcome unknown). The controller runs it periodically, only when PlanPartitionChanges has
+// nothing to do.
+std::vector<PartitionChange> PlanPreferredLeaders(const ClusterView& view);
+
 // INVALID_ARGUMENT unless 1 <= replication_factor <= live brokers.
 absl::Status CheckReplicationFactor(const ClusterView& view, int32_t replication_factor);
 

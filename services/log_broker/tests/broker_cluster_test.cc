@@ -2,6 +2,7 @@
 // view comes from a fake ClusterMetadata here (the rule under test is the broker's; the etcd
 // implementation has its own tests against a real etcd).
 
+#include <atomic>
 #include <map>
 #include <memory>
 
@@ -50,7 +51,7 @@ class FakeCluster : public ClusterMetadata {
   }
 
   std::shared_ptr<ClusterView> view = std::make_shared<ClusterView>();
-  bool lease_valid = true;
+  std::atomic<bool> lease_valid{true};
   std::vector<TopicMeta> created;
   int64_t producers = 100;
 
@@ -98,6 +99,44 @@ class BrokerClusterTest : public LifecycleTest {
                                    })
                     .ok());
     done.WaitForNotification();
+  }
+
+  // Topic "r" (id 5), one partition led here at epoch 2 with replicas and in-sync set {1, 2, 3},
+  // acks all and min in-sync 2: an append is answered once both followers have fetched past it.
+  void SetReplicatedTopic() {
+    TopicAssignment t;
+    t.meta = TopicMeta{TopicId(5), "r", 1, TopicConfig{}, absl::UnixEpoch()};
+    t.meta.config.min_insync_replicas = 2;
+    t.partitions.push_back(PartitionAssignment{1, 2, {1, 2, 3}, {1, 2, 3}});
+    t.partition_revisions = {1};
+    t.replication_factor = 3;
+    fake_.view->topics["r"] = t;
+  }
+
+  // A produce whose answer is awaited later (acks all waits for the followers).
+  struct Pending {
+    absl::Notification done;
+    absl::StatusOr<ProduceResult> result;
+    bool Answered(absl::Duration wait = absl::Milliseconds(200)) {
+      return done.WaitForNotificationWithTimeout(wait);
+    }
+  };
+  // Returns once the records are appended at the leader (not yet answered: acks all).
+  std::unique_ptr<Pending> ProduceAsync(std::vector<ProduceRecordArgs> records) {
+    const int64_t end = Describe("r").meta.next_offset + static_cast<int64_t>(records.size());
+    auto pending = std::make_unique<Pending>();
+    Pending* p = pending.get();
+    const absl::Status queued =
+        broker_->Produce("r", std::move(records), std::nullopt, [p](auto r) {
+          p->result = std::move(r);
+          p->done.Notify();
+        });
+    EXPECT_TRUE(queued.ok()) << queued;
+    for (int i = 0; i < 1000 && Describe("r").meta.next_offset < end; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_EQ(Describe("r").meta.next_offset, end) << "appended";
+    return pending;
   }
 
   FakeCluster fake_;
@@ -269,6 +308,73 @@ TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) 
   EXPECT_EQ(led[0].partition, 0);
   EXPECT_EQ(led[0].min_insync_replicas, 2);
   EXPECT_EQ(led[0].replication.followers, described.replication.followers);
+}
+
+// Acks all (issue 16 item 4): a follower that never fetches keeps the high watermark below the
+// batch, so the produce is answered DEADLINE_EXCEEDED once ack_timeout passes on the injected
+// clock, and never as success; the record stays invisible. Both followers fetching past a
+// later batch acknowledge it (the control that the wait can end well).
+TEST_F(BrokerClusterTest, AcksAllAnswersDeadlineExceededWhenAFollowerNeverFetches) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  auto stuck = ProduceAsync({To(0, "a")});
+  FetchAsFollower(2, 1);  // follower 3 never fetches
+  EXPECT_FALSE(stuck->Answered()) << "one in-sync follower has not got the record";
+  clock_.Advance(BrokerOptions{}.ack_timeout - absl::Seconds(1));
+  EXPECT_FALSE(stuck->Answered()) << "before ack_timeout";
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(stuck->Answered(absl::Seconds(10))) << "answered at ack_timeout";
+  EXPECT_EQ(stuck->result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(stuck->result.status().message()),
+              ::testing::HasSubstr("the outcome is unknown"));
+  EXPECT_EQ(Describe("r").high_watermark, 0) << "nothing above the high watermark is visible";
+  EXPECT_TRUE(ReadAll("r", 0).empty());
+
+  auto replicated = ProduceAsync({To(0, "b")});
+  FetchAsFollower(2, 2);
+  EXPECT_FALSE(replicated->Answered());
+  FetchAsFollower(3, 2);
+  ASSERT_TRUE(replicated->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(replicated->result.ok()) << replicated->result.status();
+  EXPECT_EQ(replicated->result->positions[0].offset, 1);
+  EXPECT_EQ(Describe("r").high_watermark, 2);
+}
+
+// A batch waiting for its followers when leadership moves is answered UNAVAILABLE ("outcome
+// unknown": the new leader may or may not have it), at once, not at the timeout.
+TEST_F(BrokerClusterTest, WaitingAcksAreAnsweredUnavailableWhenLeadershipMoves) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  auto waiting = ProduceAsync({To(0, "a"), To(0, "b")});
+  FetchAsFollower(2, 1);  // part of the batch reached one follower
+  EXPECT_FALSE(waiting->Answered());
+  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, 3, {1, 2, 3}, {2, 3}};
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(waiting->Answered(absl::Seconds(10))) << "answered when the new view applies";
+  EXPECT_EQ(waiting->result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(waiting->result.status().message()),
+              ::testing::HasSubstr("leadership moved to broker 2 at epoch 3"));
+  EXPECT_EQ(Produce("r", {To(0, "c")}).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "a follower now: produce names the new leader";
+}
+
+// Issue 16 item 8: a leader that cannot confirm its etcd lease may already be deposed, so
+// followers' fetches do not advance its high watermark (nothing it holds becomes visible or
+// acknowledged) until the lease is confirmed again.
+TEST_F(BrokerClusterTest, TheHighWatermarkHoldsWhileTheLeaseIsUnconfirmed) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  auto waiting = ProduceAsync({To(0, "a")});
+  fake_.lease_valid = false;
+  FetchAsFollower(2, 1);
+  FetchAsFollower(3, 1);
+  EXPECT_FALSE(waiting->Answered()) << "both followers have it, but the lease is unconfirmed";
+  EXPECT_EQ(Describe("r").high_watermark, 0);
+  fake_.lease_valid = true;
+  FetchAsFollower(2, 1);
+  ASSERT_TRUE(waiting->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(waiting->result.ok()) << waiting->result.status();
+  EXPECT_EQ(Describe("r").high_watermark, 1);
 }
 
 }  // namespace

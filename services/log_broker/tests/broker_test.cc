@@ -22,7 +22,8 @@ TEST_F(BrokerTest, CreateListDescribeDelete) {
   EXPECT_EQ(broker_->CreateTopic("c", 0, {}).status().code(), absl::StatusCode::kInvalidArgument);
   auto topics = broker_->ListTopics();
   ASSERT_EQ(topics.size(), 2u);
-  EXPECT_EQ(topics[0].name, "a");
+  EXPECT_EQ(topics[0].meta.name, "a");
+  EXPECT_EQ(topics[0].replication_factor, 1);
   auto described = broker_->DescribeTopic("b");
   ASSERT_TRUE(described.ok());
   EXPECT_EQ(described->partitions.size(), 2u);

@@ -275,6 +275,42 @@ TEST(Placement, TheCurrentReplicasInAnotherOrderElectThePreferredLeader) {
   EXPECT_TRUE(PlanPartitionChanges(view).empty()) << "waits until the preferred one is in sync";
 }
 
+// A leader killed and back: the controller moves leadership back to it only once it is in sync
+// again, only while it is live, and not while a reassignment is under way.
+TEST(Placement, PreferredLeadersLeadAgainOnceBackInSync) {
+  ClusterView view = ReplicatedPartition();
+  const PartitionAssignment placed = *view.FindPartition("t", 0);
+  const int32_t preferred = placed.replicas.front();
+  ASSERT_EQ(placed.leader, preferred) << "placement leads from the preferred replica";
+  EXPECT_TRUE(PlanPreferredLeaders(view).empty()) << "already balanced";
+
+  view.brokers.erase(preferred);
+  Apply(&view, PlanPartitionChanges(view));
+  const PartitionAssignment failed_over = *view.FindPartition("t", 0);
+  ASSERT_NE(failed_over.leader, preferred);
+  EXPECT_TRUE(PlanPreferredLeaders(view).empty()) << "the preferred replica is not live";
+
+  view.brokers[preferred] = BrokerRegistration{preferred, "127.0.0.1:1", "x"};
+  EXPECT_TRUE(PlanPartitionChanges(view).empty());
+  EXPECT_TRUE(PlanPreferredLeaders(view).empty()) << "back, but not in sync yet";
+
+  std::vector<int32_t> isr = failed_over.isr;
+  isr.push_back(preferred);  // caught up: the leader adds it
+  SetIsr(&view, isr);
+  view.topics["t"].partitions[0]->target_replicas = {2, 3, 1};
+  EXPECT_TRUE(PlanPreferredLeaders(view).empty()) << "a reassignment decides the leader itself";
+  view.topics["t"].partitions[0]->target_replicas.clear();
+
+  const auto changes = PlanPreferredLeaders(view);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].next.leader, preferred);
+  EXPECT_EQ(changes[0].next.leader_epoch, failed_over.leader_epoch + 1);
+  EXPECT_EQ(changes[0].next.isr, isr) << "the in-sync set is unchanged";
+  EXPECT_EQ(changes[0].read_revision, view.topics["t"].partition_revisions[0]);
+  Apply(&view, changes);
+  EXPECT_TRUE(PlanPreferredLeaders(view).empty());
+}
+
 TEST(Placement, NoLiveBrokersPlansNothing) {
   ClusterView view;
   AddTopic(&view, "t", 1, 3);
