@@ -51,6 +51,7 @@ struct ConsumedRecord {
   std::vector<std::pair<std::string, std::string>> headers;
   absl::Time append_time;
   std::optional<absl::Time> event_time;
+  std::string event_id;  // empty when the producer set none
 };
 
 // A member of a consumer group. A background thread heartbeats at the interval the coordinator

@@ -82,6 +82,7 @@ void GroupConsumer::TakeFetched(const TopicPartition& tp, int64_t position, int6
     }
     c.append_time = grpc_util::FromTimestamp(r.append_time());
     if (r.has_event_time()) c.event_time = grpc_util::FromTimestamp(r.event_time());
+    c.event_id = std::move(*r.mutable_event_id());
     out->push_back(std::move(c));
   }
 }

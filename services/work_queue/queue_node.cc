@@ -1,8 +1,16 @@
 #include "services/work_queue/queue_node.h"
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/status/status_macros.h"
+
+ABSL_FLAG(std::string, bridge_bootstrap, "",
+          "Log broker(s) bridges read from, host:port (default: this server's own address, as "
+          "in conduit-standalone)");
+ABSL_FLAG(std::string, bridge_coordinator, "",
+          "Group coordinator bridges join through, host:port (default: the bridge bootstrap)");
 
 namespace conduit::work_queue {
 
@@ -20,6 +28,10 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
       std::make_unique<WorkQueue>(node->store_.get(), runtime, options, node->metrics_.get());
   CONDUIT_RETURN_IF_ERROR(node->queue_->Recover());
   node->service_ = std::make_unique<api::QueueService>(node->queue_.get());
+  node->bridge_metrics_ = std::make_unique<api::BridgeMetrics>(registry);
+  node->bridges_ = std::make_unique<bridge::BridgeManager>(
+      node->store_.get(), node->queue_.get(), runtime->clock(), node->bridge_metrics_.get());
+  node->bridge_service_ = std::make_unique<api::BridgeService>(node->bridges_.get());
   return node;
 }
 
@@ -33,10 +45,20 @@ grpc_util::ServerComponent QueueNode::Component() {
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());
+    services->push_back((*node)->bridge_service());
     return absl::OkStatus();
   };
+  component.started = [node](const std::string& address) {
+    const absl::Status s =
+        (*node)->bridges()->Start(bridge::BridgeEndpoints{absl::GetFlag(FLAGS_bridge_bootstrap),
+                                                          absl::GetFlag(FLAGS_bridge_coordinator)},
+                                  address);
+    if (!s.ok()) spdlog::error("bridges not started: {}", s.ToString());
+  };
+  component.begin_shutdown = [node] { (*node)->bridges()->Stop(); };
   component.teardown = [node] { node->reset(); };
-  component.health_services = {api::pb::WorkQueue::service_full_name()};
+  component.health_services = {api::pb::WorkQueue::service_full_name(),
+                               api::bpb::Bridges::service_full_name()};
   return component;
 }
 

@@ -6,6 +6,8 @@
 #include "absl/status/statusor.h"
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
+#include "services/work_queue/api/bridge_metrics.h"
+#include "services/work_queue/api/bridge_service.h"
 #include "services/work_queue/api/queue_metrics.h"
 #include "services/work_queue/api/queue_service.h"
 #include "services/work_queue/domain/work_queue.h"
@@ -13,8 +15,9 @@
 
 namespace conduit::work_queue {
 
-// The work queue wired together: RocksDB under <data_dir>/queue, the WorkQueue (recovered) and
-// its gRPC service. Used by conduit-queue, conduit-standalone and the tests.
+// The work queue wired together: RocksDB under <data_dir>/queue, the WorkQueue (recovered), its
+// bridges (started once the server serves) and their gRPC services. Used by conduit-queue,
+// conduit-standalone and the tests.
 class QueueNode {
  public:
   static absl::StatusOr<std::unique_ptr<QueueNode>> Open(const std::string& data_dir,
@@ -25,6 +28,8 @@ class QueueNode {
   static grpc_util::ServerComponent Component();
 
   api::QueueService* service() { return service_.get(); }
+  api::BridgeService* bridge_service() { return bridge_service_.get(); }
+  bridge::BridgeManager* bridges() { return bridges_.get(); }
   WorkQueue* queue() { return queue_.get(); }
 
  private:
@@ -33,6 +38,9 @@ class QueueNode {
   std::unique_ptr<api::QueueMetrics> metrics_;
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<api::QueueService> service_;
+  std::unique_ptr<api::BridgeMetrics> bridge_metrics_;
+  std::unique_ptr<bridge::BridgeManager> bridges_;
+  std::unique_ptr<api::BridgeService> bridge_service_;
 };
 
 }  // namespace conduit::work_queue

@@ -169,7 +169,8 @@ def rfc3339(t):
 def test_topics():
     topic = f"cli-topics-{SUFFIX}"
     r = conduit("topic", "create", topic, "--partitions", 3)
-    check_eq(r.out, f"created topic {topic} with 3 partitions\n", "create output", r)
+    check_eq(r.out, f"created topic {topic} with 3 partitions, replication factor 1\n",
+             "create output", r)
     check_eq(r.err, "", "create stderr", r)
 
     # Creating it again: the server refuses.
@@ -178,10 +179,12 @@ def test_topics():
     # list (table)
     r = conduit("topic", "list")
     rows = table(r.out)
-    check_eq(rows[0][:3], ["TOPIC", "PARTITIONS", "CONFIG"], "topic list header", r)
+    check_eq(rows[0][:4], ["TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "CONFIG"],
+             "topic list header", r)
     mine = [row for row in rows[1:] if row[0] == topic]
     check_eq(len(mine), 1, "rows for the topic in topic list", r)
     check_eq(mine[0][1], "3", "partition count in topic list", r)
+    check_eq(mine[0][2], "1", "replication factor in topic list (a single node)", r)
     check("retention=168h" in r.out, "default retention (7d) shown in topic list", r)
 
     # list (json)
@@ -675,6 +678,52 @@ def test_queues():
 # The cluster: describe, and --addr as a list of bootstrap brokers
 
 
+def bridge_jobs(queue):
+    _, row = stats(queue)
+    return int(row["READY"]) + int(row["DELAYED"]) + int(row["LEASED"])
+
+
+def test_bridges():
+    topic, queue, name = f"cli-btopic-{SUFFIX}", f"cli-bqueue-{SUFFIX}", f"cli-bridge-{SUFFIX}"
+    conduit("topic", "create", topic)
+    conduit("queue", "create", queue)
+    r = conduit("bridge", "create", name, "--topic", topic, "--queue", queue, "--key-prefix", "sku-",
+                "--tenant-header", "merchant")
+    check_eq(r.out, f"created bridge {name}: topic {topic} (group bridge.{name}) -> queue {queue}\n",
+             "bridge create output", r)
+    expect_error(conduit("bridge", "create", name, "--topic", topic, "--queue", queue, expect=None),
+                 "ALREADY_EXISTS")
+    expect_error(conduit("bridge", "create", f"{name}-x", "--topic", topic, "--queue", "no-such",
+                         expect=None), "NOT_FOUND")
+    expect_usage(conduit("bridge", "create", f"{name}-y", "--topic", topic, "--queue", queue,
+                         "--header", "no-equals-sign", expect=None), "--header")
+    conduit("produce", topic, "-K", ":", "-H", "merchant=m1",
+            stdin="sku-1:price 90\nuser-1:login\nsku-2:price 80\n")
+    deadline = time.monotonic() + 20
+    while bridge_jobs(queue) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check_eq(bridge_jobs(queue), 2, "the two sku- records became jobs")
+    r = conduit("queue", "lease", queue, "--max", 10, output="json")
+    jobs = json.loads(r.out)["jobs"]
+    check_eq(sorted(base64.b64decode(j["payload"]).decode() for j in jobs), ["price 80", "price 90"],
+             "job payloads are the record values", r)
+    check(all(j["tenant"] == "m1" for j in jobs), "tenant from the merchant header", r)
+    check(all(j["source"]["topic"] == topic for j in jobs), "jobs name their source topic", r)
+
+    r = conduit("bridge", "list")
+    rows = [x for x in as_dicts(table(r.out)) if x["BRIDGE"] == name]
+    check_eq(len(rows), 1, "the bridge in bridge list", r)
+    check_eq(rows[0]["FILTER"], "key^=sku-", "filter column", r)
+    check_eq(rows[0]["STATE"], "running", "state column", r)
+    r = conduit("bridge", "describe", name)
+    check("state running, 2 bridged, 1 filtered" in r.out, "describe counts", r)
+    check_eq(conduit("bridge", "pause", name).out, f"paused bridge {name}\n", "pause output")
+    check("state paused" in conduit("bridge", "describe", name).out, "paused in describe")
+    check_eq(conduit("bridge", "resume", name).out, f"resumed bridge {name}\n", "resume output")
+    check_eq(conduit("bridge", "delete", name).out, f"deleted bridge {name}\n", "delete output")
+    expect_error(conduit("bridge", "describe", name, expect=None), "NOT_FOUND")
+
+
 def test_cluster():
     topic = f"cli-cluster-{SUFFIX}"
     conduit("topic", "create", topic, "--partitions", 3)
@@ -830,7 +879,8 @@ def main():
     print(f"cli_test: {BIN} against {ADDR}", flush=True)
     start = time.monotonic()
     failures = []
-    for test in (test_topics, test_produce_consume, test_groups, test_queues, test_cluster,
+    for test in (test_topics, test_produce_consume, test_groups, test_queues, test_bridges,
+                 test_cluster,
                  test_bad_input,
                  test_group_max_commits_only_what_it_printed,
                  test_produce_to_a_missing_partition_fails, test_group_consume_prints_json):

@@ -1,4 +1,5 @@
-// A hostile client, as a reflection client would be one: every method of the three services is
+// A hostile client, as a reflection client would be one: every method of the three services (and
+// the queue's bridges) is
 // found through the descriptors, and each field of its request, at every depth, is given the
 // boundary values a careless or malicious caller sends (empty, 1 MiB, NUL, invalid UTF-8,
 // integer extremes, undefined enums, NaN and infinities, Durations and Timestamps outside the

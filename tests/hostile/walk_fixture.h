@@ -21,6 +21,7 @@
 #include "common/testing/temp_dir.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
+#include "conduit/queue/v1/bridge.grpc.pb.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 #include "tests/hostile/request_mutations.h"
 #include "tests/support/server_process.h"
@@ -38,7 +39,8 @@ using google::protobuf::Reflection;
 
 inline constexpr size_t kMaxMessageBytes = 2048;
 inline const char* kServices[] = {"conduit.log.v1.LogService", "conduit.queue.v1.WorkQueue",
-                           "conduit.coordinator.v1.GroupCoordinator"};
+                                  "conduit.coordinator.v1.GroupCoordinator",
+                                  "conduit.queue.v1.Bridges"};
 
 inline bool LongMode() {
   const char* v = std::getenv("CONDUIT_HOSTILE_LONG");
@@ -314,6 +316,7 @@ class HostileWalk : public ::testing::Test {
 
   static std::vector<const MethodDescriptor*> AllMethods() {
     std::vector<const MethodDescriptor*> out;
+    (void)::conduit::queue::v1::BridgeSpec::descriptor();  // links bridge.proto's descriptors in
     for (const char* name : kServices) {
       const auto* service =
           google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);

@@ -48,6 +48,7 @@ void AddRecordCommands(CLI::App& app, const Globals& g, Action* run);
 void AddGroupCommands(CLI::App& app, const Globals& g, Action* run);
 void AddQueueCommands(CLI::App& app, const Globals& g, Action* run);
 void AddClusterCommands(CLI::App& app, const Globals& g, Action* run);
+void AddBridgeCommands(CLI::App& app, const Globals& g, Action* run);
 
 // Prints "error: CODE: message" on stderr and returns kExitError.
 int Fail(const grpc::Status& status);

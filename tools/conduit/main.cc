@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   AddGroupCommands(app, globals, &run);
   AddQueueCommands(app, globals, &run);
   AddClusterCommands(app, globals, &run);
+  AddBridgeCommands(app, globals, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -215,6 +215,35 @@ absl::StatusOr<std::pair<uint64_t, absl::Time>> DecodeIdempotency(std::string_vi
                         absl::FromUnixMicros(static_cast<int64_t>(coding::ReadBigEndian64(in.data() + 8))));
 }
 
+std::string EncodeBridge(const BridgeSpec& spec) {
+  std::string out;
+  out.push_back(1);
+  coding::PutBigEndian64(&out, spec.id);
+  for (const std::string* field :
+       {&spec.name, &spec.topic, &spec.group, &spec.queue, &spec.key_prefix, &spec.header,
+        &spec.header_value, &spec.tenant_header, &spec.priority_header}) {
+    coding::PutLengthPrefixed(&out, *field);
+  }
+  PutTime(&out, spec.created);
+  out.push_back(spec.paused ? 1 : 0);
+  return out;
+}
+
+absl::StatusOr<BridgeSpec> DecodeBridge(std::string_view in) {
+  BridgeSpec spec;
+  uint8_t version = 0, paused = 0;
+  bool ok = coding::GetByte(&in, &version) && version == 1 && coding::GetFixed64(&in, &spec.id);
+  for (std::string* field :
+       {&spec.name, &spec.topic, &spec.group, &spec.queue, &spec.key_prefix, &spec.header,
+        &spec.header_value, &spec.tenant_header, &spec.priority_header}) {
+    ok = ok && GetString(&in, field);
+  }
+  ok = ok && GetTime(&in, &spec.created) && coding::GetByte(&in, &paused) && in.empty();
+  if (!ok) return absl::DataLossError("corrupt bridge record");
+  spec.paused = paused != 0;
+  return spec;
+}
+
 std::string EncodeCounter(uint64_t value) {
   std::string out;
   coding::PutBigEndian64(&out, value);

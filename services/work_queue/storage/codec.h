@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "services/work_queue/domain/bridge.h"
 #include "services/work_queue/domain/job.h"
 
 namespace conduit::work_queue::codec {
@@ -33,6 +34,12 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in);
 // Idempotency entry: BE64 job id | BE64 at µs. Fixed width, no version byte (like the counters).
 std::string EncodeIdempotency(uint64_t job_id, absl::Time at);
 absl::StatusOr<std::pair<uint64_t, absl::Time>> DecodeIdempotency(std::string_view in);
+
+// Bridge v1: u8 1 | BE64 id | len+name | len+topic | len+group | len+queue | len+key prefix
+//   | len+header | len+header value | len+tenant header | len+priority header | BE64 created µs
+//   | u8 paused
+std::string EncodeBridge(const BridgeSpec& spec);
+absl::StatusOr<BridgeSpec> DecodeBridge(std::string_view in);
 
 // A counter (next job id): BE64.
 std::string EncodeCounter(uint64_t value);

@@ -22,8 +22,9 @@ inline constexpr char kIdempotencyCf[] = "idempotency";  // BE64(queue) + key �
 inline constexpr char kAuditCf[] = "audit";  // BE64(queue) + BE64(at µs) + BE64(seq) → text
 inline constexpr char kCountersCf[] = "counters";       // name → value, such as:
 inline constexpr char kNextJobIdKey[] = "next_job_id";  //   → BE64 next job id
-inline constexpr std::array<std::string_view, 5> kColumnFamilies = {
-    kQueuesCf, kJobsCf, kIdempotencyCf, kAuditCf, kCountersCf};
+inline constexpr char kBridgesCf[] = "bridges";         // bridge name → bridge
+inline constexpr std::array<std::string_view, 6> kColumnFamilies = {
+    kQueuesCf, kJobsCf, kIdempotencyCf, kAuditCf, kCountersCf, kBridgesCf};
 // Where kNextJobIdKey was kept before the counters CF (told from queue keys by its length);
 // moved to kCountersCf when such a store is opened.
 inline constexpr char kLegacyNextJobIdKey[] = "next_job_id";  // in kQueuesCf

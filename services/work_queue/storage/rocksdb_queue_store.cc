@@ -48,6 +48,7 @@ RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string&
   idempotency_ = db_.Find(keys::kIdempotencyCf);
   audit_ = db_.Find(keys::kAuditCf);
   counters_ = db_.Find(keys::kCountersCf);
+  bridges_ = db_.Find(keys::kBridgesCf);
   db_.ForgetHandles();
 }
 
@@ -64,6 +65,35 @@ absl::StatusOr<std::vector<QueueMeta>> RocksDbQueueStore::LoadQueues() {
   }
   if (!it->status().ok()) return ToStatus(it->status(), "load queues");
   return out;
+}
+
+absl::StatusOr<std::vector<BridgeSpec>> RocksDbQueueStore::LoadBridges() {
+  std::vector<BridgeSpec> out;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_.db()->NewIterator(rocksdb::ReadOptions(), bridges_.get()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    CONDUIT_ASSIGN_OR_RETURN(BridgeSpec spec, codec::DecodeBridge(it->value().ToStringView()));
+    if (spec.name != it->key().ToStringView()) {
+      return absl::DataLossError("bridge record under another name's key");
+    }
+    out.push_back(std::move(spec));
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "load bridges");
+  return out;
+}
+
+absl::Status RocksDbQueueStore::PutBridge(const BridgeSpec& spec) {
+  CONDUIT_RETURN_IF_ERROR(space_.Check());
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return ToStatus(db_.db()->Put(sync, bridges_.get(), spec.name, codec::EncodeBridge(spec)),
+                  "write bridge");
+}
+
+absl::Status RocksDbQueueStore::DeleteBridge(const std::string& name) {
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return ToStatus(db_.db()->Delete(sync, bridges_.get(), name), "delete bridge");
 }
 
 absl::StatusOr<uint64_t> RocksDbQueueStore::LoadNextJobId() {

@@ -6,13 +6,14 @@
 
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/rocksdb/space_guard.h"
+#include "services/work_queue/domain/bridge.h"
 #include "services/work_queue/domain/queue_store.h"
 
 namespace conduit::work_queue {
 
 // QueueStore on one RocksDB instance with column families queues, jobs, idempotency and audit
 // (storage/key_schema.h). Thread-safe.
-class RocksDbQueueStore final : public QueueStore {
+class RocksDbQueueStore final : public QueueStore, public BridgeStore {
  public:
   static absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> Open(const std::string& path);
 
@@ -22,6 +23,10 @@ class RocksDbQueueStore final : public QueueStore {
   absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(QueueId queue_id) override;
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override;
   absl::Status CheckSpace() const override { return space_.Check(); }
+
+  absl::StatusOr<std::vector<BridgeSpec>> LoadBridges() override;
+  absl::Status PutBridge(const BridgeSpec& spec) override;
+  absl::Status DeleteBridge(const std::string& name) override;
 
   // Audit lines of a queue, oldest first.
   absl::StatusOr<std::vector<std::string>> LoadAudit(QueueId queue_id);
@@ -33,7 +38,7 @@ class RocksDbQueueStore final : public QueueStore {
   absl::Status MoveLegacyNextJobId();
   rocksdb_util::OpenDb db_;
   const rocksdb_util::SpaceGuard space_;  // checked before every write that adds data
-  rocksdb_util::OpenDb::Handle queues_, jobs_, idempotency_, audit_, counters_;
+  rocksdb_util::OpenDb::Handle queues_, jobs_, idempotency_, audit_, counters_, bridges_;
   // Starts from the wall clock so that keys of a later process never overwrite earlier lines.
   std::atomic<uint64_t> audit_seq_;
 };
