@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
@@ -41,6 +43,10 @@ absl::StatusOr<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(
   if (options.group.empty() || options.topics.empty()) {
     return absl::InvalidArgumentError("a group consumer needs a group and topics");
   }
+  if (!(options.max_records_per_second >= 0)) {  // also NaN
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_records_per_second must not be negative, got ", options.max_records_per_second));
+  }
   auto router =
       ClusterRouter::Create({.bootstrap = BootstrapList(options.address, options.bootstrap),
                              .request_timeout = options.request_timeout});
@@ -61,6 +67,10 @@ GroupConsumer::GroupConsumer(ConsumerOptions options, PartitionsCallback on_assi
     : options_(std::move(options)),
       on_assigned_(std::move(on_assigned)),
       on_revoked_(std::move(on_revoked)) {
+  if (options_.max_records_per_second > 0 && std::isfinite(options_.max_records_per_second)) {
+    limiter_.emplace(options_.max_records_per_second, options_.max_records_per_second,
+                     time::SystemClock::Get());
+  }
   coordinator_ = cpb::GroupCoordinator::NewStub(
       grpc::CreateChannel(options_.coordinator_address, grpc::InsecureChannelCredentials()));
 }

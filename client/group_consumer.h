@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/cluster_router.h"
+#include "client/rate_limiter.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 
@@ -37,6 +38,11 @@ struct ConsumerOptions {
   std::string instance_id;  // static membership
   absl::Duration session_timeout = absl::Seconds(10);
   int max_poll_records = 500;
+  // At most this many records a second over time, so that replaying a backlog does not starve
+  // other work: a token bucket holding up to a second's worth (at least 1). Poll returns no more
+  // than the bucket holds, and waits (up to its timeout) while it is empty. 0 (or infinite):
+  // unlimited; negative: INVALID_ARGUMENT from Create.
+  double max_records_per_second = 0;
   // Where a partition without a committed offset starts.
   enum class Start { kEarliest, kLatest } start = Start::kEarliest;
   absl::Duration request_timeout = absl::Seconds(10);
@@ -77,8 +83,8 @@ class GroupConsumer {
       PartitionsCallback on_revoked = {});
   ~GroupConsumer();  // Close()
 
-  // Records from owned partitions, at most max_poll_records, waiting up to `timeout` for some.
-  // Positions move past what is returned.
+  // Records from owned partitions, at most max_poll_records (and what max_records_per_second
+  // allows), waiting up to `timeout` for some. Positions move past what is returned.
   absl::StatusOr<std::vector<ConsumedRecord>> Poll(absl::Duration timeout);
   // Commits the positions of the owned partitions (after what Poll returned).
   absl::Status Commit();
@@ -117,9 +123,13 @@ class GroupConsumer {
   absl::Status CommitPositions(const std::map<TopicPartition, int64_t>& positions,
                                const std::string& member_id, int32_t epoch);
   absl::StatusOr<int64_t> ListOffset(const TopicPartition& tp, conduit::log::v1::OffsetSpec spec);
-  // One Fetch of `tp` from `position` on its leader, long-polling up to `wait` (if positive).
+  // One Fetch of up to `max_records` of `tp` from `position` on its leader, long-polling up to
+  // `wait` (if positive).
   grpc::Status FetchFromLeader(const TopicPartition& tp, int64_t position, absl::Duration wait,
-                               conduit::log::v1::FetchResponse* resp);
+                               int max_records, conduit::log::v1::FetchResponse* resp);
+  // How many records the next fetch may return (max_poll_records, or fewer by the rate limit);
+  // 0 with `*wait` set to when a token comes.
+  int FetchBudget(absl::Duration* wait);
   // Moves the records of `resp` to `out` and the position to `next`, unless `tp` was revoked or
   // reset (its position is no longer `position`) meanwhile.
   void TakeFetched(const TopicPartition& tp, int64_t position, int64_t next,
@@ -138,6 +148,7 @@ class GroupConsumer {
   absl::Duration interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   std::map<TopicPartition, int64_t> positions_ ABSL_GUARDED_BY(mu_);  // owned → next offset
   size_t next_partition_ ABSL_GUARDED_BY(mu_) = 0;                    // Poll's round robin
+  std::optional<RateLimiter> limiter_ ABSL_GUARDED_BY(mu_);           // max_records_per_second
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int async_commits_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

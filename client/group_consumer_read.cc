@@ -24,6 +24,14 @@ absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration t
       owned.assign(positions_.begin(), positions_.end());
       if (!owned.empty()) first = next_partition_++ % owned.size();
     }
+    absl::Duration token_wait;
+    const int budget = FetchBudget(&token_wait);
+    if (budget == 0) {  // rate-limited: wait for a token, or return nothing at the deadline
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return out;
+      absl::SleepFor(std::min(left, token_wait));
+      continue;
+    }
     const absl::Duration left = deadline - absl::Now();
     for (size_t i = 0; i < owned.size() && out.empty(); ++i) {
       const auto& [tp, position] = owned[(first + i) % owned.size()];
@@ -31,7 +39,7 @@ absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration t
       const absl::Duration wait =
           i + 1 == owned.size() ? std::min(left, absl::Milliseconds(200)) : absl::ZeroDuration();
       lpb::FetchResponse resp;
-      grpc::Status s = FetchFromLeader(tp, position, wait, &resp);
+      grpc::Status s = FetchFromLeader(tp, position, wait, budget, &resp);
       int64_t next = position;
       if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
         // Retention passed this position: skip to the log start (the records are gone).
@@ -49,13 +57,22 @@ absl::StatusOr<std::vector<ConsumedRecord>> GroupConsumer::Poll(absl::Duration t
   }
 }
 
+int GroupConsumer::FetchBudget(absl::Duration* wait) {
+  absl::MutexLock lock(&mu_);
+  if (!limiter_) return options_.max_poll_records;
+  const int64_t available = limiter_->Available();
+  if (available == 0) *wait = limiter_->TimeUntilAvailable(1);
+  return static_cast<int>(std::min<int64_t>(available, options_.max_poll_records));
+}
+
 grpc::Status GroupConsumer::FetchFromLeader(const TopicPartition& tp, int64_t position,
-                                            absl::Duration wait, lpb::FetchResponse* resp) {
+                                            absl::Duration wait, int max_records,
+                                            lpb::FetchResponse* resp) {
   lpb::FetchRequest req;
   req.set_topic(tp.first);
   req.set_partition(tp.second);
   req.set_offset(position);
-  req.set_max_records(options_.max_poll_records);
+  req.set_max_records(max_records);
   if (wait > absl::ZeroDuration()) grpc_util::SetDuration(wait, req.mutable_max_wait());
   return router_->CallLeader(tp.first, tp.second,
                              [&](ClusterRouter::Stub& stub, grpc::ClientContext& ctx) {
@@ -70,6 +87,8 @@ void GroupConsumer::TakeFetched(const TopicPartition& tp, int64_t position, int6
   auto it = positions_.find(tp);
   if (it == positions_.end() || it->second != position) return;  // revoked or reset
   it->second = next;
+  // Concurrent Polls may each have fetched up to the budget: the bucket goes into debt.
+  if (limiter_) limiter_->Take(resp.records_size());
   for (lpb::Record& r : *resp.mutable_records()) {  // the response is ours: move out
     ConsumedRecord c;
     c.topic = tp.first;

@@ -875,6 +875,27 @@ def test_group_consume_prints_json():
     check_eq(len(docs), 1, "one JSON record", r)
 
 
+def test_consume_rate():
+    """consume --rate N prints at most N records a second after a first second's worth, with
+    --group (GroupConsumer's max_records_per_second) and without (the same token bucket)."""
+    topic = f"cli-rate-{SUFFIX}"
+    conduit("topic", "create", topic)
+    values = [str(i) for i in range(12)]
+    conduit("produce", topic, stdin="".join(v + "\n" for v in values))
+    # 4 at once, then 8 more at 4 a second: 2 s at the least.
+    t0 = time.monotonic()
+    r = conduit("consume", topic, "--group", f"cli-rate-{SUFFIX}", "--rate", 4)
+    took = time.monotonic() - t0
+    check_eq([v for *_, v in records(r)], values, "consume --group --rate 4 prints everything", r)
+    check(took >= 1.9, f"consume --group --rate 4 of 12 records took {took:.2f}s (>= 2 s)", r)
+    t0 = time.monotonic()
+    r = conduit("consume", topic, "--rate", 4, "--max", 8)
+    took = time.monotonic() - t0
+    check_eq([v for *_, v in records(r)], values[:8], "consume --rate 4 --max 8", r)
+    check(took >= 0.9, f"consume --rate 4 of 8 records took {took:.2f}s (>= 1 s)", r)
+    expect_usage(conduit("consume", topic, "--rate", -1, expect=None), "--rate")
+
+
 def main():
     print(f"cli_test: {BIN} against {ADDR}", flush=True)
     start = time.monotonic()
@@ -883,7 +904,8 @@ def main():
                  test_cluster,
                  test_bad_input,
                  test_group_max_commits_only_what_it_printed,
-                 test_produce_to_a_missing_partition_fails, test_group_consume_prints_json):
+                 test_produce_to_a_missing_partition_fails, test_group_consume_prints_json,
+                 test_consume_rate):
         t0 = time.monotonic()
         try:
             test()

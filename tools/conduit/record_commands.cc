@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -12,6 +13,7 @@
 #include "client/cluster_router.h"
 #include "client/group_consumer.h"
 #include "client/producer.h"
+#include "client/rate_limiter.h"
 #include "common/grpc/proto_time.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "tools/conduit/cli.h"
@@ -122,6 +124,7 @@ struct ConsumeFlags {
   int64_t offset = -1;
   bool follow = false;
   int64_t max = -1;
+  double rate = 0;  // records a second; 0: unlimited
 };
 
 std::string Render(const ConsumeFlags& f, const std::string& topic, int32_t partition,
@@ -161,13 +164,17 @@ int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
                                      .group = f.group,
                                      .topics = {f.topic},
                                      .client_id = "conduit-cli",
+                                     .max_records_per_second = f.rate,
                                      .request_timeout = absl::Seconds(g.timeout_seconds)});
   if (!consumer.ok()) {
     return Fail(consumer.status());
   }
+  // An empty Poll means caught up: with --rate below 1/s it must outlast the wait for a token.
+  const absl::Duration poll_timeout =
+      f.rate > 0 ? std::max(absl::Seconds(1), absl::Seconds(1.5 / f.rate)) : absl::Seconds(1);
   int64_t printed = 0;
   while (f.max < 0 || printed < f.max) {
-    auto records = (*consumer)->Poll(absl::Seconds(1));
+    auto records = (*consumer)->Poll(poll_timeout);
     if (!records.ok()) {
       return Fail(records.status());
     }
@@ -244,15 +251,22 @@ void PrintFetched(const Globals& g, const ConsumeFlags& f, int32_t partition,
 // Fetches from each partition's leader and prints, to the end or (--follow) on; the exit code.
 int FetchAndPrint(client::ClusterRouter& router, const Globals& g, const ConsumeFlags& f,
                   Positions& positions) {
+  std::optional<client::RateLimiter> limiter;  // --rate, as GroupConsumer applies it
+  if (f.rate > 0) limiter.emplace(f.rate, f.rate, time::SystemClock::Get());
   int64_t printed = 0;
   while (f.max < 0 || printed < f.max) {
     bool any = false, all_caught_up = true;
     for (auto& [partition, offset] : positions) {
+      int64_t budget = 500;
+      if (limiter) {
+        absl::SleepFor(limiter->TimeUntilAvailable(1));
+        budget = std::min(budget, limiter->Available());
+      }
       lpb::FetchRequest req;
       req.set_topic(f.topic);
       req.set_partition(partition);
       req.set_offset(offset);
-      req.set_max_records(500);
+      req.set_max_records(static_cast<int32_t>(budget));
       if (f.follow && positions.size() == 1) {
         grpc_util::SetDuration(absl::Seconds(1), req.mutable_max_wait());
       }
@@ -263,6 +277,7 @@ int FetchAndPrint(client::ClusterRouter& router, const Globals& g, const Consume
             return stub.Fetch(&ctx, req, &resp);
           });
       if (!s.ok()) return Fail(s);
+      if (limiter) limiter->Take(resp.records_size());
       for (const lpb::Record& r : resp.records()) {
         if (f.max >= 0 && printed >= f.max) break;
         PrintFetched(g, f, partition, r);
@@ -335,6 +350,8 @@ void AddRecordCommands(CLI::App& app, const Globals& g, Action* run) {
         ->excludes(group);
     cmd->add_flag("--follow", f->follow, "wait for new records");
     cmd->add_option("--max,-n", f->max, "stop after this many records");
+    cmd->add_option("--rate", f->rate, "at most this many records a second (default: unlimited)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--format", f->format,
                     "%t topic %p partition %o offset %k key %v value %T append time %E event time")
         ->capture_default_str();
