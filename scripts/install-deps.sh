@@ -16,12 +16,14 @@ PACKAGES=(
   nodejs curl
   prometheus docker-compose
   etcd-server etcd-client golang-etcd-server-dev python3-etcd3
+  postgresql libpq-dev
 )
 # clang: the thread-safety check of the lock annotations (scripts/check-thread-safety.sh);
 # libclang-rt-14-dev: its libFuzzer and sanitizer runtimes (scripts/fuzz.sh).
 # prometheus: promtool for the alert rules; docker-compose: its schema check of
 # deploy/docker-compose.yml (`config` needs no container engine). See scripts/check-deploy.sh.
 # etcd: cluster metadata (server, etcdctl); its protos for the C++ stubs; python3-etcd3 to inspect.
+# postgresql, libpq-dev: conduit-outbox-relay (libpq) and its tests (initdb, pg_ctl; 15 on Debian 12).
 if [ "${1:-}" = "--image" ]; then
   PACKAGES+=(podman runc debootstrap)
 fi
