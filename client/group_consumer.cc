@@ -43,6 +43,16 @@ absl::StatusOr<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(
   if (options.group.empty() || options.topics.empty()) {
     return absl::InvalidArgumentError("a group consumer needs a group and topics");
   }
+  if (options.retry.max_attempts < 1 || options.retry.backoff_initial < absl::ZeroDuration() ||
+      options.retry.backoff_max < options.retry.backoff_initial ||
+      !(options.retry.backoff_multiplier >= 1)) {
+    return absl::InvalidArgumentError(
+        "retry: max_attempts >= 1, 0 <= backoff_initial <= backoff_max, multiplier >= 1");
+  }
+  if (options.dead_letter &&
+      (options.dead_letter->queue_address.empty() || options.dead_letter->queue.empty())) {
+    return absl::InvalidArgumentError("dead_letter needs a queue address and a queue");
+  }
   if (!(options.max_records_per_second >= 0)) {  // also NaN
     return absl::InvalidArgumentError(absl::StrCat(
         "max_records_per_second must not be negative, got ", options.max_records_per_second));
@@ -67,6 +77,11 @@ GroupConsumer::GroupConsumer(ConsumerOptions options, PartitionsCallback on_assi
     : options_(std::move(options)),
       on_assigned_(std::move(on_assigned)),
       on_revoked_(std::move(on_revoked)) {
+  if (options_.dead_letter) {
+    dead_letters_ = std::make_unique<DeadLetterHandler>(
+        options_.retry, *options_.dead_letter, options_.group,
+        options_.client_id.empty() ? std::string("group-consumer") : options_.client_id);
+  }
   if (options_.max_records_per_second > 0 && std::isfinite(options_.max_records_per_second)) {
     limiter_.emplace(options_.max_records_per_second, options_.max_records_per_second,
                      time::SystemClock::Get());

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/cluster_router.h"
+#include "client/dead_letters.h"
 #include "client/rate_limiter.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
@@ -43,6 +44,12 @@ struct ConsumerOptions {
   // than the bucket holds, and waits (up to its timeout) while it is empty. 0 (or infinite):
   // unlimited; negative: INVALID_ARGUMENT from Create.
   double max_records_per_second = 0;
+  // ProcessAndCommit only: each record is tried up to retry.max_attempts times (with backoff)
+  // and, once they are used up or the handler says PermanentError, goes to dead_letter's queue
+  // with its evidence; the consumer then moves past it (client/dead_letters.h). Without a
+  // dead_letter target, a failing record stops ProcessAndCommit as before.
+  RetryPolicy retry;
+  std::optional<DeadLetterTarget> dead_letter;
   // Where a partition without a committed offset starts.
   enum class Start { kEarliest, kLatest } start = Start::kEarliest;
   absl::Duration request_timeout = absl::Seconds(10);
@@ -93,7 +100,8 @@ class GroupConsumer {
   // The same without waiting; `done` runs on a gRPC thread. Close waits for outstanding ones.
   void CommitAsync(std::function<void(absl::Status)> done);
   // Poll, hand each record to `handle`, and commit once all of them succeeded: at-least-once.
-  // Returns the number of records processed, or the first error.
+  // With a dead_letter target, a record whose tries are used up is dead-lettered and counts as
+  // processed. Returns the number of records processed, or the first error.
   absl::StatusOr<int> ProcessAndCommit(
       absl::Duration timeout, const std::function<absl::Status(const ConsumedRecord&)>& handle);
 
@@ -152,6 +160,7 @@ class GroupConsumer {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int async_commits_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<DeadLetterHandler> dead_letters_;  // with options_.dead_letter; Process* only
   absl::Mutex heartbeat_mu_;  // one heartbeat at a time (the loop, or Create's first)
   std::thread heartbeat_;
 };

@@ -193,7 +193,8 @@ absl::StatusOr<int> GroupConsumer::ProcessAndCommit(
   auto records = Poll(timeout);
   if (!records.ok()) return records.status();
   for (size_t i = 0; i < records->size(); ++i) {
-    if (auto s = handle((*records)[i]); !s.ok()) {
+    const ConsumedRecord& record = (*records)[i];
+    if (auto s = dead_letters_ ? dead_letters_->Handle(record, handle) : handle(record); !s.ok()) {
       // Nothing from the failed record on counts as consumed: the next Poll returns it again.
       std::map<TopicPartition, int64_t> rewind;
       for (size_t j = i; j < records->size(); ++j) {

@@ -110,6 +110,13 @@ echo "build/bin/e2e_bench --loads=1000,10000,50000 --producers= --seconds=$SECON
 # Cluster mode (issue 15): the Producer through 1 vs 3 brokers, GetMetadata, SIGKILL reaction.
 echo "build/bin/cluster_bench:" >>"$extra"
 CONDUIT_BIN_DIR="$BIN" "$BIN/cluster_bench" 2>/dev/null | tee -a "$extra" >&2
+# Facts to commands (issue 17): a bridge draining a topic backlog into a queue (durable, then
+# committed), and the outbox relay draining a PostgreSQL outbox into a topic.
+echo "build/bin/bridge_bench --records=200000 --runs=3:" >>"$extra"
+CONDUIT_BIN_DIR="$BIN" "$BIN/bridge_bench" --records=200000 --runs=3 | tee -a "$extra" >&2
+echo "build/bin/outbox_relay_bench --rows=20000 --batches=100,500,1000:" >>"$extra"
+CONDUIT_BIN_DIR="$BIN" CONDUIT_SOURCE_DIR=. "$BIN/outbox_relay_bench" --rows=20000 \
+  --batches=100,500,1000 2>/dev/null | grep '^outbox relay' | tee -a "$extra" >&2
 
 # Replicated partitions (issue 16): Conduit RF 3 acks all / acks leader / RF 1 on three brokers,
 # NATS JetStream R3 on three nats-server; SIGKILL-the-leader failover times (20 kills each).

@@ -117,8 +117,9 @@ step "Dockerfile build packages"
 # Every package install-deps.sh installs is needed by the image's build stage, except these,
 # which only tests, tooling or the image build itself use (clang and its runtimes: the thread-safety
 # check and the fuzzers; etcd itself: the cluster tests; golang-etcd-server-dev is the build's:
-# its protos become the etcd client's stubs).
-not_for_build=" ccache clang libclang-rt-14-dev python3 python3-grpcio python3-grpc-tools nodejs npm curl prometheus docker-compose podman runc debootstrap etcd-server etcd-client python3-etcd3 "
+# its protos become the etcd client's stubs; postgresql: the outbox relay's tests, while its
+# libpq-dev is the build's).
+not_for_build=" ccache clang libclang-rt-14-dev python3 python3-grpcio python3-grpc-tools nodejs npm curl prometheus docker-compose podman runc debootstrap etcd-server etcd-client python3-etcd3 postgresql "
 deps=$(sed -n '/^PACKAGES=(/,/^)/p' scripts/install-deps.sh | sed '1d;$d' | tr -s ' \n' '\n' | sed '/^$/d;/^#/d')
 missing=()
 for p in $deps; do

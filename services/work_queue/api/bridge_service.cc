@@ -2,12 +2,12 @@
 
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
+#include "services/work_queue/api/reactors.h"
 
 namespace conduit::work_queue::api {
 namespace {
 
 using grpc_util::SetTimestamp;
-using grpc_util::ToGrpcStatus;
 
 BridgeSpec FromProto(const bpb::BridgeSpec& s) {
   BridgeSpec spec;
@@ -62,12 +62,6 @@ void ToProto(const bridge::BridgeInfo& info, bpb::BridgeInfo* out) {
   if (info.status.last_error_time != absl::InfinitePast()) {
     SetTimestamp(info.status.last_error_time, out->mutable_last_error_time());
   }
-}
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& s) {
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(s));
-  return reactor;
 }
 
 }  // namespace

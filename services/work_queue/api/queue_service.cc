@@ -4,6 +4,7 @@
 #include "common/grpc/proto_time.h"
 #include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
+#include "services/work_queue/api/reactors.h"
 
 namespace conduit::work_queue::api {
 namespace {
@@ -132,21 +133,6 @@ DeadLetterSelection Selection(const Request& r) {
   return s;
 }
 
-// Finishes `reactor` with the callback's status after `fill` converts a good result.
-template <typename T, typename Fill>
-Callback<T> Finisher(grpc::ServerUnaryReactor* reactor, Fill fill) {
-  return [reactor, fill](absl::StatusOr<T> result) {
-    if (result.ok()) fill(*result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  };
-}
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& s) {
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(s));
-  return reactor;
-}
-
 }  // namespace
 
 grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* ctx,
@@ -202,29 +188,9 @@ grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx
                                                 pb::EnqueueResponse* response) {
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<NewJob> jobs;
-  for (const pb::NewJob& j : request->jobs()) {
-    NewJob job;
-    job.payload = j.payload();
-    for (const auto& h : j.headers()) job.headers.push_back(Header{h.key(), h.value()});
-    job.idempotency_key = j.idempotency_key();
-    if (j.has_delay()) job.delay = FromDuration(j.delay());
-    if (j.has_not_before()) job.not_before = FromTimestamp(j.not_before());
-    job.priority = j.priority();
-    job.tenant = j.tenant();
-    if (j.has_source()) {
-      job.source = JobSource{j.source().topic(), j.source().partition(), j.source().offset()};
-    }
-    jobs.push_back(std::move(job));
-  }
+  for (const pb::NewJob& j : request->jobs()) jobs.push_back(FromProto(j));
   auto* reactor = ctx->DefaultReactor();
-  queue_->Enqueue(request->queue(), std::move(jobs),
-                  Finisher<std::vector<EnqueuedJob>>(reactor, [response](const auto& out) {
-                    for (const EnqueuedJob& e : out) {
-                      auto* p = response->add_jobs();
-                      p->set_job_id(e.id);
-                      p->set_duplicate(e.duplicate);
-                    }
-                  }));
+  queue_->Enqueue(request->queue(), std::move(jobs), EnqueuedFinisher(reactor, response));
   return reactor;
 }
 
@@ -383,6 +349,28 @@ grpc::ServerUnaryReactor* QueueService::DiscardDeadLetters(
                     for (uint64_t id : ids) response->add_job_ids(id);
                     response->set_dry_run(dry);
                   }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueueService::AddDeadLetters(grpc::CallbackServerContext* ctx,
+                                                       const pb::AddDeadLettersRequest* request,
+                                                       pb::AddDeadLettersResponse* response) {
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  std::vector<NewDeadLetter> letters;
+  for (const pb::NewDeadLetter& d : request->dead_letters()) {
+    NewDeadLetter letter{FromProto(d.job()), d.reason(), {}};
+    for (const pb::Attempt& a : d.attempts()) {
+      letter.attempts.push_back(
+          Attempt{a.attempt(), a.worker_id(), FromTimestamp(a.leased_at()),
+                  a.has_ended_at() ? FromTimestamp(a.ended_at()) : absl::InfinitePast(),
+                  Outcome::kNacked, a.reason(),
+                  a.failure_class() == pb::FAILURE_CLASS_PERMANENT ? FailureClass::kPermanent
+                                                                   : FailureClass::kTransient});
+    }
+    letters.push_back(std::move(letter));
+  }
+  auto* reactor = ctx->DefaultReactor();
+  queue_->AddDeadLetters(request->queue(), std::move(letters), EnqueuedFinisher(reactor, response));
   return reactor;
 }
 

@@ -46,6 +46,9 @@ class QueueService final : public pb::WorkQueue::CallbackService {
   grpc::ServerUnaryReactor* DiscardDeadLetters(grpc::CallbackServerContext*,
                                                const pb::DiscardDeadLettersRequest*,
                                                pb::DiscardDeadLettersResponse*) override;
+  grpc::ServerUnaryReactor* AddDeadLetters(grpc::CallbackServerContext*,
+                                           const pb::AddDeadLettersRequest*,
+                                           pb::AddDeadLettersResponse*) override;
 
  private:
   WorkQueue* const queue_;

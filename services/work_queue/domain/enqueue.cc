@@ -104,7 +104,22 @@ Job MakeJob(NewJob& j, uint64_t id, absl::Time now) {
   return job;
 }
 
+// The job an idempotency key already names, answered as a duplicate; nullopt for a new key.
+std::optional<EnqueuedJob> KnownKey(const IdempotencyKeys& keys, const std::string& key) {
+  if (key.empty()) return std::nullopt;
+  auto it = keys.find(key);
+  if (it == keys.end()) return std::nullopt;
+  return EnqueuedJob{it->second.first, true};
+}
+
 }  // namespace
+
+void WorkQueue::RememberKey(Queue& q, const Job& job, absl::Time now, QueueWrite* write) {
+  if (job.idempotency_key.empty()) return;
+  q.keys[job.idempotency_key] = {job.id, now};
+  q.key_order.emplace_back(now, job.idempotency_key);
+  write->key_puts.push_back({q.meta.id, job.idempotency_key, job.id, now});
+}
 
 void WorkQueue::ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) {
   const absl::Time cutoff = now - q.meta.config.idempotency_window;
@@ -142,19 +157,13 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
   std::vector<EnqueuedJob> out;
   bool made_ready = false;
   for (NewJob& j : jobs) {
-    if (!j.idempotency_key.empty()) {
-      if (auto it = q.keys.find(j.idempotency_key); it != q.keys.end()) {
-        out.push_back(EnqueuedJob{it->second.first, true});
-        continue;
-      }
+    if (auto known = KnownKey(q.keys, j.idempotency_key)) {
+      out.push_back(*known);
+      continue;
     }
     Job job = MakeJob(j, next_job_id_++, now);
     made_ready |= job.ready_at <= now;
-    if (!j.idempotency_key.empty()) {
-      q.keys[j.idempotency_key] = {job.id, now};
-      q.key_order.emplace_back(now, j.idempotency_key);
-      write.key_puts.push_back({q.meta.id, j.idempotency_key, job.id, now});
-    }
+    RememberKey(q, job, now, &write);
     write.puts.push_back(job);
     out.push_back(EnqueuedJob{job.id, false});
     q.index.Add(std::move(job), now);
@@ -165,6 +174,71 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
   q.enqueues.Add(now, static_cast<int64_t>(write.puts.size()));
   Observe(q, now);
   // Duplicates are answered through the log too, so never before their original is durable.
+  Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
+    if (!s.ok()) return done(s);
+    done(out);
+  });
+}
+
+void WorkQueue::AddDeadLetters(const std::string& queue, std::vector<NewDeadLetter> letters,
+                               Callback<std::vector<EnqueuedJob>> done) {
+  if (letters.empty() || letters.size() > kMaxDeadLettersPerAdd) {
+    return done(absl::InvalidArgumentError(absl::StrFormat(
+        "add 1..%d dead letters per call, got %d", kMaxDeadLettersPerAdd, letters.size())));
+  }
+  std::vector<NewJob> jobs;
+  for (size_t i = 0; i < letters.size(); ++i) {
+    const NewDeadLetter& d = letters[i];
+    if (d.reason.empty() || d.reason.size() > kMaxReasonBytes) {
+      return done(absl::InvalidArgumentError(absl::StrFormat(
+          "dead letter %d: a reason of 1..%d bytes is required", i, kMaxReasonBytes)));
+    }
+    if (d.attempts.size() > kMaxDeadLetterAttempts) {
+      return done(absl::InvalidArgumentError(
+          absl::StrFormat("dead letter %d: at most %d attempts", i, kMaxDeadLetterAttempts)));
+    }
+    for (const Attempt& a : d.attempts) {
+      if (a.worker.size() > kMaxTenantBytes || a.reason.size() > kMaxReasonBytes) {
+        return done(absl::InvalidArgumentError(absl::StrFormat(
+            "dead letter %d: an attempt's worker is limited to %d bytes and its reason to %d", i,
+            kMaxTenantBytes, kMaxReasonBytes)));
+      }
+    }
+    if (d.job.delay || d.job.not_before) {
+      return done(absl::InvalidArgumentError(
+          absl::StrFormat("dead letter %d: delay and not_before do not apply", i)));
+    }
+    jobs.push_back(d.job);
+  }
+  if (absl::Status invalid = ValidateJobs(jobs); !invalid.ok()) return done(invalid);
+  absl::MutexLock lock(&mu_);
+  auto found = FindForChange(queue);
+  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
+  Queue& q = **found;
+  const absl::Time now = Now();
+  QueueWrite write;
+  write.queue_id = q.meta.id;
+  ExpireKeys(q, now, &write);
+  std::vector<EnqueuedJob> out;
+  for (NewDeadLetter& d : letters) {
+    if (auto known = KnownKey(q.keys, d.job.idempotency_key)) {
+      out.push_back(*known);
+      continue;
+    }
+    Job job = MakeJob(d.job, next_job_id_++, now);
+    job.state = JobState::kDead;
+    job.died_at = now;
+    job.death_reason = std::move(d.reason);
+    job.failures = static_cast<int32_t>(d.attempts.size());
+    job.attempts = std::move(d.attempts);
+    RememberKey(q, job, now, &write);
+    write.puts.push_back(job);
+    out.push_back(EnqueuedJob{job.id, false});
+    q.index.Add(std::move(job), now);
+  }
+  write.next_job_id = next_job_id_;
+  Count(q, QueueEvent::kDead, static_cast<int64_t>(write.puts.size()));
+  Observe(q, now);
   Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
     if (!s.ok()) return done(s);
     done(out);

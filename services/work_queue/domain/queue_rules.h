@@ -19,6 +19,10 @@ inline constexpr size_t kMaxPayloadBytes = 1 << 20;
 // may list (each is kept in memory, in the queue's record and in every stats call).
 inline constexpr size_t kMaxTenantBytes = 256;
 inline constexpr size_t kMaxTenantWeights = 1000;
+// AddDeadLetters: letters per call, attempts per letter, bytes of a reason.
+inline constexpr size_t kMaxDeadLettersPerAdd = 1000;
+inline constexpr size_t kMaxDeadLetterAttempts = 1000;
+inline constexpr size_t kMaxReasonBytes = 64 * 1024;
 // The longest a job may be delayed at enqueue (by delay; not_before is checked against the clock).
 inline constexpr absl::Duration kMaxDelay = absl::Hours(24 * 365);
 // The longest max_ready_age a queue may alarm at.

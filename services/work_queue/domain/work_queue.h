@@ -39,6 +39,13 @@ struct NewJob {
   std::optional<JobSource> source;
 };
 
+// A job that failed elsewhere (a log consumer's retries ran out), for the dead-letter lane.
+struct NewDeadLetter {
+  NewJob job;
+  std::string reason;
+  std::vector<Attempt> attempts;  // oldest first
+};
+
 struct EnqueuedJob {
   uint64_t id = 0;
   bool duplicate = false;
@@ -143,6 +150,10 @@ class WorkQueue {
   // NOT_FOUND, INVALID_ARGUMENT, RESOURCE_EXHAUSTED (max_depth; says when to retry).
   void Enqueue(const std::string& queue, std::vector<NewJob> jobs,
                Callback<std::vector<EnqueuedJob>> done);
+  // Each letter straight into the dead-letter lane (not live: no depth or age limit applies), its
+  // attempts kept as the evidence. Idempotency keys as for Enqueue. NOT_FOUND, INVALID_ARGUMENT.
+  void AddDeadLetters(const std::string& queue, std::vector<NewDeadLetter> letters,
+                      Callback<std::vector<EnqueuedJob>> done);
   // Jobs come back in state kLeased with their new token and deadline.
   void Lease(const LeaseArgs& args, Callback<std::vector<Job>> done);
   // FAILED_PRECONDITION for a stale token or an expired lease; NOT_FOUND unknown job.
@@ -200,6 +211,9 @@ class WorkQueue {
   // Due delayed → ready; overdue leases → expired. Adds changed jobs to `write`.
   void RunDue(Queue& q, absl::Time now, QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the new job's idempotency key (if any) in memory and in `write`.
+  void RememberKey(Queue& q, const Job& job, absl::Time now, QueueWrite* write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Job> TakeReady(Queue& q, const LeaseArgs& args, absl::Time now, QueueWrite* write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WakeWaiters(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
