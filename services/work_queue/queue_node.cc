@@ -49,17 +49,30 @@ grpc_util::ServerComponent QueueNode::Component() {
     return absl::OkStatus();
   };
   component.started = [node](const std::string& address) {
-    const absl::Status s =
-        (*node)->bridges()->Start(bridge::BridgeEndpoints{absl::GetFlag(FLAGS_bridge_bootstrap),
-                                                          absl::GetFlag(FLAGS_bridge_coordinator)},
-                                  address);
+    const std::string bootstrap = absl::GetFlag(FLAGS_bridge_bootstrap);
+    const absl::Status s = (*node)->bridges()->Start(
+        bridge::BridgeEndpoints{bootstrap, absl::GetFlag(FLAGS_bridge_coordinator)}, address);
     if (!s.ok()) spdlog::error("bridges not started: {}", s.ToString());
+    (*node)->StartPublisher(bootstrap.empty() ? address : bootstrap);
   };
-  component.begin_shutdown = [node] { (*node)->bridges()->Stop(); };
+  component.begin_shutdown = [node] {
+    (*node)->bridges()->Stop();
+    (*node)->StopPublisher();
+  };
   component.teardown = [node] { node->reset(); };
   component.health_services = {api::pb::WorkQueue::service_full_name(),
                                api::bpb::Bridges::service_full_name()};
   return component;
+}
+
+void QueueNode::StartPublisher(const std::string& bootstrap) {
+  publisher_ = std::make_unique<bridge::TopicPublisher>(bootstrap);
+  queue_->SetPublisher(publisher_.get());
+}
+
+void QueueNode::StopPublisher() {
+  queue_->SetPublisher(nullptr);
+  publisher_.reset();
 }
 
 }  // namespace conduit::work_queue

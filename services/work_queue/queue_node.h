@@ -10,6 +10,7 @@
 #include "services/work_queue/api/bridge_service.h"
 #include "services/work_queue/api/queue_metrics.h"
 #include "services/work_queue/api/queue_service.h"
+#include "services/work_queue/bridge/topic_publisher.h"
 #include "services/work_queue/domain/work_queue.h"
 #include "services/work_queue/storage/rocksdb_queue_store.h"
 
@@ -30,6 +31,9 @@ class QueueNode {
   api::QueueService* service() { return service_.get(); }
   api::BridgeService* bridge_service() { return bridge_service_.get(); }
   bridge::BridgeManager* bridges() { return bridges_.get(); }
+  // Dead letters redriven to a topic go through the log at `bootstrap` (once serving).
+  void StartPublisher(const std::string& bootstrap);
+  void StopPublisher();
   WorkQueue* queue() { return queue_.get(); }
 
  private:
@@ -41,6 +45,7 @@ class QueueNode {
   std::unique_ptr<api::BridgeMetrics> bridge_metrics_;
   std::unique_ptr<bridge::BridgeManager> bridges_;
   std::unique_ptr<api::BridgeService> bridge_service_;
+  std::unique_ptr<bridge::TopicPublisher> publisher_;
 };
 
 }  // namespace conduit::work_queue

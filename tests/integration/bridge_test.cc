@@ -197,5 +197,73 @@ TEST_F(BridgeTest, AQueueAtItsDepthLimitHoldsTheBridgeBackWithItsLagVisible) {
   })) << info.ShortDebugString();
 }
 
+// A log consumer's dead letter goes back to its source topic with its key, event id and own
+// headers (not the conduit-* evidence), and leaves the lane once acknowledged; a dry run moves
+// nothing, and a letter with no topic to go to is refused and stays.
+TEST_F(BridgeTest, DeadLettersRedriveToTheirSourceTopicWithKeyAndEventId) {
+  ASSERT_TRUE(log_->CreateTopic("events", 1).ok());
+  ASSERT_TRUE(client_->CreateQueue("dlq").ok());
+  qpb::AddDeadLettersRequest add;
+  add.set_queue("dlq");
+  auto letter = [&](bool with_source) {
+    qpb::NewDeadLetter* d = add.add_dead_letters();
+    d->set_reason("price without a currency");
+    qpb::NewJob* job = d->mutable_job();
+    job->set_payload(with_source ? "price 90" : "orphan");
+    job->set_idempotency_key(with_source ? "k1" : "k2");
+    for (const auto& [k, v] :
+         std::vector<std::pair<std::string, std::string>>{{"type", "price-changed"},
+                                                          {"conduit-source-key", "sku-9"},
+                                                          {"conduit-event-id", "evt-9"},
+                                                          {"conduit-consumer-group", "search"}}) {
+      auto* h = job->add_headers();
+      h->set_key(k);
+      h->set_value(v);
+    }
+    if (with_source) job->mutable_source()->set_topic("events");
+  };
+  letter(true);
+  letter(false);
+  qpb::AddDeadLettersResponse added;
+  {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    ASSERT_TRUE(client_->queue()->AddDeadLetters(&ctx, add, &added).ok());
+  }
+  auto redrive = [&](bool dry_run, qpb::RedriveDeadLettersResponse* resp) {
+    grpc::ClientContext ctx;
+    LogClient::SetDeadline(&ctx);
+    qpb::RedriveDeadLettersRequest req;
+    req.set_queue("dlq");
+    req.add_job_ids(added.jobs(0).job_id());
+    req.add_job_ids(added.jobs(1).job_id());
+    req.set_dry_run(dry_run);
+    req.mutable_to_topic();  // each letter's source topic
+    return client_->queue()->RedriveDeadLetters(&ctx, req, resp);
+  };
+  qpb::RedriveDeadLettersResponse dry;
+  ASSERT_TRUE(redrive(true, &dry).ok());
+  EXPECT_EQ(dry.job_ids_size(), 1);
+  EXPECT_EQ(client_->Stats("dlq").dead(), 2) << "a dry run moves nothing";
+  std::vector<logpb::Record> records;
+  ASSERT_TRUE(log_->FetchAll("events", 0, &records).ok());
+  EXPECT_TRUE(records.empty());
+
+  qpb::RedriveDeadLettersResponse done;
+  ASSERT_TRUE(redrive(false, &done).ok());
+  ASSERT_EQ(done.job_ids_size(), 1);
+  EXPECT_EQ(done.job_ids(0), added.jobs(0).job_id());
+  ASSERT_EQ(done.refused_job_ids_size(), 1) << "no source topic and none named";
+  EXPECT_EQ(done.refused_job_ids(0), added.jobs(1).job_id());
+  EXPECT_EQ(client_->Stats("dlq").dead(), 1) << "the redriven letter left the lane";
+  ASSERT_TRUE(log_->FetchAll("events", 0, &records).ok());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].key(), "sku-9");
+  EXPECT_EQ(records[0].value(), "price 90");
+  EXPECT_EQ(records[0].event_id(), "evt-9");
+  ASSERT_EQ(records[0].headers_size(), 1) << "the conduit-* evidence is not re-produced";
+  EXPECT_EQ(records[0].headers(0).key(), "type");
+}
+
 }  // namespace
 }  // namespace conduit::testing

@@ -1,5 +1,6 @@
 // conduit queue create|list|stats|enqueue|lease|ack|nack and conduit dlq list|show|redrive|discard
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -249,12 +250,14 @@ void AddDlqRedrive(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr
                    std::shared_ptr<Filter> filter, std::shared_ptr<std::vector<uint64_t>> ids,
                    std::shared_ptr<bool> execute) {
   auto rate = std::make_shared<double>(0);
+  auto to_topic = std::make_shared<std::optional<std::string>>();
   auto* cmd = Command(
       dlq, "redrive", "send dead jobs back (a dry run unless --execute)", run,
-      [&g, name, filter, ids, execute, rate] {
-        return [&g, name, filter, ids, execute, rate] {
+      [&g, name, filter, ids, execute, rate, to_topic] {
+        return [&g, name, filter, ids, execute, rate, to_topic] {
           qpb::RedriveDeadLettersRequest req;
           req.set_queue(*name);
+          if (*to_topic) req.mutable_to_topic()->set_topic(**to_topic);
           for (uint64_t id : *ids) req.add_job_ids(id);
           filter->Fill(req.mutable_filter());
           req.set_dry_run(!*execute);
@@ -272,6 +275,12 @@ void AddDlqRedrive(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr
       });
   cmd->add_option("name", *name, "queue name")->required();
   cmd->add_option("--ids", *ids, "job ids")->delimiter(',');
+  cmd->add_option_function<std::string>(
+      "--to-topic", [to_topic](const std::string& t) { *to_topic = t; },
+      "re-produce to this topic instead of the queue (same key and event id)");
+  cmd->add_flag_function(
+      "--to-source-topic", [to_topic](int64_t) { *to_topic = ""; },
+      "re-produce each letter to the topic it came from (a log consumer's dead letters)");
   filter->Add(cmd);
   cmd->add_flag("--execute", *execute, "apply (default: dry run)");
   cmd->add_option("--rate", *rate, "jobs per second at most");

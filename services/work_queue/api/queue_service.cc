@@ -328,12 +328,18 @@ grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
   std::optional<std::string> replacement;
   if (request->has_replacement_payload()) replacement = request->replacement_payload();
   auto* reactor = ctx->DefaultReactor();
-  queue_->Redrive(request->queue(), selection, replacement, request->rate(),
-                  Finisher<RedriveResult>(reactor, [response, dry = selection.dry_run](const auto& r) {
-                    for (uint64_t id : r.moved) response->add_job_ids(id);
-                    for (uint64_t id : r.refused) response->add_refused_job_ids(id);
-                    response->set_dry_run(dry);
-                  }));
+  auto finish =
+      Finisher<RedriveResult>(reactor, [response, dry = selection.dry_run](const auto& r) {
+        for (uint64_t id : r.moved) response->add_job_ids(id);
+        for (uint64_t id : r.refused) response->add_refused_job_ids(id);
+        response->set_dry_run(dry);
+      });
+  if (request->has_to_topic()) {
+    queue_->RedriveToTopic(request->queue(), selection, replacement, request->to_topic().topic(),
+                           std::move(finish));
+  } else {
+    queue_->Redrive(request->queue(), selection, replacement, request->rate(), std::move(finish));
+  }
   return reactor;
 }
 

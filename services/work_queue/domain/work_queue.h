@@ -25,6 +25,7 @@
 #include "services/work_queue/domain/job_index.h"
 #include "services/work_queue/domain/queue_store.h"
 #include "services/work_queue/domain/rate_window.h"
+#include "services/work_queue/domain/record_publisher.h"
 
 namespace conduit::work_queue {
 
@@ -177,6 +178,14 @@ class WorkQueue {
   void Redrive(const std::string& queue, const DeadLetterSelection& selection,
                std::optional<std::string> replacement_payload, double rate,
                Callback<RedriveResult> done);
+  // Re-produces the selected letters to `topic` (each one's source topic when empty) through the
+  // publisher, and removes them from the lane once all are acknowledged (audited). A letter with
+  // no topic to go to is refused. FAILED_PRECONDITION without a publisher.
+  void RedriveToTopic(const std::string& queue, const DeadLetterSelection& selection,
+                      std::optional<std::string> replacement_payload, const std::string& topic,
+                      Callback<RedriveResult> done);
+  // Where RedriveToTopic produces (null: nowhere); must outlive the calls it is given to.
+  void SetPublisher(RecordPublisher* publisher);
   void Discard(const std::string& queue, const DeadLetterSelection& selection,
                const std::string& reason, Callback<std::vector<uint64_t>> done);
 
@@ -248,6 +257,7 @@ class WorkQueue {
   uint64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+  RecordPublisher* publisher_ ABSL_GUARDED_BY(mu_) = nullptr;
 
   commit::CommitLog<QueueWrite> log_;
   std::atomic<bool> shutting_down_{false};
