@@ -46,7 +46,7 @@ class ClusterTest : public ::testing::Test {
         "--cluster-name",   "test",          "--etcd-lease-ttl", "2s",
         "--log-level",      "info"};
     args.insert(args.end(), extra.begin(), extra.end());
-    brokers_[id] = std::make_unique<ServerProcess>(BrokerBinary(), work + "/data", work, args);
+    brokers_[id] = std::make_unique<ServerProcess>(BrokerBinary(), DataDir(id), work, args);
     if (!brokers_[id]->running()) return false;
     clients_[id] = std::make_unique<LogClient>(brokers_[id]->address());
     return true;
@@ -57,6 +57,8 @@ class ClusterTest : public ::testing::Test {
         << "all brokers registered";
   }
 
+  // Broker `id`'s --data-dir (its store is DataDir(id) + "/broker").
+  std::string DataDir(int32_t id) { return dir_.Sub(absl::StrCat("broker-", id)) + "/data"; }
   ServerProcess& broker(int32_t id) { return *brokers_.at(id); }
   LogClient& client(int32_t id) { return *clients_.at(id); }
   std::string address(int32_t id) { return brokers_.at(id)->address(); }
