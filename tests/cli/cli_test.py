@@ -9,8 +9,8 @@ server refused ("error: CODE: message" on stderr); 2 bad usage.
 
 Sections (each with its own topic / group / queue names, so one failure does not hide the
 others): topics, produce/consume, consumer groups and offset resets, queues and the dead-letter
-lane, the cluster (describe; --addr as a bootstrap list), bad input. Every subprocess has a
-timeout.
+lane, bulk enqueue (batches) and acks of several jobs, bridges, the cluster (describe; --addr as
+a bootstrap list), bad input. Every subprocess has a timeout.
 
 The last three sections cover defects this test found, since fixed: consume --group --max
 committed past what it printed, produce to a missing partition exited 0, and -o json was ignored
@@ -675,6 +675,142 @@ def test_queues():
 
 
 # ---------------------------------------------------------------------------------------------
+# Bulk jobs: enqueue in batches, ack several at once
+
+# What `queue enqueue` may print on stderr besides an error: its progress line, rewritten after
+# a "\r" (which text-mode capture turns into "\n").
+PROGRESS_RE = re.compile(r"(?:(?:[\r\n]sent \d+ jobs \(\d+/s\))+\n)?")
+
+
+def lease_json(queue, n):
+    """Leases up to n jobs (-o json) → [(job id, token, payload)] in lease order."""
+    r = conduit("queue", "lease", queue, "--max", n, output="json")
+    return r, [(int(j["jobId"]), j["leaseToken"], b64(j.get("payload", "")))
+               for j in json.loads(r.out).get("jobs", [])]
+
+
+def check_enqueued(r, queue, n):
+    """The output of a successful enqueue of n jobs → their ids, checked to follow the input."""
+    ids = job_ids(r.out)
+    check_eq(len(ids), n, "one 'job ID' line per input line", r)
+    check(all(a < b for a, b in zip(ids, ids[1:])), "job ids increase in input order", r)
+    check(r.out.endswith("\n") and
+          r.out.splitlines()[-1].startswith(f"enqueued {n} jobs to {queue} in "),
+          "enqueue ends with its summary line", r)
+    check(PROGRESS_RE.fullmatch(r.err) is not None, "stderr holds only the progress line", r)
+    return ids
+
+
+def test_queue_bulk_enqueue():
+    """enqueue cuts stdin into batches (by count and by bytes) sent in order, so inputs far past
+    a gRPC message limit go through, and a failed batch says how far it got. The 70 MB input was
+    one 70 MB request before (RESOURCE_EXHAUSTED: the server takes 64 MiB; nothing enqueued)."""
+    # Big lines: 70 x 1 MB, cut by bytes (one line a batch), past the server's 64 MiB limit.
+    big = f"cli-bulk-big-{SUFFIX}"
+    conduit("queue", "create", big)
+    payloads = [f"{i:04d}-" + "x" * 999_995 for i in range(70)]
+    r = conduit("queue", "enqueue", big, stdin="".join(p + "\n" for p in payloads))
+    big_ids = check_enqueued(r, big, len(payloads))
+    r, s = stats(big)
+    check_eq(s["READY"], "70", "every big line is a ready job", r)
+    got = []
+    for _ in range(3):  # 3 MB a lease (under the CLI's 4 MiB answer limit); the first 9 jobs
+        r, leased = lease_json(big, 3)
+        got += [(j, p) for j, _, p in leased]
+    check_eq([j for j, _ in got], big_ids[:9], "big jobs lease in input order", r)
+    check(all(p == want for (_, p), want in zip(got, payloads)), "big payloads arrive whole", r)
+
+    # Many short lines: 50 batches cut at 1000 jobs.
+    queue = f"cli-bulk-{SUFFIX}"
+    conduit("queue", "create", queue)
+    lines = [f"line-{i:06d}" for i in range(50_000)]
+    r = conduit("queue", "enqueue", queue, stdin="".join(x + "\n" for x in lines))
+    ids = check_enqueued(r, queue, len(lines))
+    r, s = stats(queue)
+    check_eq(s["READY"], str(len(lines)), "every line is a ready job", r)
+    r, leased = lease_json(queue, 1000)
+    check_eq([(j, p) for j, _, p in leased], list(zip(ids[:1000], lines[:1000])),
+             "the first 1000 jobs lease in input order", r)
+    # A thousand JOB TOKEN pairs acked by one command.
+    pairs = [str(x) for j, t, _ in leased for x in (j, t)]
+    r = conduit("queue", "ack", queue, *pairs)
+    check_eq(r.out.splitlines()[-1], "acked 1000 of 1000 jobs", "ack of 1000 jobs", r)
+    r, s = stats(queue)
+    check_eq((s["READY"], s["LEASED"]), (str(len(lines) - 1000), "0"), "stats after acking", r)
+
+    # A line over the server's 1 MiB payload limit after 2500 good ones: the batches before it
+    # stay enqueued, the command fails and says how far it got; the line after it is not sent.
+    partial = f"cli-bulk-partial-{SUFFIX}"
+    conduit("queue", "create", partial)
+    text = "".join(f"p{i}\n" for i in range(2500)) + "y" * 1_100_000 + "\nafter\n"
+    r = conduit("queue", "enqueue", partial, stdin=text, expect=None)
+    expect_error(r, "INVALID_ARGUMENT")
+    check("enqueued the first 2500 lines; lines 2501..2501 failed" in r.err,
+          "the error says which lines were enqueued", r)
+    check_eq(len(job_ids(r.out)), 2500, "job ids of the enqueued batches", r)
+    check(f"enqueued 2500 jobs to {partial} in " in r.out, "summary of the partial enqueue", r)
+    r, s = stats(partial)
+    check_eq(s["READY"], "2500", "nothing after the refused line was enqueued", r)
+
+    # --file; arguments and --file together; an empty input (the server refuses no jobs).
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("from-file-1\nfrom-file-2\n")
+        path = f.name
+    try:
+        r = conduit("queue", "enqueue", partial, "--file", path)
+        check_enqueued(r, partial, 2)
+        expect_usage(conduit("queue", "enqueue", partial, "x", "--file", path, expect=None))
+    finally:
+        os.unlink(path)
+    expect_usage(conduit("queue", "enqueue", partial, "--file", "/nonexistent/jobs.txt",
+                         expect=None), "/nonexistent/jobs.txt")
+    expect_error(conduit("queue", "enqueue", partial, stdin="", expect=None), "INVALID_ARGUMENT")
+
+
+def test_queue_ack_several():
+    """queue ack JOB TOKEN JOB TOKEN ...: one AckBatch; each job's result; exit 1 when any job
+    was not acked; usage errors ack nothing."""
+    queue = f"cli-ackn-{SUFFIX}"
+    conduit("queue", "create", queue)
+    conduit("queue", "enqueue", queue, "a", "b", "c", "d", "e")
+    r, leased = lease_json(queue, 5)
+    check_eq([p for *_, p in leased], ["a", "b", "c", "d", "e"], "leased in order", r)
+    (j1, t1, _), (j2, t2, _), (j3, t3, _), (j4, t4, _), (j5, t5, _) = leased
+
+    r = conduit("queue", "ack", queue, j1, t1, j2, t2)
+    check_eq(r.out, f"acked job {j1}\nacked job {j2}\nacked 2 of 2 jobs\n", "ack of two jobs", r)
+    check_eq(r.err, "", "ack of two jobs: stderr", r)
+
+    # Usage errors, before anything is sent: j3 stays leased.
+    expect_usage(conduit("queue", "ack", queue, j3, t3, j4, expect=None), "no lease token")
+    expect_usage(conduit("queue", "ack", queue, j3, t3, j3, t3, expect=None), "listed twice")
+    expect_usage(conduit("queue", "ack", queue, j3, t3, "seven", t4, expect=None), "seven")
+    r, s = stats(queue)
+    check_eq(s["LEASED"], "3", "usage errors acked nothing", r)
+
+    # Mixed: j3 acked, j4 with a wrong token refused (stays leased), j1 already acked.
+    r = conduit("queue", "ack", queue, j3, t3, j4, t5, j1, t1, expect=None)
+    check_eq(r.rc, 1, "exit 1 when a job was not acked", r)
+    check_eq(r.out, f"acked job {j3}\nacked 1 of 3 jobs\n", "mixed ack output", r)
+    errors = r.err.splitlines()
+    check_eq(len(errors), 2, "one error line per job not acked", r)
+    check(re.match(rf"error: FAILED_PRECONDITION: .*\b{j4}\b", errors[0]) is not None,
+          "the wrong token is a stale lease (FAILED_PRECONDITION) naming the job", r)
+    check(re.match(rf"error: NOT_FOUND: .*\b{j1}\b", errors[1]) is not None,
+          "the acked job is gone (NOT_FOUND) naming the job", r)
+    r, s = stats(queue)
+    check_eq(s["LEASED"], "2", "j4 and j5 still leased", r)
+
+    # -o json: the AckBatchResponse, a result per job in order.
+    r = conduit("queue", "ack", queue, j4, t4, j5, "stale", output="json", expect=None)
+    check_eq(r.rc, 1, "json ack with a refused job exits 1", r)
+    results = [(int(x["jobId"]), x["code"]) for x in json.loads(r.out)["results"]]
+    check_eq(results, [(j4, 0), (j5, 9)], "JSON results (0 OK, 9 FAILED_PRECONDITION)", r)
+    r, s = stats(queue)
+    check_eq((s["READY"], s["LEASED"]), ("0", "1"), "only j5 left, leased", r)
+
+
+# ---------------------------------------------------------------------------------------------
 # The cluster: describe, and --addr as a list of bootstrap brokers
 
 
@@ -900,7 +1036,8 @@ def main():
     print(f"cli_test: {BIN} against {ADDR}", flush=True)
     start = time.monotonic()
     failures = []
-    for test in (test_topics, test_produce_consume, test_groups, test_queues, test_bridges,
+    for test in (test_topics, test_produce_consume, test_groups, test_queues,
+                 test_queue_bulk_enqueue, test_queue_ack_several, test_bridges,
                  test_cluster,
                  test_bad_input,
                  test_group_max_commits_only_what_it_printed,

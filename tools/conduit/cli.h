@@ -47,6 +47,7 @@ void AddTopicCommands(CLI::App& app, const Globals& g, Action* run);
 void AddRecordCommands(CLI::App& app, const Globals& g, Action* run);
 void AddGroupCommands(CLI::App& app, const Globals& g, Action* run);
 void AddQueueCommands(CLI::App& app, const Globals& g, Action* run);
+void AddDlqCommands(CLI::App& app, const Globals& g, Action* run);
 void AddClusterCommands(CLI::App& app, const Globals& g, Action* run);
 void AddBridgeCommands(CLI::App& app, const Globals& g, Action* run);
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   AddRecordCommands(app, globals, &run);
   AddGroupCommands(app, globals, &run);
   AddQueueCommands(app, globals, &run);
+  AddDlqCommands(app, globals, &run);
   AddClusterCommands(app, globals, &run);
   AddBridgeCommands(app, globals, &run);
   try {

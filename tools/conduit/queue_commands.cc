@@ -1,11 +1,19 @@
-// conduit queue create|list|stats|enqueue|lease|ack|nack and conduit dlq list|show|redrive|discard
-#include <iostream>
-#include <optional>
+// conduit queue create|list|stats|enqueue|lease|ack|nack (the dead-letter lane: dlq_commands.cc)
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/grpc/proto_time.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
+#include "tools/conduit/batching.h"
 #include "tools/conduit/cli.h"
 
 namespace conduit::cli {
@@ -13,18 +21,6 @@ namespace {
 
 namespace qpb = ::conduit::queue::v1;
 using Stub = qpb::WorkQueue::Stub;
-
-struct Filter {
-  std::string reason_contains, tenant;
-  void Add(CLI::App* cmd) {
-    cmd->add_option("--reason-contains", reason_contains, "why it died contains this text");
-    cmd->add_option("--tenant", tenant, "only this tenant");
-  }
-  void Fill(qpb::DeadLetterFilter* f) const {
-    f->set_reason_contains(reason_contains);
-    if (!tenant.empty()) f->set_tenant(tenant);
-  }
-};
 
 std::string Age(const google::protobuf::Duration& d) {
   return DurationText(grpc_util::FromDuration(d));
@@ -90,30 +86,92 @@ void AddQueueStats(CLI::App* queue, const Globals& g, Action* run,
   })->add_option("name", *name, "queue name")->required();
 }
 
+struct EnqueueFlags {
+  std::string file;
+  std::vector<std::string> payloads;
+};
+
+// Enqueues the payloads given as arguments, or each line of --file or stdin as one job, in
+// batches bounded by records and bytes (BatchLimits). One batch at a time, so that job ids follow
+// the input order (FIFO within a priority). Prints "job ID" per job (-o json: one EnqueueResponse
+// of them all) and a summary, with a progress line on stderr. A failed batch stops the command:
+// the jobs before it stay enqueued and the error says how many. The exit code.
+int Enqueue(const Globals& g, const std::string& queue, const EnqueueFlags& f) {
+  std::ifstream file;
+  std::istream* in = nullptr;
+  if (f.payloads.empty()) {
+    in = OpenInput(f.file, &file);
+    if (in == nullptr) return UsageError("cannot read " + f.file);
+  }
+  Stub stub(g.Channel());
+  qpb::EnqueueRequest batch;
+  batch.set_queue(queue);
+  qpb::EnqueueResponse all;  // -o json: every job, printed once at the end
+  BatchCutter cutter(BatchLimits{});
+  Progress progress("jobs");
+  grpc::Status status;
+  auto send = [&] {  // the open batch; false when it failed
+    qpb::EnqueueResponse resp;
+    status = stub.Enqueue(g.Context().get(), batch, &resp);
+    if (!status.ok()) return false;
+    if (g.json()) {
+      all.mutable_jobs()->MergeFrom(resp.jobs());
+    } else {
+      for (const auto& j : resp.jobs()) {
+        std::printf("job %llu%s\n", static_cast<unsigned long long>(j.job_id()),
+                    j.duplicate() ? " (duplicate)" : "");
+      }
+    }
+    progress.Add(resp.jobs_size());
+    batch.clear_jobs();
+    cutter.Reset();
+    return true;
+  };
+  auto add = [&](std::string payload) {
+    if (cutter.Full(payload.size()) && !send()) return false;
+    cutter.Add(payload.size());
+    batch.add_jobs()->set_payload(std::move(payload));
+    return true;
+  };
+  bool ok = true;
+  if (in != nullptr) {
+    for (std::string line; ok && std::getline(*in, line);) ok = add(std::move(line));
+  } else {
+    for (size_t i = 0; ok && i < f.payloads.size(); ++i) ok = add(f.payloads[i]);
+  }
+  // The last batch. An empty input sends an empty one: the server says why that is refused.
+  if (ok && (batch.jobs_size() > 0 || progress.sent() == 0)) ok = send();
+  const double secs = progress.Finish();
+  const int64_t done = progress.sent();
+  if (ok || done > 0) {
+    if (g.json()) {
+      PrintJson(all);
+    } else {
+      std::printf("enqueued %lld jobs to %s in %.2f s (%.0f/s)\n", static_cast<long long>(done),
+                  queue.c_str(), secs, done / secs);
+    }
+  }
+  if (ok) return kExitOk;
+  if (done == 0) return Fail(status);
+  const char* what = in != nullptr ? "lines" : "payloads";
+  return Fail(grpc::Status(
+      status.error_code(),
+      absl::StrCat("enqueued the first ", done, " ", what, "; ", what, " ", done + 1, "..",
+                   done + batch.jobs_size(), " failed and nothing after them was sent: ",
+                   status.error_message())));
+}
+
 void AddQueueEnqueue(CLI::App* queue, const Globals& g, Action* run,
                      std::shared_ptr<std::string> name) {
-  auto payloads = std::make_shared<std::vector<std::string>>();
-  auto* cmd = Command(
-      queue, "enqueue", "enqueue jobs (arguments, or stdin lines)", run, [&g, name, payloads] {
-        return [&g, name, payloads] {
-          qpb::EnqueueRequest req;
-          req.set_queue(*name);
-          std::vector<std::string> jobs = *payloads;
-          if (jobs.empty()) {
-            for (std::string line; std::getline(std::cin, line);) jobs.push_back(line);
-          }
-          for (const std::string& p : jobs) req.add_jobs()->set_payload(p);
-          return Call<qpb::EnqueueRequest, qpb::EnqueueResponse>(
-              g, &Stub::Enqueue, req, [](const qpb::EnqueueResponse& r) {
-                for (const auto& j : r.jobs()) {
-                  std::printf("job %llu%s\n", static_cast<unsigned long long>(j.job_id()),
-                              j.duplicate() ? " (duplicate)" : "");
-                }
-              });
-        };
-      });
+  auto f = std::make_shared<EnqueueFlags>();
+  auto* cmd = Command(queue, "enqueue",
+                      "enqueue jobs: the arguments, or each line of stdin (or --file), sent in "
+                      "batches in input order",
+                      run, [&g, name, f] { return [&g, name, f] { return Enqueue(g, *name, *f); }; });
   cmd->add_option("name", *name, "queue name")->required();
-  cmd->add_option("payload", *payloads, "job payloads");
+  auto* payloads = cmd->add_option("payload", f->payloads, "job payloads");
+  cmd->add_option("--file,-f", f->file, "read payloads from this file, one per line")
+      ->excludes(payloads);
 }
 
 void AddQueueLease(CLI::App* queue, const Globals& g, Action* run,
@@ -146,22 +204,91 @@ void AddQueueLease(CLI::App* queue, const Globals& g, Action* run,
   cmd->add_option("--wait", *wait, "wait this long for a job")->capture_default_str();
 }
 
+// A job to ack and its lease token.
+using AckPair = std::pair<uint64_t, std::string>;
+
+// Acks `jobs` with AckBatch (up to kMaxAckBatch a call, in order); prints "acked job ID" per acked
+// job, "error: CODE: message" on stderr per job that was not (-o json: one AckBatchResponse), and
+// with several jobs a summary. The exit code: 1 when any job was not acked.
+int Ack(const Globals& g, const std::string& queue, const std::vector<AckPair>& jobs) {
+  constexpr size_t kMaxAckBatch = 1000;  // the server's limit (queue.proto, AckBatch)
+  Stub stub(g.Channel());
+  qpb::AckBatchResponse all;  // -o json
+  int64_t acked = 0, refused = 0;
+  for (size_t first = 0; first < jobs.size(); first += kMaxAckBatch) {
+    const size_t end = std::min(jobs.size(), first + kMaxAckBatch);
+    qpb::AckBatchRequest req;
+    req.set_queue(queue);
+    for (size_t i = first; i < end; ++i) {
+      qpb::AckBatchRequest::Entry* e = req.add_jobs();
+      e->set_job_id(jobs[i].first);
+      e->set_lease_token(jobs[i].second);
+    }
+    qpb::AckBatchResponse resp;
+    if (auto s = stub.AckBatch(g.Context().get(), req, &resp); !s.ok()) {
+      if (first == 0) return Fail(s);
+      return Fail(grpc::Status(
+          s.error_code(), absl::StrCat("the AckBatch of jobs ", first + 1, "..", end, " (of ",
+                                       jobs.size(), ") failed; none after it was sent: ",
+                                       s.error_message())));
+    }
+    for (const auto& r : resp.results()) {
+      if (r.code() == 0) {
+        ++acked;
+        if (!g.json()) std::printf("acked job %llu\n", static_cast<unsigned long long>(r.job_id()));
+      } else {
+        ++refused;
+        (void)Fail(absl::Status(static_cast<absl::StatusCode>(r.code()), r.message()));
+      }
+    }
+    all.mutable_results()->MergeFrom(resp.results());
+  }
+  if (g.json()) {
+    PrintJson(all);
+  } else if (jobs.size() > 1) {
+    std::printf("acked %lld of %zu jobs\n", static_cast<long long>(acked), jobs.size());
+  }
+  return refused == 0 ? kExitOk : kExitError;
+}
+
+// JOB TOKEN, then `more` as further JOB TOKEN pairs; a usage message when they do not pair up,
+// a job id is not a number or a job is listed twice.
+std::string AckPairs(uint64_t job, const std::string& token, const std::vector<std::string>& more,
+                     std::vector<AckPair>* out) {
+  out->emplace_back(job, token);
+  for (size_t i = 0; i < more.size(); i += 2) {
+    uint64_t id;
+    if (!absl::SimpleAtoi(more[i], &id)) return "bad job id '" + more[i] + "'";
+    if (i + 1 == more.size()) return "job " + more[i] + " has no lease token";
+    out->emplace_back(id, more[i + 1]);
+  }
+  absl::flat_hash_set<uint64_t> seen;
+  for (const auto& [id, t] : *out) {
+    if (!seen.insert(id).second) return absl::StrCat("job ", id, " is listed twice");
+  }
+  return "";
+}
+
 void AddQueueAck(CLI::App* queue, const Globals& g, Action* run, std::shared_ptr<std::string> name,
                  std::shared_ptr<uint64_t> job, std::shared_ptr<std::string> token) {
-  auto* ack = Command(queue, "ack", "acknowledge a leased job (done)", run, [&g, name, job, token] {
-    return [&g, name, job, token] {
-      qpb::AckRequest req;
-      req.set_queue(*name);
-      req.set_job_id(*job);
-      req.set_lease_token(*token);
-      return Call<qpb::AckRequest, qpb::AckResponse>(g, &Stub::Ack, req, [&](const auto&) {
-        std::printf("acked job %llu\n", static_cast<unsigned long long>(*job));
-      });
-    };
-  });
+  auto more = std::make_shared<std::vector<std::string>>();
+  auto* ack = Command(queue, "ack",
+                      "acknowledge leased jobs (done): JOB TOKEN, or several JOB TOKEN pairs "
+                      "acked together (AckBatch)",
+                      run, [&g, name, job, token, more] {
+                        return [&g, name, job, token, more] {
+                          std::vector<AckPair> jobs;
+                          if (std::string err = AckPairs(*job, *token, *more, &jobs);
+                              !err.empty()) {
+                            return UsageError(err);
+                          }
+                          return Ack(g, *name, jobs);
+                        };
+                      });
   ack->add_option("name", *name, "queue name")->required();
   ack->add_option("job", *job, "job id")->required();
   ack->add_option("token", *token, "lease token")->required();
+  ack->add_option("more", *more, "further JOB TOKEN pairs");
 }
 
 void AddQueueNack(CLI::App* queue, const Globals& g, Action* run, std::shared_ptr<std::string> name,
@@ -197,123 +324,6 @@ void AddQueueNack(CLI::App* queue, const Globals& g, Action* run, std::shared_pt
   nack->add_flag("--permanent", *permanent, "no retry: straight to the dead-letter lane");
 }
 
-void AddDlqList(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr<std::string> name,
-                std::shared_ptr<Filter> filter) {
-  auto* cmd = Command(dlq, "list", "dead jobs, newest first", run, [&g, name, filter] {
-    return [&g, name, filter] {
-      qpb::ListDeadLettersRequest req;
-      req.set_queue(*name);
-      filter->Fill(req.mutable_filter());
-      req.set_page_size(1000);
-      return Call<qpb::ListDeadLettersRequest, qpb::ListDeadLettersResponse>(
-          g, &Stub::ListDeadLetters, req, [](const qpb::ListDeadLettersResponse& r) {
-            Table t({"JOB", "ATTEMPTS", "TENANT", "REASON"});
-            for (const auto& d : r.dead_letters()) {
-              t.Add({std::to_string(d.job_id()), std::to_string(d.attempts_size()),
-                     d.tenant().empty() ? "-" : d.tenant(), d.reason()});
-            }
-            t.Print();
-          });
-    };
-  });
-  cmd->add_option("name", *name, "queue name")->required();
-  filter->Add(cmd);
-}
-
-void AddDlqShow(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr<std::string> name) {
-  auto job = std::make_shared<uint64_t>(0);
-  auto* cmd = Command(dlq, "show", "one dead job with every attempt", run, [&g, name, job] {
-    return [&g, name, job] {
-      qpb::GetDeadLetterRequest req;
-      req.set_queue(*name);
-      req.set_job_id(*job);
-      return Call<qpb::GetDeadLetterRequest, qpb::GetDeadLetterResponse>(
-          g, &Stub::GetDeadLetter, req, [](const qpb::GetDeadLetterResponse& r) {
-            const auto& d = r.dead_letter();
-            std::printf("job %llu: %s\npayload: %s\n", static_cast<unsigned long long>(d.job_id()),
-                        d.reason().c_str(), d.payload().c_str());
-            Table t({"ATTEMPT", "WORKER", "OUTCOME", "REASON"});
-            int n = 0;
-            for (const auto& a : d.attempts()) {
-              t.Add(
-                  {std::to_string(++n), a.worker_id(), qpb::Outcome_Name(a.outcome()), a.reason()});
-            }
-            t.Print();
-          });
-    };
-  });
-  cmd->add_option("name", *name, "queue name")->required();
-  cmd->add_option("job", *job, "job id")->required();
-}
-
-void AddDlqRedrive(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr<std::string> name,
-                   std::shared_ptr<Filter> filter, std::shared_ptr<std::vector<uint64_t>> ids,
-                   std::shared_ptr<bool> execute) {
-  auto rate = std::make_shared<double>(0);
-  auto to_topic = std::make_shared<std::optional<std::string>>();
-  auto* cmd = Command(
-      dlq, "redrive", "send dead jobs back (a dry run unless --execute)", run,
-      [&g, name, filter, ids, execute, rate, to_topic] {
-        return [&g, name, filter, ids, execute, rate, to_topic] {
-          qpb::RedriveDeadLettersRequest req;
-          req.set_queue(*name);
-          if (*to_topic) req.mutable_to_topic()->set_topic(**to_topic);
-          for (uint64_t id : *ids) req.add_job_ids(id);
-          filter->Fill(req.mutable_filter());
-          req.set_dry_run(!*execute);
-          req.set_rate(*rate);
-          return Call<qpb::RedriveDeadLettersRequest, qpb::RedriveDeadLettersResponse>(
-              g, &Stub::RedriveDeadLetters, req, [](const qpb::RedriveDeadLettersResponse& r) {
-                std::printf("%s %d jobs: %s\n", r.dry_run() ? "would redrive" : "redrove",
-                            r.job_ids_size(), absl::StrJoin(r.job_ids(), ",").c_str());
-                if (r.refused_job_ids_size() > 0) {
-                  std::printf("refused (redriven too often): %s\n",
-                              absl::StrJoin(r.refused_job_ids(), ",").c_str());
-                }
-              });
-        };
-      });
-  cmd->add_option("name", *name, "queue name")->required();
-  cmd->add_option("--ids", *ids, "job ids")->delimiter(',');
-  cmd->add_option_function<std::string>(
-      "--to-topic", [to_topic](const std::string& t) { *to_topic = t; },
-      "re-produce to this topic instead of the queue (same key and event id)");
-  cmd->add_flag_function(
-      "--to-source-topic", [to_topic](int64_t) { *to_topic = ""; },
-      "re-produce each letter to the topic it came from (a log consumer's dead letters)");
-  filter->Add(cmd);
-  cmd->add_flag("--execute", *execute, "apply (default: dry run)");
-  cmd->add_option("--rate", *rate, "jobs per second at most");
-}
-
-void AddDlqDiscard(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr<std::string> name,
-                   std::shared_ptr<Filter> filter, std::shared_ptr<std::vector<uint64_t>> ids,
-                   std::shared_ptr<bool> execute) {
-  auto reason = std::make_shared<std::string>();
-  auto* cmd = Command(
-      dlq, "discard", "drop dead jobs for good (a dry run unless --execute)", run,
-      [&g, name, filter, ids, execute, reason] {
-        return [&g, name, filter, ids, execute, reason] {
-          qpb::DiscardDeadLettersRequest req;
-          req.set_queue(*name);
-          for (uint64_t id : *ids) req.add_job_ids(id);
-          filter->Fill(req.mutable_filter());
-          req.set_reason(*reason);
-          req.set_dry_run(!*execute);
-          return Call<qpb::DiscardDeadLettersRequest, qpb::DiscardDeadLettersResponse>(
-              g, &Stub::DiscardDeadLetters, req, [](const qpb::DiscardDeadLettersResponse& r) {
-                std::printf("%s %d jobs: %s\n", r.dry_run() ? "would discard" : "discarded",
-                            r.job_ids_size(), absl::StrJoin(r.job_ids(), ",").c_str());
-              });
-        };
-      });
-  cmd->add_option("name", *name, "queue name")->required();
-  cmd->add_option("--ids", *ids, "job ids")->delimiter(',');
-  filter->Add(cmd);
-  cmd->add_option("--reason", *reason, "why (recorded in the audit)")->required();
-  cmd->add_flag("--execute", *execute, "apply (default: dry run)");
-}
-
 }  // namespace
 
 void AddQueueCommands(CLI::App& app, const Globals& g, Action* run) {
@@ -329,16 +339,6 @@ void AddQueueCommands(CLI::App& app, const Globals& g, Action* run) {
   auto token = std::make_shared<std::string>();
   AddQueueAck(queue, g, run, name, job, token);
   AddQueueNack(queue, g, run, name, job, token);
-
-  CLI::App* dlq = app.add_subcommand("dlq", "dead-letter lane: list, show, redrive, discard");
-  dlq->require_subcommand(1);
-  auto filter = std::make_shared<Filter>();
-  auto ids = std::make_shared<std::vector<uint64_t>>();
-  auto execute = std::make_shared<bool>(false);
-  AddDlqList(dlq, g, run, name, filter);
-  AddDlqShow(dlq, g, run, name);
-  AddDlqRedrive(dlq, g, run, name, filter, ids, execute);
-  AddDlqDiscard(dlq, g, run, name, filter, ids, execute);
 }
 
 }  // namespace conduit::cli

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <optional>
 
@@ -16,6 +15,7 @@
 #include "client/rate_limiter.h"
 #include "common/grpc/proto_time.h"
 #include "conduit/log/v1/log.grpc.pb.h"
+#include "tools/conduit/batching.h"
 #include "tools/conduit/cli.h"
 
 namespace conduit::cli {
@@ -74,11 +74,8 @@ int Produce(const Globals& g, const ProduceFlags& f) {
   Headers headers;
   if (std::string err = ParseHeaders(f.headers, &headers); !err.empty()) return UsageError(err);
   std::ifstream file;
-  if (!f.file.empty()) {
-    file.open(f.file);
-    if (!file) return UsageError("cannot read " + f.file);
-  }
-  std::istream& in = f.file.empty() ? std::cin : file;
+  std::istream* in = OpenInput(f.file, &file);
+  if (in == nullptr) return UsageError("cannot read " + f.file);
   auto producer = client::Producer::Create({.bootstrap = g.Bootstrap(),
                                             .topic = f.topic,
                                             .request_timeout = absl::Seconds(g.timeout_seconds),
@@ -89,27 +86,18 @@ int Produce(const Globals& g, const ProduceFlags& f) {
     return Fail(producer.status());
   }
   std::atomic<int64_t> failed{0};
-  int64_t sent = 0;
-  const absl::Time start = absl::Now();
-  absl::Time next_progress = start + absl::Seconds(1);
+  Progress progress("records");  // the Producer batches; this counts what it was handed
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(*in, line)) {
     (*producer)->Send(LineRecord(line, f, headers),
                       [&failed](absl::StatusOr<client::RecordPosition> p) {
                         if (!p.ok()) failed.fetch_add(1);
                       });
-    ++sent;
-    if (absl::Now() >= next_progress) {  // progress for long inputs, on stderr
-      const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-      std::fprintf(stderr, "\rsent %lld records (%.0f/s)", static_cast<long long>(sent),
-                   sent / secs);
-      next_progress += absl::Seconds(1);
-    }
+    progress.Add(1);
   }
   absl::Status flushed = (*producer)->Flush();
-  const double secs = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start));
-  if (next_progress > start + absl::Seconds(1)) std::fputc('\n', stderr);
-  PrintProduceSummary(g, f.topic, sent, failed.load(), secs);
+  const double secs = progress.Finish();
+  PrintProduceSummary(g, f.topic, progress.sent(), failed.load(), secs);
   if (!flushed.ok() || failed.load() > 0) {
     return Fail(absl::Status(flushed.ok() ? absl::StatusCode::kUnknown : flushed.code(),
                              absl::StrCat(failed.load(), " records failed; first error: ",
