@@ -11,12 +11,16 @@
 //   append-1x1       1 client, one record per request, wait for each ack
 //   append-8x1       8 clients, the same
 //   append-1x100     1 client, 100 requests in flight (pipelined / async publish)
+//   append-stream-1  Conduit only: 1 caller, one record per message on one ProduceStream
+//                    (generated-stub code, not client::Producer): against append-1x100
 //   producer-1       Conduit only: one-record sends through client::Producer (batching)
 //   fetch-1          Conduit only: reads back the appended records, 1000 per Fetch
 //   tail-1           Conduit only: the same through one Tail stream (5000 per message), until
 //                    caught up
 //   cycle-1, cycle-8 consume cycle with 1 / 8 workers: Conduit Lease+Ack, Redis XREADGROUP+XACK,
 //                    NATS pull+ack on a work-queue stream, beanstalkd reserve+delete
+//   cycle-stream-1, cycle-stream-8  Conduit only: the consume cycle on Consume streams, one job
+//                    per message (64 credits, one more per ack): against the peers' cycle-N
 //   batch-cycle-1, batch-cycle-8  consume cycle taking up to 100 jobs per round: Conduit
 //                    Lease(max_jobs=100)+AckBatch, Redis XREADGROUP COUNT 100 + one XACK, NATS
 //                    pull batch 100 + pipelined AckSyncs, beanstalkd 100 pipelined reserves +
@@ -79,11 +83,14 @@ int Run() {
     maybe("append-1x1", [&] { return peers::ConduitAppend(port, topic, 1, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::ConduitAppend(port, topic, 8, 1, bytes, run); });
     maybe("append-1x100", [&] { return peers::ConduitAppend(port, topic, 1, 100, bytes, run); });
+    maybe("append-stream-1", [&] { return peers::ConduitAppendStream(port, topic, bytes, run); });
     maybe("producer-1", [&] { return peers::ConduitProducer(port, topic, 1, bytes, run); });
     maybe("fetch-1", [&] { return peers::ConduitFetch(port, topic, run); });
     maybe("tail-1", [&] { return peers::ConduitTail(port, topic, run); });
     maybe("cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 1, run); });
     maybe("cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, 1, run); });
+    maybe("cycle-stream-1", [&] { return peers::ConduitCycleStream(port, 1, 64, run); });
+    maybe("cycle-stream-8", [&] { return peers::ConduitCycleStream(port, 8, 64, run); });
     maybe("batch-cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 100, run); });
     maybe("batch-cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, 100, run); });
     maybe("worker-1", [&] { return peers::ConduitWorker(port, 1, 100, run); });

@@ -52,11 +52,14 @@ WORKLOADS = {
     "append-1x1": "append, 1 client, 1 record per request, wait for each ack",
     "append-8x1": "append, 8 clients, 1 record per request",
     "append-1x100": "append, 1 client, 100 requests in flight (pipelined / async publish)",
+    "append-stream-1": "Conduit only: 1 caller, one record per message on one ProduceStream, through the generated stub (not the C++ `Producer`): compare with the peers' `append-1x100`",
     "producer-1": "append through the C++ client `Producer` (one-record sends with a callback, batched, 1 ms linger)",
     "fetch-1": "read back, 1 client, 1000 records per Fetch",
     "tail-1": "read back through one Tail stream from offset 0 (5000 records per message) until caught up",
     "cycle-1": "consume cycle, 1 worker (lease+ack / XREADGROUP+XACK / pull+ack / reserve+delete)",
     "cycle-8": "consume cycle, 8 workers",
+    "cycle-stream-1": "Conduit only: the consume cycle on one Consume stream, one job pushed and one ack per message (64 credits, one more per ack): compare with the peers' `cycle-1`",
+    "cycle-stream-8": "the same, 8 workers, one stream each: compare with the peers' `cycle-8`",
     "batch-cycle-1": "consume cycle taking up to 100 jobs per round, 1 worker: Lease(max_jobs=100) + one AckBatch / "
                      "XREADGROUP COUNT 100 + one XACK / pull batch 100 + pipelined AckSyncs / "
                      "100 pipelined reserves + deletes (beanstalkd has no batch commands)",
@@ -322,6 +325,19 @@ for c, peer, what in (("conduit sync", "beanstalkd fsync 0ms", "beanstalkd reser
     for workers in CYCLES[:4]:
         a, b = ops(c, workers), ops(peer, workers)
         target(f"{c} `{workers}` ÷ {what} `{workers}`", a / b if a and b else None, 1.0)
+p("")
+p("## Targets (issue 18: one-at-a-time callers on streams)")
+p("")
+for c, redis in (("conduit sync", "redis always"), ("conduit interval", "redis everysec")):
+    a, r = ops(c, "append-stream-1"), ops(redis, "append-1x100")
+    target(f"{c} `append-stream-1` ÷ Redis XADD pipelined ({redis} `append-1x100`)",
+           a / r if a and r else None, 1.0)
+a, n = ops("conduit interval", "append-stream-1"), ops("nats jetstream", "append-1x100")
+target("conduit interval `append-stream-1` ÷ NATS JetStream async publish", a / n if a and n else None, 1.5)
+a, n = ops("conduit interval", "cycle-stream-8"), ops("nats jetstream", "cycle-8")
+target("conduit interval `cycle-stream-8` ÷ NATS work-queue pull+ack `cycle-8`", a / n if a and n else None, 1.0)
+a, n = ops("conduit interval", "batch-cycle-1"), ops("nats jetstream", "batch-cycle-1")
+target("conduit interval `batch-cycle-1` ÷ NATS `batch-cycle-1`", a / n if a and n else None, 1.0)
 if replication_path and os.path.exists(replication_path):
     replication_section(p, replication_path, seconds)
 p("")

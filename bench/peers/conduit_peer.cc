@@ -1,5 +1,7 @@
 #include "bench/peers/conduit_peer.h"
 
+#include "bench/peers/conduit_common.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,66 +22,7 @@
 namespace conduit::bench::peers {
 namespace {
 
-namespace lpb = ::conduit::log::v1;
-namespace qpb = ::conduit::queue::v1;
-using Clock = std::chrono::steady_clock;
-
-const absl::Duration kWarmup = absl::Milliseconds(200);
 int queue_runs = 0;
-
-std::string Address(int port) { return "127.0.0.1:" + std::to_string(port); }
-std::shared_ptr<grpc::Channel> Channel(int port) {
-  return grpc::CreateChannel(Address(port), grpc::InsecureChannelCredentials());
-}
-void SetDeadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-}
-uint64_t Ns(Clock::duration d) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
-}
-
-// Runs `clients` threads of `op` (which returns the operations it completed, or -1 on error)
-// for warm-up + run, counting only the measured window.
-template <typename Op>
-Figures RunThreads(int clients, absl::Duration run, Op op) {
-  std::atomic<bool> measuring{false}, stop{false};
-  std::vector<LatencyHistogram> histograms(clients);
-  std::vector<uint64_t> ops(clients, 0), errors(clients, 0);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < clients; ++i) {
-    threads.emplace_back([&, i] {
-      while (!stop.load()) {
-        const auto t0 = Clock::now();
-        const int64_t n = op(i);
-        const auto t1 = Clock::now();
-        if (!measuring.load()) continue;
-        if (n < 0) {
-          ++errors[i];
-          continue;
-        }
-        ops[i] += n;
-        histograms[i].Record(Ns(t1 - t0));
-      }
-    });
-  }
-  absl::SleepFor(kWarmup);
-  measuring.store(true);
-  const auto start = Clock::now();
-  absl::SleepFor(run);
-  measuring.store(false);
-  const double secs = Ns(Clock::now() - start) / 1e9;
-  stop.store(true);
-  for (auto& t : threads) t.join();
-  Figures f;
-  uint64_t total = 0;
-  for (int i = 0; i < clients; ++i) {
-    total += ops[i];
-    f.errors += errors[i];
-    f.latency.Merge(histograms[i]);
-  }
-  f.ops_per_s = total / secs;
-  return f;
-}
 
 }  // namespace
 
@@ -250,8 +193,6 @@ Figures ConduitTail(int port, const std::string& topic, absl::Duration run) {
   return f;
 }
 
-namespace {
-
 // A fresh queue with 60 s leases holding enough jobs for the run at up to `rate` cycles/s. Not
 // more: the queue keeps its jobs in memory, and the server's peak RSS is reported.
 absl::StatusOr<std::string> PrefilledQueue(int port, absl::Duration run, double rate) {
@@ -288,6 +229,8 @@ void DropQueue(int port, const std::string& queue) {
   qpb::DeleteQueueResponse resp;
   (void)qpb::WorkQueue::NewStub(Channel(port))->DeleteQueue(&ctx, req, &resp);
 }
+
+namespace {
 
 template <typename Request>
 grpc::Status CallAck(qpb::WorkQueue::Stub* stub, const Request& req) {

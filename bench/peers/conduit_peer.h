@@ -34,4 +34,15 @@ Figures ConduitQueueCycle(int port, int clients, int batch, absl::Duration run);
 // an application using the client library gets. ops = acked jobs.
 Figures ConduitWorker(int port, int clients, int batch, absl::Duration run);
 
+// Streams (conduit_streams.cc), written as a caller of the generated stubs would.
+// One caller, one ProduceStream, one `value_bytes` record per message, written as fast as the
+// stream takes them while a second thread reads the answers. ops = answered records; latency
+// per message, write → answer.
+Figures ConduitAppendStream(int port, const std::string& topic, int value_bytes,
+                            absl::Duration run);
+// Work queue: pre-filled, `clients` workers each on one Consume stream with `credits` granted
+// and one more per ack: each job one pushed message and one ack message. ops = acked jobs;
+// latency per job, push → ack answered.
+Figures ConduitCycleStream(int port, int clients, int credits, absl::Duration run);
+
 }  // namespace conduit::bench::peers

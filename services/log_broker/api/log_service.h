@@ -44,6 +44,8 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   grpc::ServerUnaryReactor* Produce(grpc::CallbackServerContext* ctx,
                                     const pb::ProduceRequest* request,
                                     pb::ProduceResponse* response) override;
+  grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse>* ProduceStream(
+      grpc::CallbackServerContext* ctx) override;  // produce_stream.cc
   grpc::ServerUnaryReactor* Fetch(grpc::CallbackServerContext* ctx,
                                   const pb::FetchRequest* request,
                                   pb::FetchResponse* response) override;
@@ -67,6 +69,7 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
 
  private:
   class TailReactor;
+  class ProduceStreamReactor;
 
   Broker* const broker_;
   LogMetrics* const metrics_;

@@ -135,6 +135,39 @@ DeadLetterSelection Selection(const Request& r) {
 
 }  // namespace
 
+void ToLeasedJob(const Job& job, pb::LeasedJob* p) {
+  p->set_job_id(job.id);
+  p->set_lease_token(job.lease_token.value());
+  p->set_attempt(static_cast<uint32_t>(job.attempts.size()));
+  SetTimestamp(job.lease_deadline, p->mutable_deadline());
+  p->set_payload(job.payload);
+  AddHeaders(job.headers, p);
+  p->set_tenant(job.tenant);
+  p->set_priority(job.priority);
+  SetTimestamp(job.enqueued_at, p->mutable_enqueued_at());
+  AddAttempts(job.attempts, job.attempts.size() - 1, p, &pb::LeasedJob::mutable_previous_attempts);
+  SetSource(job.source, p);
+}
+
+absl::StatusOr<NackArgs> NackArgsFromProto(const pb::NackRequest& request) {
+  NackArgs args;
+  args.reason = request.reason();
+  switch (request.failure_class()) {
+    case pb::FAILURE_CLASS_UNSPECIFIED:
+    case pb::FAILURE_CLASS_TRANSIENT:
+      args.failure_class = FailureClass::kTransient;
+      break;
+    case pb::FAILURE_CLASS_PERMANENT:
+      args.failure_class = FailureClass::kPermanent;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("failure_class ", request.failure_class(), " is not a FailureClass"));
+  }
+  if (request.has_retry_after()) args.retry_after = FromDuration(request.retry_after());
+  return args;
+}
+
 grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* ctx,
                                                     const pb::CreateQueueRequest* request,
                                                     pb::CreateQueueResponse* response) {
@@ -208,21 +241,9 @@ grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
   args.max_wait = FromDuration(request->max_wait());
   auto* reactor = ctx->DefaultReactor();
   queue_->Lease(args, Finisher<std::vector<Job>>(reactor, [response](const auto& jobs) {
-    for (const Job& job : jobs) {
-      auto* p = response->add_jobs();
-      p->set_job_id(job.id);
-      p->set_lease_token(job.lease_token.value());
-      p->set_attempt(static_cast<uint32_t>(job.attempts.size()));
-      SetTimestamp(job.lease_deadline, p->mutable_deadline());
-      p->set_payload(job.payload);
-      AddHeaders(job.headers, p);
-      p->set_tenant(job.tenant);
-      p->set_priority(job.priority);
-      SetTimestamp(job.enqueued_at, p->mutable_enqueued_at());
-      AddAttempts(job.attempts, job.attempts.size() - 1, p, &pb::LeasedJob::mutable_previous_attempts);
-      SetSource(job.source, p);
-    }
+    for (const Job& job : jobs) ToLeasedJob(job, response->add_jobs());
   }));
+
   return reactor;
 }
 
@@ -274,23 +295,10 @@ grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
                                              const pb::NackRequest* request,
                                              pb::NackResponse* response) {
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
-  NackArgs args;
-  args.reason = request->reason();
-  switch (request->failure_class()) {
-    case pb::FAILURE_CLASS_UNSPECIFIED:
-    case pb::FAILURE_CLASS_TRANSIENT:
-      args.failure_class = FailureClass::kTransient;
-      break;
-    case pb::FAILURE_CLASS_PERMANENT:
-      args.failure_class = FailureClass::kPermanent;
-      break;
-    default:
-      return Done(ctx, absl::InvalidArgumentError(absl::StrCat(
-                           "failure_class ", request->failure_class(), " is not a FailureClass")));
-  }
-  if (request->has_retry_after()) args.retry_after = FromDuration(request->retry_after());
+  auto args = NackArgsFromProto(*request);
+  if (!args.ok()) return Done(ctx, args.status());
   auto* reactor = ctx->DefaultReactor();
-  queue_->Nack(request->queue(), request->job_id(), LeaseToken(request->lease_token()), args,
+  queue_->Nack(request->queue(), request->job_id(), LeaseToken(request->lease_token()), *args,
                Finisher<NackResult>(reactor, [response](const NackResult& r) {
                  response->set_dead(r.dead);
                  if (!r.dead) SetTimestamp(r.retry_at, response->mutable_retry_at());

@@ -34,6 +34,8 @@ class QueueService final : public pb::WorkQueue::CallbackService {
                                      pb::AckBatchResponse*) override;
   grpc::ServerUnaryReactor* Nack(grpc::CallbackServerContext*, const pb::NackRequest*,
                                  pb::NackResponse*) override;
+  grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse>* Consume(
+      grpc::CallbackServerContext*) override;  // consume_stream.cc
   grpc::ServerUnaryReactor* ListDeadLetters(grpc::CallbackServerContext*,
                                             const pb::ListDeadLettersRequest*,
                                             pb::ListDeadLettersResponse*) override;
@@ -51,6 +53,7 @@ class QueueService final : public pb::WorkQueue::CallbackService {
                                            pb::AddDeadLettersResponse*) override;
 
  private:
+  class ConsumeReactor;
   WorkQueue* const queue_;
 };
 

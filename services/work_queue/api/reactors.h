@@ -41,6 +41,11 @@ inline grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const ab
   return reactor;
 }
 
+// A leased job as Lease and Consume deliver it.
+void ToLeasedJob(const Job& job, ::conduit::queue::v1::LeasedJob* out);
+// INVALID_ARGUMENT for a failure class that is not one.
+absl::StatusOr<NackArgs> NackArgsFromProto(const ::conduit::queue::v1::NackRequest& request);
+
 inline NewJob FromProto(const ::conduit::queue::v1::NewJob& j) {
   NewJob job;
   job.payload = j.payload();

@@ -1,0 +1,160 @@
+// peer_bench's stream workloads: ProduceStream and Consume through the generated C++ stubs'
+// synchronous streams, one record or job per message (what Python, Node and Go callers of the
+// generated stubs can do too).
+
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "bench/peers/conduit_common.h"
+#include "bench/peers/conduit_peer.h"
+
+namespace conduit::bench::peers {
+namespace {
+
+// Measures a stream workload's own loop: `body(measuring, stop)` runs on the caller's thread
+// until `stop`, counting ops while `measuring`; returns the figures of the measured window.
+struct Window {
+  std::atomic<bool> measuring{false}, stop{false};
+  std::atomic<uint64_t> ops{0}, errors{0};
+  std::mutex mu;
+  LatencyHistogram latency;
+  std::string error;
+
+  void Fail(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++errors;
+    if (error.empty()) error = why;
+  }
+  // Sleeps through warm-up and the run; then asks the loops to stop.
+  double Measure(absl::Duration run) {
+    absl::SleepFor(kWarmup);
+    measuring.store(true);
+    const auto start = Clock::now();
+    absl::SleepFor(run);
+    measuring.store(false);
+    const double secs = Ns(Clock::now() - start) / 1e9;
+    stop.store(true);
+    return secs;
+  }
+  Figures Result(double secs) {
+    Figures f;
+    f.ops_per_s = ops.load() / secs;
+    f.latency.Merge(latency);
+    f.errors = errors.load();
+    f.error = error;
+    return f;
+  }
+};
+
+}  // namespace
+
+Figures ConduitAppendStream(int port, const std::string& topic, int value_bytes,
+                            absl::Duration run) {
+  auto stub = lpb::LogService::NewStub(Channel(port));
+  grpc::ClientContext ctx;
+  auto stream = stub->ProduceStream(&ctx);
+  Window w;
+  std::mutex sent_mu;
+  std::deque<Clock::time_point> sent;  // write times of unanswered messages, in order
+  std::thread reader([&] {
+    lpb::ProduceStreamResponse answer;
+    while (stream->Read(&answer)) {
+      Clock::time_point at;
+      {
+        std::lock_guard<std::mutex> lock(sent_mu);
+        at = sent.front();
+        sent.pop_front();
+      }
+      if (answer.code() != 0) {
+        w.Fail(answer.message());
+      } else if (w.measuring.load(std::memory_order_relaxed)) {
+        ++w.ops;
+        std::lock_guard<std::mutex> lock(w.mu);
+        w.latency.Record(Ns(Clock::now() - at));
+      }
+    }
+  });
+  std::thread writer([&] {
+    lpb::ProduceStreamRequest message;
+    message.mutable_request()->set_topic(topic);
+    auto* record = message.mutable_request()->add_records();
+    record->set_partition(0);
+    record->set_value(std::string(value_bytes, 'v'));
+    for (int64_t n = 0; !w.stop.load(); ++n) {
+      message.set_sequence(n);
+      {
+        std::lock_guard<std::mutex> lock(sent_mu);
+        sent.push_back(Clock::now());
+      }
+      if (!stream->Write(message)) break;
+    }
+    stream->WritesDone();
+  });
+  const double secs = w.Measure(run);
+  writer.join();
+  reader.join();
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) w.Fail(status.error_message());
+  return w.Result(secs);
+}
+
+Figures ConduitCycleStream(int port, int clients, int credits, absl::Duration run) {
+  auto queue = PrefilledQueue(port, run, 100'000);
+  if (!queue.ok()) return Figures{.errors = 1, .error = queue.status().ToString()};
+  auto stub = qpb::WorkQueue::NewStub(Channel(port));
+  Window w;
+  std::vector<std::thread> workers;
+  for (int i = 0; i < clients; ++i) {
+    workers.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      auto stream = stub->Consume(&ctx);
+      qpb::ConsumeRequest start;
+      start.mutable_start()->set_queue(*queue);
+      start.mutable_start()->set_worker_id("w" + std::to_string(i));
+      start.mutable_start()->set_credits(credits);
+      std::mutex mu;
+      std::map<uint64_t, Clock::time_point> pushed;  // job → when it arrived
+      if (!stream->Write(start)) return w.Fail("Consume start");
+      qpb::ConsumeResponse m;
+      qpb::ConsumeRequest ack, grant;
+      grant.set_credits(1);
+      while (!w.stop.load() && stream->Read(&m)) {
+        if (m.has_job()) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            pushed[m.job().job_id()] = Clock::now();
+          }
+          ack.set_request_id(static_cast<int64_t>(m.job().job_id()));
+          ack.mutable_ack()->set_job_id(m.job().job_id());
+          ack.mutable_ack()->set_lease_token(m.job().lease_token());
+          if (!stream->Write(ack) || !stream->Write(grant)) break;
+          continue;
+        }
+        const qpb::SettleResult& r = m.settled();
+        Clock::time_point at;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          auto it = pushed.find(r.job_id());
+          at = it == pushed.end() ? Clock::now() : it->second;
+          if (it != pushed.end()) pushed.erase(it);
+        }
+        if (r.code() != 0) {
+          w.Fail(r.message());
+        } else if (w.measuring.load(std::memory_order_relaxed)) {
+          ++w.ops;
+          std::lock_guard<std::mutex> lock(w.mu);
+          w.latency.Record(Ns(Clock::now() - at));
+        }
+      }
+      ctx.TryCancel();  // the leases still held come back when they expire; the queue is dropped
+      (void)stream->Finish();
+    });
+  }
+  const double secs = w.Measure(run);
+  for (auto& t : workers) t.join();
+  DropQueue(port, *queue);
+  return w.Result(secs);
+}
+
+}  // namespace conduit::bench::peers

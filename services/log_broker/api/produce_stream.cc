@@ -1,0 +1,201 @@
+// LogService.ProduceStream: Produce, one message at a time, on one stream.
+
+#include <deque>
+#include <optional>
+
+#include "absl/time/clock.h"
+#include "common/grpc/request_checks.h"
+#include "common/grpc/status.h"
+#include "services/log_broker/api/convert.h"
+#include "services/log_broker/api/log_service.h"
+#include "services/log_broker/domain/not_leader.h"
+
+namespace conduit::log_broker::api {
+
+// Each message goes to Broker::Produce as it arrives, so the messages of one stream (and of every
+// other stream and call) share the writer's group commit; answers are written in message order,
+// one write in flight at a time. Reading pauses while kWindow messages are unanswered: the
+// caller is then held back by HTTP/2 flow control, and the broker holds at most kWindow requests
+// and answers per stream.
+//
+// Lifetime: gRPC calls OnDone once after Finish; Finish is called only when no read, write or
+// Broker::Produce callback is outstanding, so no callback ever runs on a deleted reactor.
+// Reactions and Produce callbacks run on gRPC and writer threads; state is under mu_, and
+// Start*/Finish are called outside it.
+class LogService::ProduceStreamReactor final
+    : public grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse> {
+ public:
+  static constexpr size_t kWindow = 1024;
+
+  ProduceStreamReactor(LogService* service, grpc::CallbackServerContext* ctx) : service_(service) {
+    (void)ctx;
+    StartRead(&request_);  // reading_ starts true
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // half-close, or the stream broke
+      Steps steps;
+      {
+        absl::MutexLock lock(&mu_);
+        reading_ = false;
+        reads_done_ = true;
+        steps = NextLocked();
+      }
+      Run(steps);
+      return;
+    }
+    Slot* slot;
+    {
+      absl::MutexLock lock(&mu_);
+      slots_.emplace_back();
+      slot = &slots_.back();  // deque: stays put while later slots are added and earlier popped
+      slot->response.set_sequence(request_.sequence());
+      ++producing_;
+    }
+    Produce(slot);  // request_ is free again once this returns
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      steps = NextLocked();
+    }
+    Run(steps);
+  }
+
+  void OnWriteDone(bool ok) override {
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (ok) {
+        slots_.pop_front();
+      } else {
+        broken_ = true;
+      }
+      steps = NextLocked();
+    }
+    Run(steps);
+  }
+
+  void OnCancel() override {
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      steps = NextLocked();
+    }
+    Run(steps);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  struct Slot {
+    pb::ProduceStreamResponse response;
+    bool answered = false;
+  };
+
+  // Hands the message in request_ to the broker; the answer lands in `slot`.
+  void Produce(Slot* slot) {
+    const absl::Time started = absl::Now();
+    pb::ProduceRequest& request = *request_.mutable_request();
+    absl::Status refused = grpc_util::CheckTimeFields(request);
+    auto acks = FromProto(request.acks());
+    if (refused.ok()) refused = acks.status();
+    if (refused.ok()) {
+      std::vector<ProduceRecordArgs> records;
+      records.reserve(request.records_size());
+      for (auto& r : *request.mutable_records()) records.push_back(FromProto(std::move(r)));
+      refused = service_->broker_->Produce(
+          request.topic(), std::move(records), ProducerFromProto(request),
+          [this, slot, started](absl::StatusOr<ProduceResult> result) {
+            service_->metrics_->ObserveProduceLatency(absl::Now() - started);
+            Answer(slot, std::move(result));
+          },
+          *acks);
+    }
+    if (!refused.ok()) Answer(slot, refused);
+  }
+
+  // Records the answer of `slot`'s message (from any thread) and writes what is due.
+  void Answer(Slot* slot, absl::StatusOr<ProduceResult> result) {
+    service_->metrics_->CountProduce(result.status().code());
+    pb::ProduceStreamResponse& out = slot->response;
+    if (result.ok()) {
+      out.mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
+      for (const RecordPosition& p : result->positions) {
+        auto* position = out.add_positions();
+        position->set_partition(p.partition);
+        position->set_offset(p.offset);
+        position->set_duplicate(p.duplicate);
+      }
+      SetTimestamp(result->append_time, out.mutable_append_time());
+    } else {
+      out.set_code(static_cast<int32_t>(result.status().code()));
+      out.set_message(std::string(result.status().message()));
+      if (auto hint = LeaderHintOf(result.status())) {
+        out.set_leader_id(hint->id);
+        out.set_leader_address(hint->address);
+        out.set_leader_epoch(hint->epoch);
+      }
+    }
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      slot->answered = true;
+      --producing_;
+      steps = NextLocked();
+    }
+    Run(steps);
+  }
+
+  // What the state allows next: the next write and/or the next read, or the end. Decided under
+  // mu_ (which marks it started) and carried out by Run after mu_ is released.
+  struct Steps {
+    const pb::ProduceStreamResponse* write = nullptr;
+    bool read = false;
+    std::optional<grpc::Status> finish;
+  };
+  Steps NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Steps steps;
+    if (!broken_ && !writing_ && !slots_.empty() && slots_.front().answered) {
+      writing_ = true;
+      steps.write = &slots_.front().response;
+    }
+    if (!broken_ && !reading_ && !reads_done_ && slots_.size() < kWindow) {
+      reading_ = true;
+      steps.read = true;
+    }
+    if (!finished_ && !reading_ && !writing_ && producing_ == 0 &&
+        (broken_ || (reads_done_ && slots_.empty()))) {
+      finished_ = true;
+      steps.finish = broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed")
+                             : grpc::Status::OK;
+    }
+    return steps;
+  }
+  void Run(const Steps& steps) {
+    if (steps.write != nullptr) StartWrite(steps.write);
+    if (steps.read) StartRead(&request_);
+    if (steps.finish) Finish(*steps.finish);
+  }
+
+  LogService* const service_;
+  // Written by the read that fills it and read by OnReadDone before the next read starts.
+  pb::ProduceStreamRequest request_;
+  absl::Mutex mu_;
+  std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);  // unanswered or unwritten, in message order
+  int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;    // Broker::Produce callbacks still to come
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's read
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse>*
+LogService::ProduceStream(grpc::CallbackServerContext* ctx) {
+  return new ProduceStreamReactor(this, ctx);
+}
+
+}  // namespace conduit::log_broker::api

@@ -1,0 +1,324 @@
+// WorkQueue.Consume: a worker's stream of credits, leased jobs, and acks, nacks and extensions.
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc/proto_time.h"
+#include "common/grpc/request_checks.h"
+#include "common/grpc/status.h"
+#include "services/work_queue/api/queue_service.h"
+#include "services/work_queue/api/reactors.h"
+
+namespace conduit::work_queue::api {
+namespace {
+
+using grpc_util::FromDuration;
+using grpc_util::SetTimestamp;
+
+// Jobs asked per Lease (at most the credits left).
+constexpr int32_t kMaxLeaseBatch = 100;
+// Each Lease long-polls at most this long, so a cancelled or half-closed stream ends promptly;
+// a job that becomes ready meanwhile is handed over at once (the queue wakes waiting leases).
+constexpr absl::Duration kLeaseWait = absl::Seconds(1);
+// Reading pauses while this many answers wait to be written: a worker that sends acks but does
+// not read is held back by HTTP/2 flow control.
+constexpr size_t kMaxUnwritten = 1024;
+constexpr int32_t kMaxCredits = 10000;
+
+}  // namespace
+
+// The stream's state machine. Reactions (reads, writes, cancel) and the queue's callbacks
+// (leases, settles) run on gRPC and queue threads; the state is under mu_, and every Start*,
+// Finish and queue call is made outside it. Finish is called once, when no read, write or queue
+// callback is outstanding, so none runs after OnDone deleted the reactor. Jobs a lease returns
+// after the stream broke are not delivered: they come back when their leases expire.
+class QueueService::ConsumeReactor final
+    : public grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse> {
+ public:
+  explicit ConsumeReactor(WorkQueue* queue) : queue_(queue) { StartRead(&request_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // half-close, or the stream broke
+      Steps steps;
+      {
+        absl::MutexLock lock(&mu_);
+        reading_ = false;
+        reads_done_ = true;
+        steps = NextLocked();
+      }
+      Run(std::move(steps));
+      return;
+    }
+    const int64_t request_id = request_.request_id();
+    switch (request_.kind_case()) {
+      case pb::ConsumeRequest::kStart:
+      case pb::ConsumeRequest::kCredits: {
+        absl::MutexLock lock(&mu_);
+        if (request_.has_start()) {
+          Start(request_.start());
+        } else {
+          Grant(request_.credits());
+        }
+        break;
+      }
+      case pb::ConsumeRequest::kAck:
+        Ack(request_id, request_.ack());
+        break;
+      case pb::ConsumeRequest::kNack:
+        Nack(request_id, request_.nack());
+        break;
+      case pb::ConsumeRequest::kExtend:
+        Extend(request_id, request_.extend());
+        break;
+      default:
+        FailAndRun(absl::InvalidArgumentError("a Consume message needs a kind"));
+    }
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      steps = NextLocked();
+    }
+    Run(std::move(steps));
+  }
+
+  void OnWriteDone(bool ok) override {
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (ok) {
+        unwritten_.pop_front();
+      } else {
+        broken_ = true;
+      }
+      steps = NextLocked();
+    }
+    Run(std::move(steps));
+  }
+
+  void OnCancel() override {
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      steps = NextLocked();
+    }
+    Run(std::move(steps));
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // What the state allows next, decided under mu_ and carried out after it is released.
+  struct Steps {
+    const pb::ConsumeResponse* write = nullptr;
+    bool read = false;
+    std::optional<LeaseArgs> lease;
+    std::optional<grpc::Status> finish;
+  };
+
+  Steps NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Steps steps;
+    const bool open = !broken_ && !failed_;
+    if (open && !writing_ && !unwritten_.empty()) {
+      writing_ = true;
+      steps.write = &unwritten_.front();
+    }
+    if (open && !reading_ && !reads_done_ && unwritten_.size() < kMaxUnwritten) {
+      reading_ = true;
+      steps.read = true;
+    }
+    if (open && !reads_done_ && started_ && credits_ > 0 && !leasing_) {
+      leasing_ = true;
+      ++outstanding_;
+      LeaseArgs args = lease_;
+      args.max_jobs = static_cast<int32_t>(std::min<int64_t>(credits_, kMaxLeaseBatch));
+      steps.lease = std::move(args);
+    }
+    // A failed stream still writes nothing more; it ends once nothing is outstanding.
+    if (!finished_ && !reading_ && !writing_ && outstanding_ == 0 &&
+        (broken_ || failed_ || (reads_done_ && unwritten_.empty()))) {
+      finished_ = true;
+      steps.finish = failed_  ? grpc_util::ToGrpcStatus(failure_)
+                     : broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed")
+                               : grpc::Status::OK;
+    }
+    return steps;
+  }
+
+  void Run(Steps steps) {
+    if (steps.write != nullptr) StartWrite(steps.write);
+    if (steps.read) StartRead(&request_);
+    if (steps.lease) {
+      queue_->Lease(*steps.lease, [this](absl::StatusOr<std::vector<Job>> jobs) {
+        Steps next;
+        {
+          absl::MutexLock lock(&mu_);
+          Leased(std::move(jobs));
+          next = NextLocked();
+        }
+        Run(std::move(next));
+      });
+    }
+    if (steps.finish) Finish(*steps.finish);
+  }
+
+  void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!failed_) failure_ = std::move(status);
+    failed_ = true;
+  }
+  void FailAndRun(absl::Status status) {
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      Fail(std::move(status));
+      steps = NextLocked();
+    }
+    Run(std::move(steps));
+  }
+
+  void Start(const pb::ConsumeStart& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (started_) return Fail(absl::InvalidArgumentError("the stream has started already"));
+    if (auto s = grpc_util::CheckTimeFields(start); !s.ok()) return Fail(s);
+    if (start.queue().empty()) return Fail(absl::InvalidArgumentError("start needs a queue"));
+    started_ = true;
+    lease_.queue = start.queue();
+    lease_.worker = start.worker_id();
+    if (start.has_visibility_timeout()) {
+      lease_.visibility_timeout = FromDuration(start.visibility_timeout());
+    }
+    lease_.max_wait = kLeaseWait;
+    if (start.credits() != 0) Grant(start.credits());
+  }
+
+  void Grant(int32_t credits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!started_) return Fail(absl::InvalidArgumentError("the first message must be a start"));
+    if (credits < 1 || credits > kMaxCredits) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("credits must be 1..", kMaxCredits, ", not ", credits)));
+    }
+    credits_ += credits;
+  }
+
+  void Leased(absl::StatusOr<std::vector<Job>> jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    leasing_ = false;
+    --outstanding_;
+    if (!jobs.ok()) return Fail(jobs.status());
+    if (broken_ || failed_) return;  // undelivered: back at their lease deadline
+    for (const Job& job : *jobs) {
+      ToLeasedJob(job, unwritten_.emplace_back().mutable_job());
+      --credits_;
+    }
+  }
+
+  // Starts a settle (ack, nack, extend) of the stream's queue, if the stream has started; its
+  // answer joins the outgoing messages. `call(queue, done)` calls the queue.
+  template <typename T, typename Call, typename Fill>
+  void Settle(int64_t request_id, uint64_t job_id, Call call, Fill fill) {
+    std::string queue;
+    {
+      absl::MutexLock lock(&mu_);
+      if (started_) {
+        queue = lease_.queue;
+        ++outstanding_;
+      }
+    }
+    if (queue.empty()) {
+      FailAndRun(absl::InvalidArgumentError("the first message must be a start"));
+      return;
+    }
+    call(queue, [this, request_id, job_id, fill](absl::StatusOr<T> result) {
+      Steps steps;
+      {
+        absl::MutexLock lock(&mu_);
+        --outstanding_;
+        if (!broken_ && !failed_) {
+          pb::SettleResult* out = unwritten_.emplace_back().mutable_settled();
+          out->set_request_id(request_id);
+          out->set_job_id(job_id);
+          out->set_code(static_cast<int32_t>(result.status().code()));
+          out->set_message(std::string(result.status().message()));
+          if (result.ok()) fill(*result, out);
+        }
+        steps = NextLocked();
+      }
+      Run(std::move(steps));
+    });
+  }
+
+  void Ack(int64_t request_id, const pb::AckRequest& ack) {
+    const uint64_t job = ack.job_id();
+    const LeaseToken token(ack.lease_token());
+    Settle<bool>(
+        request_id, job,
+        [&](const std::string& queue, Callback<bool> done) {
+          queue_->Ack(queue, job, token, std::move(done));
+        },
+        [](bool, pb::SettleResult*) {});
+  }
+
+  void Nack(int64_t request_id, const pb::NackRequest& nack) {
+    auto args = NackArgsFromProto(nack);
+    if (!args.ok()) {
+      FailAndRun(args.status());
+      return;
+    }
+    const uint64_t job = nack.job_id();
+    const LeaseToken token(nack.lease_token());
+    Settle<NackResult>(
+        request_id, job,
+        [&](const std::string& queue, Callback<NackResult> done) {
+          queue_->Nack(queue, job, token, *args, std::move(done));
+        },
+        [](const NackResult& r, pb::SettleResult* out) {
+          out->set_dead(r.dead);
+          if (!r.dead) SetTimestamp(r.retry_at, out->mutable_retry_at());
+        });
+  }
+
+  void Extend(int64_t request_id, const pb::ExtendLeaseRequest& extend) {
+    if (auto s = grpc_util::CheckTimeFields(extend); !s.ok()) {
+      FailAndRun(s);
+      return;
+    }
+    const uint64_t job = extend.job_id();
+    const LeaseToken token(extend.lease_token());
+    const absl::Duration extension = FromDuration(extend.extension());
+    Settle<absl::Time>(
+        request_id, job,
+        [&](const std::string& queue, Callback<absl::Time> done) {
+          queue_->ExtendLease(queue, job, token, extension, std::move(done));
+        },
+        [](absl::Time deadline, pb::SettleResult* out) {
+          SetTimestamp(deadline, out->mutable_deadline());
+        });
+  }
+
+  WorkQueue* const queue_;
+  // Filled by a read; used by OnReadDone before the next read starts.
+  pb::ConsumeRequest request_;
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  LeaseArgs lease_ ABSL_GUARDED_BY(mu_);  // queue, worker, visibility timeout, wait
+  int64_t credits_ ABSL_GUARDED_BY(mu_) = 0;
+  bool leasing_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // queue callbacks still to come
+  std::deque<pb::ConsumeResponse> unwritten_ ABSL_GUARDED_BY(mu_);  // front: being written
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's read
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;  // bad input or a queue error: ends with failure_
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse>* QueueService::Consume(
+    grpc::CallbackServerContext*) {
+  return new ConsumeReactor(queue_);
+}
+
+}  // namespace conduit::work_queue::api

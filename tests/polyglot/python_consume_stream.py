@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""Polyglot test and example: WorkQueue.Consume from a plain generated Python stub — a worker
+that grants credits, gets jobs pushed as they become ready, and acks, nacks and extends on the
+same stream.
+
+Usage: python_consume_stream.py HOST:PORT    (run_with_server.sh appends the address)
+
+1. Credits bound what is outstanding: 300 jobs, 10 credits, one more credit per ack: every job
+   delivered once, never more than 10 unacked, every ack answered OK with its request id.
+2. Lease rules hold on the stream: an ack with a stale token is refused (FAILED_PRECONDITION)
+   and the stream goes on; extend answers the new deadline; a transient nack answers retry_at
+   and the job comes back as attempt 2.
+3. Pushed, not polled: with a credit waiting on an empty queue, a job enqueued later arrives
+   within half a second.
+4. A broken stream: 5 jobs delivered on a stream that is then cancelled come back when their
+   2 s leases expire, to another stream, with new tokens; the old tokens are refused.
+5. Bad input ends the stream with INVALID_ARGUMENT (credits before a start).
+"""
+
+import os
+import queue
+import sys
+import threading
+import time
+import uuid
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import grpc  # noqa: E402
+from google.protobuf import duration_pb2  # noqa: E402
+
+import polyglot_common as pc  # noqa: E402
+from polyglot_common import DEADLINE_S, check, check_eq  # noqa: E402
+
+pc.generate_stubs(["conduit/queue/v1/queue.proto"],
+                  [os.path.join(pc.repo_root(), "proto"), pc.GRPC_PROTO_DIR, pc.WKT_DIR])
+from conduit.queue.v1 import queue_pb2 as pb  # noqa: E402
+from conduit.queue.v1 import queue_pb2_grpc as pb_grpc  # noqa: E402
+
+OK = 0
+FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION.value[0]
+
+
+class Stream:
+    """One Consume call: send() queues a request, answers are read from `responses`."""
+
+    def __init__(self, stub, queue_name, credits, visibility_s=30, worker="py-worker"):
+        self.requests = queue.Queue()
+        self.next_id = 0
+        self.requests.put(pb.ConsumeRequest(start=pb.ConsumeStart(
+            queue=queue_name, worker_id=worker, credits=credits,
+            visibility_timeout=duration_pb2.Duration(seconds=visibility_s))))
+        self.call = stub.Consume(iter(self.requests.get, None), timeout=120)
+        self.responses = iter(self.call)
+
+    def send(self, **kind):
+        self.next_id += 1
+        self.requests.put(pb.ConsumeRequest(request_id=self.next_id, **kind))
+        return self.next_id
+
+    def ack(self, job):
+        return self.send(ack=pb.AckRequest(job_id=job.job_id, lease_token=job.lease_token))
+
+    def grant(self, n):
+        self.requests.put(pb.ConsumeRequest(credits=n))
+
+    def next(self):
+        return next(self.responses)
+
+    def close(self):
+        self.requests.put(None)  # half-close
+
+
+def enqueue(stub, name, payloads):
+    stub.Enqueue(pb.EnqueueRequest(queue=name, jobs=[pb.NewJob(payload=p) for p in payloads]),
+                 timeout=DEADLINE_S)
+
+
+def credits_bound_outstanding(stub, name):
+    enqueue(stub, name, [b"job-%d" % i for i in range(300)])
+    s = Stream(stub, name, credits=10)
+    delivered, acked, answered, outstanding_max = set(), 0, {}, 0
+    pending_ids = set()
+    while len(answered) < 300:
+        m = s.next()
+        if m.HasField("job"):
+            check(m.job.job_id not in delivered, "job %d delivered once" % m.job.job_id)
+            delivered.add(m.job.job_id)
+            outstanding_max = max(outstanding_max, len(delivered) - acked)
+            pending_ids.add(s.ack(m.job))
+            acked += 1
+            s.grant(1)
+        else:
+            check_eq(m.settled.code, OK, m.settled.message)
+            check(m.settled.request_id in pending_ids, "a known request id")
+            answered[m.settled.request_id] = m.settled.job_id
+    check_eq(len(delivered), 300, "jobs delivered")
+    check(outstanding_max <= 10, "at most 10 unacked at a time (saw %d)" % outstanding_max)
+    stats = stub.GetQueueStats(pb.GetQueueStatsRequest(queue=name), timeout=DEADLINE_S)
+    check_eq((stats.ready, stats.leased), (0, 0), "queue drained")
+    s.close()
+    check(next(s.responses, None) is None, "the stream ends after the half-close")
+    print("  ok: 300 jobs, each delivered once with at most %d unacked (10 credits), 300 acks "
+          "answered" % outstanding_max)
+
+
+def lease_rules(stub, name):
+    enqueue(stub, name, [b"rules"])
+    s = Stream(stub, name, credits=1)
+    job = s.next().job
+    stale = s.send(ack=pb.AckRequest(job_id=job.job_id, lease_token=job.lease_token + "x"))
+    r = s.next().settled
+    check_eq((r.request_id, r.code), (stale, FAILED_PRECONDITION), "stale token refused")
+    ext = s.send(extend=pb.ExtendLeaseRequest(job_id=job.job_id, lease_token=job.lease_token,
+                                              extension=duration_pb2.Duration(seconds=60)))
+    r = s.next().settled
+    check_eq((r.request_id, r.code), (ext, OK), "extend: " + r.message)
+    check(r.deadline.seconds > job.deadline.seconds, "extend moved the deadline")
+    nack = s.send(nack=pb.NackRequest(job_id=job.job_id, lease_token=job.lease_token,
+                                      reason="blip", retry_after=duration_pb2.Duration()))
+    r = s.next().settled
+    check_eq((r.request_id, r.code, r.dead), (nack, OK, False), "nack: " + r.message)
+    s.grant(1)
+    again = s.next().job
+    check_eq((again.job_id, again.attempt), (job.job_id, 2), "the nacked job, attempt 2")
+    s.ack(again)
+    check_eq(s.next().settled.code, OK, "ack of attempt 2")
+    s.close()
+    print("  ok: stale token refused, extend and nack answered, the job back as attempt 2")
+
+
+def pushed_not_polled(stub, name):
+    s = Stream(stub, name, credits=1)
+    time.sleep(1.5)  # the stream waits with a credit on an empty queue
+    enqueued = time.monotonic()
+    enqueue(stub, name, [b"late"])
+    job = s.next().job
+    latency = time.monotonic() - enqueued
+    check(latency < 0.5, "pushed within 0.5 s of the enqueue (took %.3f s)" % latency)
+    s.ack(job)
+    check_eq(s.next().settled.code, OK, "ack")
+    s.close()
+    print("  ok: a job enqueued later was pushed %.0f ms after its enqueue" % (latency * 1000))
+
+
+def broken_stream(stub, name):
+    enqueue(stub, name, [b"b%d" % i for i in range(5)])
+    s = Stream(stub, name, credits=5, visibility_s=2)
+    first = [s.next().job for _ in range(5)]
+    s.call.cancel()
+    cut = time.monotonic()
+    t = Stream(stub, name, credits=5, worker="py-worker-2")
+    again = [t.next().job for _ in range(5)]
+    waited = time.monotonic() - cut
+    check(waited >= 1.5, "back only when the leases expired (%.1f s)" % waited)
+    check_eq(sorted(j.job_id for j in again), sorted(j.job_id for j in first), "the same jobs")
+    check(all(j.lease_token != f.lease_token for j in again for f in first), "new tokens")
+    stale = t.send(ack=pb.AckRequest(job_id=first[0].job_id, lease_token=first[0].lease_token))
+    r = t.next().settled
+    check_eq((r.request_id, r.code), (stale, FAILED_PRECONDITION), "the old token refused")
+    for j in again:
+        t.ack(j)
+    for _ in again:
+        check_eq(t.next().settled.code, OK, "ack")
+    t.close()
+    print("  ok: a cancelled stream's 5 jobs came back after %.1f s (2 s leases) with new tokens"
+          % waited)
+
+
+def bad_input(stub, name):
+    call = stub.Consume(iter([pb.ConsumeRequest(credits=5)]), timeout=DEADLINE_S)
+    try:
+        for _ in call:
+            pass
+    except grpc.RpcError as e:
+        check_eq(e.code(), grpc.StatusCode.INVALID_ARGUMENT, "credits before a start")
+        print("  ok: credits before a start -> INVALID_ARGUMENT (%s)" % e.details())
+        return
+    raise pc.CheckFailed("credits before a start: the stream ended OK")
+
+
+def main(address):
+    channel = grpc.insecure_channel(address)
+    pc.wait_ready(channel, address)
+    stub = pb_grpc.WorkQueueStub(channel)
+    name = "consume-" + uuid.uuid4().hex[:8]
+    stub.CreateQueue(pb.CreateQueueRequest(name=name), timeout=DEADLINE_S)
+    credits_bound_outstanding(stub, name)
+    lease_rules(stub, name)
+    pushed_not_polled(stub, name)
+    broken_stream(stub, name)
+    bad_input(stub, name)
+    stub.DeleteQueue(pb.DeleteQueueRequest(name=name), timeout=DEADLINE_S)
+
+
+if __name__ == "__main__":
+    pc.run_main("python_consume_stream", main)
