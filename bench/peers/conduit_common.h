@@ -38,6 +38,19 @@ inline uint64_t Ns(Clock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
+// Sleeps through the warm-up, sets `measuring` for `run`, then sets `stop`: the measured seconds.
+inline double MeasureWindow(std::atomic<bool>& measuring, std::atomic<bool>& stop,
+                            absl::Duration run) {
+  absl::SleepFor(kWarmup);
+  measuring.store(true);
+  const auto start = Clock::now();
+  absl::SleepFor(run);
+  measuring.store(false);
+  const double secs = Ns(Clock::now() - start) / 1e9;
+  stop.store(true);
+  return secs;
+}
+
 // Runs `clients` threads of `op` (which returns the operations it completed, or -1 on error)
 // for warm-up + run, counting only the measured window.
 template <typename Op>
@@ -62,13 +75,7 @@ Figures RunThreads(int clients, absl::Duration run, Op op) {
       }
     });
   }
-  absl::SleepFor(kWarmup);
-  measuring.store(true);
-  const auto start = Clock::now();
-  absl::SleepFor(run);
-  measuring.store(false);
-  const double secs = Ns(Clock::now() - start) / 1e9;
-  stop.store(true);
+  const double secs = MeasureWindow(measuring, stop, run);
   for (auto& t : threads) t.join();
   Figures f;
   uint64_t total = 0;

@@ -12,8 +12,8 @@
 namespace conduit::bench::peers {
 namespace {
 
-// Measures a stream workload's own loop: `body(measuring, stop)` runs on the caller's thread
-// until `stop`, counting ops while `measuring`; returns the figures of the measured window.
+// The measured window of a stream workload whose threads count ops (and record latencies) while
+// `measuring` and end at `stop`.
 struct Window {
   std::atomic<bool> measuring{false}, stop{false};
   std::atomic<uint64_t> ops{0}, errors{0};
@@ -27,16 +27,7 @@ struct Window {
     if (error.empty()) error = why;
   }
   // Sleeps through warm-up and the run; then asks the loops to stop.
-  double Measure(absl::Duration run) {
-    absl::SleepFor(kWarmup);
-    measuring.store(true);
-    const auto start = Clock::now();
-    absl::SleepFor(run);
-    measuring.store(false);
-    const double secs = Ns(Clock::now() - start) / 1e9;
-    stop.store(true);
-    return secs;
-  }
+  double Measure(absl::Duration run) { return MeasureWindow(measuring, stop, run); }
   Figures Result(double secs) {
     Figures f;
     f.ops_per_s = ops.load() / secs;

@@ -5,8 +5,9 @@ same stream.
 
 Usage: python_consume_stream.py HOST:PORT    (run_with_server.sh appends the address)
 
-1. Credits bound what is outstanding: 300 jobs, 10 credits, one more credit per ack: every job
-   delivered once, never more than 10 unacked, every ack answered OK with its request id.
+1. Credits bound what is outstanding: 10 credits and no ack bring 10 jobs and no 11th (the
+   queue shows 10 leased); then, one more credit per ack, all 300 jobs are delivered once, never
+   more than 10 unacked, every ack answered OK with its request id.
 2. Lease rules hold on the stream: an ack with a stale token is refused (FAILED_PRECONDITION)
    and the stream goes on; extend answers the new deadline; a transient nack answers retry_at
    and the job comes back as attempt 2.
@@ -52,7 +53,18 @@ class Stream:
             queue=queue_name, worker_id=worker, credits=credits,
             visibility_timeout=duration_pb2.Duration(seconds=visibility_s))))
         self.call = stub.Consume(iter(self.requests.get, None), timeout=120)
-        self.responses = iter(self.call)
+        # Answers are read on a thread into a queue, so the test can wait for one with a timeout.
+        self.answers = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        try:
+            for m in self.call:
+                self.answers.put(m)
+        except grpc.RpcError as e:
+            self.answers.put(e)
+        self.answers.put(None)  # the end of the stream
 
     def send(self, **kind):
         self.next_id += 1
@@ -65,8 +77,12 @@ class Stream:
     def grant(self, n):
         self.requests.put(pb.ConsumeRequest(credits=n))
 
-    def next(self):
-        return next(self.responses)
+    def next(self, timeout=DEADLINE_S):
+        """The next answer; None at the end of the stream; queue.Empty after `timeout`."""
+        m = self.answers.get(timeout=timeout)
+        if isinstance(m, grpc.RpcError):
+            raise m
+        return m
 
     def close(self):
         self.requests.put(None)  # half-close
@@ -80,8 +96,22 @@ def enqueue(stub, name, payloads):
 def credits_bound_outstanding(stub, name):
     enqueue(stub, name, [b"job-%d" % i for i in range(300)])
     s = Stream(stub, name, credits=10)
-    delivered, acked, answered, outstanding_max = set(), 0, {}, 0
+    # Ten credits, no ack: ten jobs come, and no eleventh.
+    held = [s.next().job for _ in range(10)]
+    try:
+        extra = s.next(timeout=1.0)
+        raise pc.CheckFailed("an 11th message without a credit: %s" % extra)
+    except queue.Empty:
+        pass
+    stats = stub.GetQueueStats(pb.GetQueueStatsRequest(queue=name), timeout=DEADLINE_S)
+    check_eq(stats.leased, 10, "leased with 10 credits and no ack")
+    delivered, acked, answered, outstanding_max = set(), 0, {}, 10
     pending_ids = set()
+    for job in held:
+        delivered.add(job.job_id)
+        pending_ids.add(s.ack(job))
+        acked += 1
+        s.grant(1)
     while len(answered) < 300:
         m = s.next()
         if m.HasField("job"):
@@ -100,9 +130,9 @@ def credits_bound_outstanding(stub, name):
     stats = stub.GetQueueStats(pb.GetQueueStatsRequest(queue=name), timeout=DEADLINE_S)
     check_eq((stats.ready, stats.leased), (0, 0), "queue drained")
     s.close()
-    check(next(s.responses, None) is None, "the stream ends after the half-close")
-    print("  ok: 300 jobs, each delivered once with at most %d unacked (10 credits), 300 acks "
-          "answered" % outstanding_max)
+    check(s.next() is None, "the stream ends after the half-close")
+    print("  ok: 10 credits: 10 jobs and no 11th until an ack; 300 jobs, each delivered once with "
+          "at most %d unacked, 300 acks answered" % outstanding_max)
 
 
 def lease_rules(stub, name):
