@@ -99,6 +99,11 @@ bool EtcdCluster::LeaseValid() const {
   return clock_->Monotonic() - lease_confirmed_at_ < lease_ttl_;
 }
 
+int64_t EtcdCluster::RegistrationRevision() const {
+  absl::MutexLock lock(&mu_);
+  return registration_revision_;
+}
+
 absl::Status EtcdCluster::Join(const std::string& address) {
   absl::MutexLock join(&join_mu_);
   address_ = address;
@@ -125,10 +130,13 @@ absl::Status EtcdCluster::Register() {
   CONDUIT_ASSIGN_OR_RETURN(etcd::Lease lease,
                            client_->Grant(absl::ToInt64Seconds(options_.lease_ttl)));
   {
+    // A lease confirmed again, but no view yet shows what changed while this broker was
+    // away (it may have been deposed): it leads nothing until one does (RegistrationRevision).
     absl::MutexLock lock(&mu_);
     lease_ = lease.id;
     lease_ttl_ = absl::Seconds(lease.ttl_seconds);
     lease_confirmed_at_ = granted_at;
+    registration_revision_ = kRegistering;
   }
   const std::string key = keys_.Broker(options_.broker_id);
   const BrokerRegistration self{options_.broker_id, address_, incarnation_};
@@ -157,9 +165,12 @@ absl::Status EtcdCluster::Register() {
   }
   // Candidacy: the live controller/ key with the lowest create revision is the controller.
   CONDUIT_ASSIGN_OR_RETURN(
-      int64_t unused, client_->Put(keys_.Controller(lease.id),
-                                   EncodeController(options_.broker_id, incarnation_), lease.id));
-  (void)unused;
+      int64_t candidacy,
+      client_->Put(keys_.Controller(lease.id), EncodeController(options_.broker_id, incarnation_),
+                   lease.id));
+  // Complete: views from this revision on show everything written while the broker was away.
+  absl::MutexLock lock(&mu_);
+  registration_revision_ = candidacy;
   return absl::OkStatus();
 }
 
@@ -242,25 +253,28 @@ void EtcdCluster::KeepAlive() {
   const absl::Duration sent = clock_->Monotonic();
   const etcd::LeaseId id = lease();
   absl::StatusOr<int64_t> ttl = quick_client_->KeepAliveOnce(id);
-  if (ttl.ok()) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (lease_ == id) lease_confirmed_at_ = sent;
-    }
-    observer_->OnLease(LeaseValid());
-    return;
+  bool registered = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ttl.ok() && lease_ == id) lease_confirmed_at_ = sent;
+    registered = registration_revision_ != kRegistering;
   }
   observer_->OnLease(LeaseValid());
-  if (absl::IsNotFound(ttl.status())) {
+  if (ttl.ok() && registered) return;
+  if (ttl.ok()) {
+    // The last Register failed after its grant: the lease lives, the registration does not.
+    spdlog::warn("broker {}: its registration is incomplete; joining again", options_.broker_id);
+  } else if (absl::IsNotFound(ttl.status())) {
     spdlog::warn(
         "broker {}: its etcd lease {} is gone (the cluster counted it dead); joining again",
         options_.broker_id, id.value());
-    absl::MutexLock join(&join_mu_);
-    if (absl::Status s = Register(); !s.ok()) {
-      spdlog::warn("broker {}: joining again failed: {}", options_.broker_id, s.ToString());
-    }
+  } else {
+    return;  // unreachable: nothing to do but try again; LeaseValid() turns false after the TTL
   }
-  // Unreachable: nothing to do but try again; LeaseValid() turns false after the TTL.
+  absl::MutexLock join(&join_mu_);
+  if (absl::Status s = Register(); !s.ok()) {
+    spdlog::warn("broker {}: joining again failed: {}", options_.broker_id, s.ToString());
+  }
 }
 
 }  // namespace conduit::log_broker::cluster

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,7 +46,9 @@ struct EtcdClusterOptions {
 // - keep-alive is periodic work on a remote-pool Scope, every TTL/3; LeaseValid() holds while
 //   the last keep-alive etcd confirmed was sent less than a TTL ago by this process's monotonic
 //   clock. A lease found gone makes the broker join again (a new lease, registration and
-//   candidacy; the controller then gives its partitions back at a new epoch);
+//   candidacy; the controller then gives its partitions back at a new epoch), and so does a
+//   registration that failed halfway; RegistrationRevision() names the new registration's
+//   revision once it is complete;
 // - each watch batch updates the mirror of the keys, builds a new ClusterView, publishes it and
 //   hands it to on_view; a watch that ends or falls behind a compaction re-reads everything;
 // - when this broker is the controller it applies PlanPartitionChanges (domain/placement.h),
@@ -70,6 +73,7 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   const std::string& cluster_name() const override { return options_.cluster; }
   std::shared_ptr<const ClusterView> View() const override;
   bool LeaseValid() const override;
+  int64_t RegistrationRevision() const override;
   absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta& meta,
                                               int32_t replication_factor) override;
   absl::Status DeleteTopic(const std::string& name) override;
@@ -137,6 +141,9 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   etcd::LeaseId lease_ ABSL_GUARDED_BY(mu_);
   absl::Duration lease_confirmed_at_ ABSL_GUARDED_BY(mu_) = -absl::InfiniteDuration();
   absl::Duration lease_ttl_ ABSL_GUARDED_BY(mu_);
+  // The revision of Register's last write; kRegistering from the lease's grant until then.
+  static constexpr int64_t kRegistering = std::numeric_limits<int64_t>::max();
+  int64_t registration_revision_ ABSL_GUARDED_BY(mu_) = kRegistering;
   Mirror mirror_ ABSL_GUARDED_BY(mu_);
   int64_t mirror_revision_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(mu_);

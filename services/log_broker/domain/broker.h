@@ -309,11 +309,15 @@ class Broker {
   absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
   absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
   // Cluster mode: OK when this broker leads the partition at the applied view's epoch (and, for
-  // a write, its lease is confirmed); else the not-leader FAILED_PRECONDITION naming the leader,
-  // or UNAVAILABLE (offline, not placed yet, epoch not applied yet, lease unconfirmed).
-  // Always OK on a single node.
+  // a write, MayLeadUnder that view); else the not-leader FAILED_PRECONDITION naming the leader,
+  // or UNAVAILABLE (offline, not placed yet, epoch not applied yet, lease unconfirmed, view
+  // older than its registration). Always OK on a single node.
   absl::Status CheckServing(const TopicState& topic, int32_t partition, bool write) const;
   std::shared_ptr<const ClusterView> AppliedView() const;
+  // Cluster mode: whether this broker may act as a leader (take writes, move high watermarks,
+  // change in-sync sets) by what `view` says: its lease is confirmed and `view` is at least as
+  // recent as its registration. False for a null view.
+  bool MayLeadUnder(const ClusterView* view) const;
   // A keyless record's partition: round-robin, over the partitions this broker leads in a
   // cluster.
   int32_t StickyPartition(TopicState& topic) const;
@@ -338,9 +342,9 @@ class Broker {
   void AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a,
                          int64_t revision);
   // Checks one item of a follower's fetch and, when valid, records the follower's progress
-  // (which may move the high watermark: waiters to run go to `wake`).
+  // (which moves the high watermark when `may_lead`: waiters to run go to `wake`).
   absl::Status ValidateReplicaFetch(TopicState& topic, int32_t follower,
-                                    const ReplicaFetchItem& item, bool lease_valid,
+                                    const ReplicaFetchItem& item, bool may_lead,
                                     ReplicaFetchData* answer,
                                     std::vector<std::function<void()>>* wake);
 

@@ -126,13 +126,27 @@ absl::Status Broker::CheckServing(const TopicState& topic, int32_t partition, bo
                           topic.name, partition, a->leader_epoch));
     }
   }
-  if (write && !cluster_->LeaseValid()) {
+  if (write && !MayLeadUnder(view.get())) {
+    if (!cluster_->LeaseValid()) {
+      return absl::UnavailableError(absl::StrFormat(
+          "broker %d cannot confirm its etcd lease, so it accepts no writes; its partitions may "
+          "move (retry after GetMetadata)",
+          self));
+    }
     return absl::UnavailableError(absl::StrFormat(
-        "broker %d cannot confirm its etcd lease, so it accepts no writes; its partitions may "
-        "move (retry after GetMetadata)",
+        "broker %d is joining the cluster again (its lease lapsed) and has not applied the "
+        "metadata since, so it accepts no writes; its partitions may have moved (retry after "
+        "GetMetadata)",
         self));
   }
   return absl::OkStatus();
+}
+
+bool Broker::MayLeadUnder(const ClusterView* view) const {
+  // LeaseValid() first: a registration that confirms a new lease and the revision a view must
+  // reach are set together, so this order never pairs a new lease with an old registration.
+  return view != nullptr && cluster_->LeaseValid() &&
+         view->revision >= cluster_->RegistrationRevision();
 }
 
 std::vector<PartitionReplication> Broker::ReplicationSnapshot() const {

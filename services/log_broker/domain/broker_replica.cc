@@ -230,7 +230,7 @@ absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoc
 void Broker::MaintainInSyncReplicas() {
   if (cluster_ == nullptr) return;
   const auto view = AppliedView();
-  if (view == nullptr || !cluster_->LeaseValid()) return;
+  if (!MayLeadUnder(view.get())) return;
   const absl::Duration now = clock_->Monotonic();
   for (const auto& topic : TopicsSnapshot()) {
     const TopicAssignment* t = view->FindTopic(topic->name);

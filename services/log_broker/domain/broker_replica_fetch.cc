@@ -95,7 +95,7 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
   wait->topics.resize(items.size());
   wait->answers.resize(items.size());
   bool ready = max_wait <= absl::ZeroDuration();
-  const bool lease_valid = cluster_ == nullptr || cluster_->LeaseValid();
+  const bool may_lead = cluster_ == nullptr || MayLeadUnder(AppliedView().get());
   for (size_t i = 0; i < items.size(); ++i) {
     const ReplicaFetchItem& item = items[i];
     ReplicaFetchData& a = wait->answers[i];
@@ -111,7 +111,7 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
       continue;
     }
     std::vector<std::function<void()>> wake;
-    a.status = ValidateReplicaFetch(**topic, follower, item, lease_valid, &a, &wake);
+    a.status = ValidateReplicaFetch(**topic, follower, item, may_lead, &a, &wake);
     for (auto& fn : wake) fn();
     if (!a.status.ok()) {
       ready = true;
@@ -145,7 +145,7 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
 }
 
 absl::Status Broker::ValidateReplicaFetch(TopicState& topic, int32_t follower,
-                                          const ReplicaFetchItem& item, bool lease_valid,
+                                          const ReplicaFetchItem& item, bool may_lead,
                                           ReplicaFetchData* answer,
                                           std::vector<std::function<void()>>* wake) {
   Partition& part = topic.partitions[item.partition];
@@ -196,8 +196,9 @@ absl::Status Broker::ValidateReplicaFetch(TopicState& topic, int32_t follower,
   }
   part.replica.RecordFetch(follower, item.fetch_offset, part.meta.next_offset,
                            clock_->Monotonic());
-  // A leader that cannot confirm its lease may already be deposed: it acknowledges nothing.
-  if (lease_valid) part.AdvanceHighWatermark(wake);
+  // A leader that cannot confirm its lease, or registered again and has not applied a view
+  // since, may already be deposed: it acknowledges nothing.
+  if (may_lead) part.AdvanceHighWatermark(wake);
   answer->high_watermark = part.high_watermark;
   return absl::OkStatus();
 }

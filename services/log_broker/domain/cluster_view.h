@@ -96,6 +96,12 @@ class ClusterMetadata {
   // clock since the last confirmed keep-alive. While not, it must refuse appends: the cluster
   // may already have declared it gone.
   virtual bool LeaseValid() const = 0;
+  // The metadata revision of this broker's current registration (its last write on joining),
+  // or INT64_MAX while it is registering. A broker whose lease lapsed may have been deposed
+  // before it registered again, and only a view at least this recent shows that: it acts as
+  // a leader only under such a view. Registering sets the lease and this together, so read it
+  // after LeaseValid(): a lease seen confirmed is never paired with an older registration.
+  virtual int64_t RegistrationRevision() const = 0;
 
   // ALREADY_EXISTS when the name is taken (of two concurrent creators exactly one wins);
   // INVALID_ARGUMENT for a replication factor above the live brokers. Answers once the

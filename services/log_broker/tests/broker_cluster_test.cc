@@ -30,6 +30,7 @@ class FakeCluster : public ClusterMetadata {
   const std::string& cluster_name() const override { return name_; }
   std::shared_ptr<const ClusterView> View() const override { return view; }
   bool LeaseValid() const override { return lease_valid; }
+  int64_t RegistrationRevision() const override { return registration_revision; }
   absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta& meta, int32_t rf) override {
     created.push_back(meta);
     TopicAssignment t;
@@ -52,6 +53,7 @@ class FakeCluster : public ClusterMetadata {
 
   std::shared_ptr<ClusterView> view = std::make_shared<ClusterView>();
   std::atomic<bool> lease_valid{true};
+  std::atomic<int64_t> registration_revision{0};
   std::vector<TopicMeta> created;
   int64_t producers = 100;
 
@@ -375,6 +377,48 @@ TEST_F(BrokerClusterTest, TheHighWatermarkHoldsWhileTheLeaseIsUnconfirmed) {
   ASSERT_TRUE(waiting->Answered(absl::Seconds(10)));
   ASSERT_TRUE(waiting->result.ok()) << waiting->result.status();
   EXPECT_EQ(Describe("r").high_watermark, 1);
+}
+
+// A leader whose lease lapsed registers again (a new lease, confirmed) before it has applied
+// the views written meanwhile, which may have deposed it. Under an applied view older than the
+// registration it takes no write, even acks LEADER, and moves no high watermark, though that
+// view names it leader; a view at least as recent decides (here: it still leads).
+TEST_F(BrokerClusterTest, RegisteredAgainItLeadsOnlyUnderAViewAtLeastAsRecent) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());  // revision 1
+  auto waiting = ProduceAsync({To(0, "a")});
+  auto acks_leader = [&](const std::string& value) {
+    absl::Notification done;
+    absl::Status result;
+    absl::Status queued = broker_->Produce(
+        "r", {To(0, value)}, std::nullopt,
+        [&](absl::StatusOr<ProduceResult> r) {
+          result = r.status();
+          done.Notify();
+        },
+        Acks::kLeader);
+    if (!queued.ok()) return queued;
+    done.WaitForNotification();
+    return result;
+  };
+  fake_.registration_revision = 3;
+  const absl::Status refused = acks_leader("b");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("joining the cluster again"));
+  FetchAsFollower(2, 1);
+  FetchAsFollower(3, 1);
+  EXPECT_FALSE(waiting->Answered()) << "both followers have it, but the view may be stale";
+  EXPECT_EQ(Describe("r").high_watermark, 0);
+  ASSERT_TRUE(Apply().ok());  // revision 2: still older than the registration
+  EXPECT_EQ(acks_leader("b").code(), absl::StatusCode::kUnavailable);
+
+  ASSERT_TRUE(Apply().ok());  // revision 3: it still leads r/0 at epoch 2
+  FetchAsFollower(2, 1);
+  FetchAsFollower(3, 1);
+  ASSERT_TRUE(waiting->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(waiting->result.ok()) << waiting->result.status();
+  EXPECT_EQ(Describe("r").high_watermark, 1);
+  EXPECT_TRUE(acks_leader("b").ok());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "services/log_broker/cluster/etcd_cluster.h"
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -208,6 +209,29 @@ TEST_F(EtcdClusterTest, ARestartRevokesTheLeaseOfTheBrokersPreviousProcess) {
   ASSERT_TRUE(Eventually([&] {
     auto b = five->View()->brokers.find(5);
     return b != five->View()->brokers.end() && b->second.address == "127.0.0.1:9005";
+  }));
+}
+
+// A lease the cluster counted dead (revoked here) while the broker kept running: it registers
+// again, and its registration revision moves past the revocation, so only a view written after
+// its keys went back satisfies the broker's serving rule (Broker::MayLeadUnder).
+TEST_F(EtcdClusterTest, ALeaseFoundGoneRegistersAgainAtALaterRevision) {
+  auto one = Member(1);
+  const int64_t first = one->RegistrationRevision();
+  EXPECT_GT(first, 0);
+  EXPECT_GE(one->View()->revision, first) << "the view Join read shows the registration";
+  auto raw = RawClient();
+  auto before = raw->Get("/conduit/test/brokers/1");
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(raw->Revoke(one->lease()).ok());  // deletes its keys at revision before + 1
+  ASSERT_TRUE(Eventually([&] {
+    const int64_t again = one->RegistrationRevision();
+    return again > before->revision + 1 && again != std::numeric_limits<int64_t>::max();
+  }));
+  EXPECT_TRUE(one->LeaseValid());
+  EXPECT_TRUE(Eventually([&] {
+    auto view = one->View();
+    return view->revision >= one->RegistrationRevision() && view->brokers.contains(1);
   }));
 }
 

@@ -39,6 +39,7 @@ class FixedCluster : public ClusterMetadata {
   const std::string& cluster_name() const override { return name_; }
   std::shared_ptr<const ClusterView> View() const override { return view_; }
   bool LeaseValid() const override { return true; }
+  int64_t RegistrationRevision() const override { return 0; }
   absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta&, int32_t) override {
     return absl::UnimplementedError("fixed view");
   }
