@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,10 +93,13 @@ class EtcdCluster final : public ClusterMetadata, public IdAllocator {
   void NoteInUse(TopicId) override {}
   void NoteInUse(ProducerId) override {}
 
-  // The controller's guarded write of one batch of partition states, as of `epoch` (exposed so
-  // a test can show a deposed controller's write failing). Returns whether etcd applied it.
+  // The controller's guarded write of one batch of partition states, as of `epoch`, valid only
+  // while every broker in `gone` is still unregistered (LeadersTakenAsGone). Exposed so a test
+  // can show a deposed controller's write, or one whose gone leader came back, failing.
+  // Returns whether etcd applied it.
   absl::StatusOr<bool> WritePartitionStates(int64_t epoch,
-                                            const std::vector<PartitionChange>& changes);
+                                            const std::vector<PartitionChange>& changes,
+                                            const std::set<int32_t>& gone = {});
   etcd::LeaseId lease() const;
 
  private:

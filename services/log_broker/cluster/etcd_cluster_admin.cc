@@ -17,8 +17,10 @@ using etcd::Compare;
 using etcd::CompareOp;
 using etcd::Op;
 
-// etcd refuses a Txn with more than 128 compares or ops (--max-txn-ops).
-constexpr size_t kChangesPerTxn = 100;
+// etcd refuses a Txn with more than 128 compares or ops (--max-txn-ops). A batch's Txn compares
+// the controller key, each change's partition key and at most one gone leader per change:
+// 1 + 2 * 63 = 127.
+constexpr size_t kChangesPerTxn = 63;
 constexpr uint64_t kIdBlock = 64;
 
 }  // namespace
@@ -39,7 +41,7 @@ void EtcdCluster::RunController(const std::shared_ptr<const ClusterView>& view, 
   for (size_t i = 0; i < changes.size(); i += kChangesPerTxn) {
     std::vector<PartitionChange> batch(
         changes.begin() + i, changes.begin() + std::min(changes.size(), i + kChangesPerTxn));
-    auto applied = WritePartitionStates(epoch, batch);
+    auto applied = WritePartitionStates(epoch, batch, LeadersTakenAsGone(*view, batch));
     if (!applied.ok() || !*applied) return;  // the next view (or tick) plans again
   }
   if (absl::Status s = DeleteOrphanPartitions(epoch); !s.ok()) {
@@ -49,9 +51,10 @@ void EtcdCluster::RunController(const std::shared_ptr<const ClusterView>& view, 
 }
 
 absl::StatusOr<bool> EtcdCluster::WritePartitionStates(
-    int64_t epoch, const std::vector<PartitionChange>& changes) {
+    int64_t epoch, const std::vector<PartitionChange>& changes, const std::set<int32_t>& gone) {
   etcd::Txn txn;
   txn.If(Compare::CreateRevision(keys_.Controller(lease()), CompareOp::kEqual, epoch));
+  for (int32_t broker : gone) txn.If(Compare::Version(keys_.Broker(broker), CompareOp::kEqual, 0));
   for (const PartitionChange& c : changes) {
     const std::string key = keys_.Partition(c.topic_id, c.partition);
     txn.If(Compare::ModRevision(key, CompareOp::kEqual, c.read_revision))

@@ -167,6 +167,19 @@ std::vector<PartitionChange> PlanPreferredLeaders(const ClusterView& view) {
   return out;
 }
 
+std::set<int32_t> LeadersTakenAsGone(const ClusterView& view,
+                                     const std::vector<PartitionChange>& changes) {
+  std::set<int32_t> gone;
+  for (const PartitionChange& c : changes) {
+    const PartitionAssignment* now = view.FindPartition(c.topic, c.partition);
+    if (now != nullptr && now->leader != kNoBroker && now->leader != c.next.leader &&
+        !view.brokers.contains(now->leader)) {
+      gone.insert(now->leader);
+    }
+  }
+  return gone;
+}
+
 absl::Status CheckReplicationFactor(const ClusterView& view, int32_t replication_factor) {
   const int32_t live = static_cast<int32_t>(view.brokers.size());
   if (replication_factor < 1 || replication_factor > live) {

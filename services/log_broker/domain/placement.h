@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,14 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view);
 // outcome unknown). The controller runs it periodically, only when PlanPartitionChanges has
 // nothing to do.
 std::vector<PartitionChange> PlanPreferredLeaders(const ClusterView& view);
+
+// The brokers `changes` take leadership from because `view` shows them gone (not live): the
+// changes are right only while those brokers are still gone, so the controller's write also
+// requires their registrations to be absent. (A broker that registers again in between would
+// otherwise see views naming it leader at its old epoch until the write lands.) Moves away from
+// a live leader (preferred leaders, reassignment) assume nothing and add nobody.
+std::set<int32_t> LeadersTakenAsGone(const ClusterView& view,
+                                     const std::vector<PartitionChange>& changes);
 
 // INVALID_ARGUMENT unless 1 <= replication_factor <= live brokers.
 absl::Status CheckReplicationFactor(const ClusterView& view, int32_t replication_factor);

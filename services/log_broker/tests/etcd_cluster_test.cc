@@ -141,6 +141,32 @@ TEST_F(EtcdClusterTest, ADeposedControllerChangesNothing) {
   EXPECT_TRUE(*current);
 }
 
+// An election planned while a leader was gone holds only while it is gone: once the broker
+// has registered again, the controller's write fails (and the same write without that
+// condition goes through: the control).
+TEST_F(EtcdClusterTest, AnElectionFailsOnceTheGoneLeaderHasRegisteredAgain) {
+  auto one = Member(1), two = Member(2);
+  ASSERT_TRUE(one->CreateTopic(Topic("t", 1, 2), 1).ok());
+  ASSERT_TRUE(Eventually([&] {
+    const TopicAssignment* t = one->View()->FindTopic("t");
+    return t != nullptr && t->placed() && one->View()->controller == 1;
+  }));
+  auto view = one->View();
+  const TopicAssignment& t = *view->FindTopic("t");
+  const int32_t p = t.partitions[0]->leader == 2 ? 0 : 1;
+  PartitionChange change{"t", t.meta.id, p, t.partition_revisions[p], *t.partitions[p]};
+  change.next.leader = kNoBroker;  // what the controller plans when broker 2 looks gone
+  change.next.leader_epoch += 1;
+  // Broker 2 is registered (it "came back" before the write).
+  auto stale = one->WritePartitionStates(view->controller_epoch, {change}, {2});
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_FALSE(*stale) << "broker 2 is registered: the election must not be written";
+  EXPECT_EQ(one->View()->FindPartition("t", p)->leader, 2);
+  auto unconditional = one->WritePartitionStates(view->controller_epoch, {change});
+  ASSERT_TRUE(unconditional.ok()) << unconditional.status();
+  EXPECT_TRUE(*unconditional);
+}
+
 TEST_F(EtcdClusterTest, ABrokerThatGoesHasItsPartitionsOfflineThenBackEachAtANewEpoch) {
   auto one = Member(1), two = Member(2);
   ASSERT_TRUE(one->CreateTopic(Topic("t", 1, 2), 1).ok());

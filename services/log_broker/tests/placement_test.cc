@@ -146,6 +146,23 @@ TEST(Placement, KillingTheLeaderElectsALiveInSyncReplicaWithTheLiveMembersInSync
   EXPECT_TRUE(PlanPartitionChanges(view).empty()) << "a live leader needs nothing";
 }
 
+// An election rests on the old leader being gone, so the controller's write requires that;
+// a preferred-leader move away from a live leader assumes nothing.
+TEST(Placement, AnElectionNamesTheLeaderItTakesAsGone) {
+  ClusterView view = ReplicatedPartition();
+  const int32_t old_leader = view.FindPartition("t", 0)->leader;
+  view.brokers.erase(old_leader);
+  auto election = PlanPartitionChanges(view);
+  ASSERT_EQ(election.size(), 1u);
+  EXPECT_THAT(LeadersTakenAsGone(view, election), ::testing::ElementsAre(old_leader));
+  Apply(&view, election);
+  view.brokers[old_leader] = BrokerRegistration{old_leader, "127.0.0.1:1", "back"};
+  SetIsr(&view, {election[0].next.isr.front(), old_leader});
+  auto preferred = PlanPreferredLeaders(view);
+  ASSERT_EQ(preferred.size(), 1u) << "the returned preferred replica leads again";
+  EXPECT_TRUE(LeadersTakenAsGone(view, preferred).empty());
+}
+
 TEST(Placement, WithNoLiveInSyncReplicaAPartitionStaysOfflineKeepingItsInSyncSet) {
   ClusterView view = ReplicatedPartition();
   const PartitionAssignment before = *view.FindPartition("t", 0);
