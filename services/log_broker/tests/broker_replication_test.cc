@@ -1,0 +1,174 @@
+// The broker as a partition's leader in a cluster: followers' lag, acks all, the high watermark
+// and when it may lead at all, on views from a fake ClusterMetadata (broker_cluster_fixture.h).
+
+#include "services/log_broker/tests/broker_cluster_fixture.h"
+
+namespace conduit::log_broker {
+
+void PrintTo(const FollowerLag& f, std::ostream* os) {
+  *os << "{broker " << f.broker << ", end " << f.log_end_offset << ", lag " << f.lag_records
+      << ", since caught up " << f.since_caught_up << (f.in_sync ? ", in sync}" : "}");
+}
+
+namespace {
+
+using ::testing::ElementsAre;
+using namespace ::conduit::log_broker::testing;  // NOLINT: test fixture helpers
+
+TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) {
+  TopicAssignment t;
+  t.meta = TopicMeta{TopicId(5), "r", 2, TopicConfig{}, absl::UnixEpoch()};
+  t.meta.config.acks = Acks::kLeader;  // appends here are answered without the followers
+  t.meta.config.min_insync_replicas = 2;
+  t.partitions.push_back(PartitionAssignment{1, 2, {1, 2, 3}, {1, 2, 3}});  // led here
+  t.partitions.push_back(PartitionAssignment{2, 4, {2, 3}, {2, 3}});        // not a replica here
+  t.partition_revisions = {1, 1};
+  t.replication_factor = 3;
+  fake_.view->topics["r"] = t;
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b"), To(0, "c")}).ok());
+
+  EXPECT_EQ(broker_->DescribeTopic("r")->replication_factor, 3);
+  ReplicationDescription r = Describe("r", 0).replication;
+  EXPECT_EQ(r.role, ReplicaRole::kLeader);
+  EXPECT_EQ(r.leader_epoch, 2);
+  EXPECT_THAT(r.replicas, ElementsAre(1, 2, 3));
+  EXPECT_THAT(r.isr, ElementsAre(1, 2, 3));
+  EXPECT_THAT(r.followers, ElementsAre(FollowerLag{2, -1, 3, absl::ZeroDuration(), true},
+                                       FollowerLag{3, -1, 3, absl::ZeroDuration(), true}))
+      << "not fetched yet at this epoch: the whole log behind";
+
+  clock_.Advance(absl::Seconds(1));
+  FetchAsFollower(2, 3);  // caught up
+  FetchAsFollower(3, 1);  // two records behind
+  clock_.Advance(absl::Seconds(2));
+  const PartitionDescription described = Describe("r", 0);
+  EXPECT_THAT(described.replication.followers,
+              ElementsAre(FollowerLag{2, 3, 0, absl::Seconds(2), true},
+                          FollowerLag{3, 1, 2, absl::Seconds(3), true}));
+  EXPECT_EQ(described.high_watermark, 1) << "the least durable end over the in-sync set";
+
+  r = Describe("r", 1).replication;
+  EXPECT_EQ(r.role, ReplicaRole::kNone);
+  EXPECT_THAT(r.replicas, ElementsAre(2, 3));
+  EXPECT_TRUE(r.followers.empty()) << "only a leader knows its followers";
+
+  const std::vector<PartitionReplication> led = broker_->ReplicationSnapshot();
+  ASSERT_EQ(led.size(), 1u) << "partition 1 is not led here";
+  EXPECT_EQ(led[0].topic, "r");
+  EXPECT_EQ(led[0].partition, 0);
+  EXPECT_EQ(led[0].min_insync_replicas, 2);
+  EXPECT_EQ(led[0].replication.followers, described.replication.followers);
+}
+
+// Acks all (issue 16 item 4): a follower that never fetches keeps the high watermark below the
+// batch, so the produce is answered DEADLINE_EXCEEDED once ack_timeout passes on the injected
+// clock, and never as success; the record stays invisible. Both followers fetching past a
+// later batch acknowledge it (the control that the wait can end well).
+TEST_F(BrokerClusterTest, AcksAllAnswersDeadlineExceededWhenAFollowerNeverFetches) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  auto stuck = ProduceAsync({To(0, "a")});
+  FetchAsFollower(2, 1);  // follower 3 never fetches
+  EXPECT_FALSE(stuck->Answered()) << "one in-sync follower has not got the record";
+  clock_.Advance(BrokerOptions{}.ack_timeout - absl::Seconds(1));
+  EXPECT_FALSE(stuck->Answered()) << "before ack_timeout";
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(stuck->Answered(absl::Seconds(10))) << "answered at ack_timeout";
+  EXPECT_EQ(stuck->result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(stuck->result.status().message()),
+              ::testing::HasSubstr("the outcome is unknown"));
+  EXPECT_EQ(Describe("r").high_watermark, 0) << "nothing above the high watermark is visible";
+  EXPECT_TRUE(ReadAll("r", 0).empty());
+
+  auto replicated = ProduceAsync({To(0, "b")});
+  FetchAsFollower(2, 2);
+  EXPECT_FALSE(replicated->Answered());
+  FetchAsFollower(3, 2);
+  ASSERT_TRUE(replicated->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(replicated->result.ok()) << replicated->result.status();
+  EXPECT_EQ(replicated->result->positions[0].offset, 1);
+  EXPECT_EQ(Describe("r").high_watermark, 2);
+}
+
+// A batch waiting for its followers when leadership moves is answered UNAVAILABLE ("outcome
+// unknown": the new leader may or may not have it), at once, not at the timeout.
+TEST_F(BrokerClusterTest, WaitingAcksAreAnsweredUnavailableWhenLeadershipMoves) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  auto waiting = ProduceAsync({To(0, "a"), To(0, "b")});
+  FetchAsFollower(2, 1);  // part of the batch reached one follower
+  EXPECT_FALSE(waiting->Answered());
+  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, 3, {1, 2, 3}, {2, 3}};
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(waiting->Answered(absl::Seconds(10))) << "answered when the new view applies";
+  EXPECT_EQ(waiting->result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(waiting->result.status().message()),
+              ::testing::HasSubstr("leadership moved to broker 2 at epoch 3"));
+  EXPECT_EQ(Produce("r", {To(0, "c")}).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "a follower now: produce names the new leader";
+}
+
+// Issue 16 item 8: a leader that cannot confirm its etcd lease may already be deposed, so
+// followers' fetches do not advance its high watermark (nothing it holds becomes visible or
+// acknowledged) until the lease is confirmed again.
+TEST_F(BrokerClusterTest, TheHighWatermarkHoldsWhileTheLeaseIsUnconfirmed) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  auto waiting = ProduceAsync({To(0, "a")});
+  fake_.lease_valid = false;
+  FetchAsFollower(2, 1);
+  FetchAsFollower(3, 1);
+  EXPECT_FALSE(waiting->Answered()) << "both followers have it, but the lease is unconfirmed";
+  EXPECT_EQ(Describe("r").high_watermark, 0);
+  fake_.lease_valid = true;
+  FetchAsFollower(2, 1);
+  ASSERT_TRUE(waiting->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(waiting->result.ok()) << waiting->result.status();
+  EXPECT_EQ(Describe("r").high_watermark, 1);
+}
+
+// A leader whose lease lapsed registers again (a new lease, confirmed) before it has applied
+// the views written meanwhile, which may have deposed it. Under an applied view older than the
+// registration it takes no write, even acks LEADER, and moves no high watermark, though that
+// view names it leader; a view at least as recent decides (here: it still leads).
+TEST_F(BrokerClusterTest, RegisteredAgainItLeadsOnlyUnderAViewAtLeastAsRecent) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());  // revision 1
+  auto waiting = ProduceAsync({To(0, "a")});
+  auto acks_leader = [&](const std::string& value) {
+    absl::Notification done;
+    absl::Status result;
+    absl::Status queued = broker_->Produce(
+        "r", {To(0, value)}, std::nullopt,
+        [&](absl::StatusOr<ProduceResult> r) {
+          result = r.status();
+          done.Notify();
+        },
+        Acks::kLeader);
+    if (!queued.ok()) return queued;
+    done.WaitForNotification();
+    return result;
+  };
+  fake_.registration_revision = 3;
+  const absl::Status refused = acks_leader("b");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("joining the cluster again"));
+  FetchAsFollower(2, 1);
+  FetchAsFollower(3, 1);
+  EXPECT_FALSE(waiting->Answered()) << "both followers have it, but the view may be stale";
+  EXPECT_EQ(Describe("r").high_watermark, 0);
+  ASSERT_TRUE(Apply().ok());  // revision 2: still older than the registration
+  EXPECT_EQ(acks_leader("b").code(), absl::StatusCode::kUnavailable);
+
+  ASSERT_TRUE(Apply().ok());  // revision 3: it still leads r/0 at epoch 2
+  FetchAsFollower(2, 1);
+  FetchAsFollower(3, 1);
+  ASSERT_TRUE(waiting->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(waiting->result.ok()) << waiting->result.status();
+  EXPECT_EQ(Describe("r").high_watermark, 1);
+  EXPECT_TRUE(acks_leader("b").ok());
+}
+
+}  // namespace
+}  // namespace conduit::log_broker
