@@ -15,8 +15,6 @@
 // (`price_change`).
 #include <signal.h>
 
-#include <filesystem>
-#include <iostream>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -26,7 +24,6 @@
 #include "common/hash/murmur2.h"
 #include "examples/price_change/pipeline.h"
 #include "examples/price_change/story.h"
-#include "tests/support/postgres_process.h"
 
 namespace conduit::examples {
 
@@ -387,38 +384,3 @@ bool Story::EndState() {
 }
 
 }  // namespace conduit::examples
-
-int main(int argc, char** argv) {
-  std::string address, conninfo;
-  std::string relay = (std::filesystem::path(argv[0]).parent_path() / "conduit-outbox-relay");
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--postgres" && i + 1 < argc) {
-      conninfo = argv[++i];
-    } else if (arg == "--relay" && i + 1 < argc) {
-      relay = argv[++i];
-    } else {
-      address = arg;
-    }
-  }
-  if (address.empty()) {
-    std::cerr << "usage: " << argv[0] << " [--postgres CONNINFO] [--relay PATH] HOST:PORT\n";
-    return 2;
-  }
-  std::unique_ptr<conduit::testing::TempDir> dir;
-  std::unique_ptr<conduit::testing::PostgresProcess> pg;
-  if (conninfo.empty()) {
-    dir = std::make_unique<conduit::testing::TempDir>();
-    pg = std::make_unique<conduit::testing::PostgresProcess>(dir->path());
-    if (!pg->running()) {
-      std::cerr << "could not start PostgreSQL from " << conduit::testing::PostgresProcess::BinDir()
-                << " (Debian: apt-get install postgresql); or pass --postgres "
-                   "CONNINFO\n";
-      return 1;
-    }
-    conninfo = pg->conninfo("price-change");
-    std::cout << "PostgreSQL of its own in " << dir->path() << std::endl;
-  }
-  conduit::examples::Story story(address, conninfo, relay);
-  return story.Run();
-}

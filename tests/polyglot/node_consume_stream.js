@@ -12,30 +12,12 @@
 
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const path = require('node:path');
 
-let grpc;
-let protoLoader;
-try {
-  grpc = require('@grpc/grpc-js');
-  protoLoader = require('@grpc/proto-loader');
-} catch (err) {
-  console.error(`node_consume_stream: FAIL: ${err.message}\n` +
-    'Install the packages with scripts/polyglot-deps.sh (npm install in tests/polyglot).');
-  process.exit(1);
-}
+const { requireGrpc, loadPackage, call, runMain } = require('./node_common');
 
-const DEADLINE_MS = 10_000;
+const { grpc, protoLoader } = requireGrpc('node_consume_stream');
 const JOBS = 500;
 const CREDITS = 16;
-const REPO = process.env.CONDUIT_SOURCE_DIR || path.resolve(__dirname, '..', '..');
-
-function call(client, method, request) {
-  return new Promise((resolve, reject) => {
-    client[method](request, { deadline: Date.now() + DEADLINE_MS },
-      (err, response) => (err ? reject(err) : resolve(response)));
-  });
-}
 
 // Runs a worker on one Consume stream until `jobs` acks are answered; resolves with what it saw.
 function work(client, queue, jobs) {
@@ -74,11 +56,7 @@ function work(client, queue, jobs) {
 }
 
 async function main(address) {
-  const definition = protoLoader.loadSync(path.join(REPO, 'proto/conduit/queue/v1/queue.proto'), {
-    keepCase: true, longs: Number, enums: String, bytes: Buffer, defaults: true, oneofs: true,
-    includeDirs: [path.join(REPO, 'proto'), '/usr/include'],
-  });
-  const pb = grpc.loadPackageDefinition(definition).conduit.queue.v1;
+  const pb = loadPackage(grpc, protoLoader, 'conduit/queue/v1/queue.proto').conduit.queue.v1;
   const client = new pb.WorkQueue(address, grpc.credentials.createInsecure());
   const queue = `node-consume-${crypto.randomBytes(4).toString('hex')}`;
   await call(client, 'CreateQueue', { name: queue });
@@ -97,8 +75,4 @@ async function main(address) {
   client.close();
 }
 
-const address = process.argv[process.argv.length - 1];
-main(address).then(() => console.log('node_consume_stream: PASS'), (err) => {
-  console.error(`node_consume_stream: FAIL: ${err.stack || err}`);
-  process.exit(1);
-});
+runMain('node_consume_stream', main);

@@ -14,30 +14,12 @@
 
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const path = require('node:path');
 
-let grpc;
-let protoLoader;
-try {
-  grpc = require('@grpc/grpc-js');
-  protoLoader = require('@grpc/proto-loader');
-} catch (err) {
-  console.error(`node_produce_stream: FAIL: ${err.message}\n` +
-    'Install the packages with scripts/polyglot-deps.sh (npm install in tests/polyglot).');
-  process.exit(1);
-}
+const { requireGrpc, loadPackage, call, runMain } = require('./node_common');
 
-const DEADLINE_MS = 10_000;
+const { grpc, protoLoader } = requireGrpc('node_produce_stream');
 const PARTITIONS = 3;
 const MESSAGES = 5000;
-const REPO = process.env.CONDUIT_SOURCE_DIR || path.resolve(__dirname, '..', '..');
-
-function call(client, method, request) {
-  return new Promise((resolve, reject) => {
-    client[method](request, { deadline: Date.now() + DEADLINE_MS },
-      (err, response) => (err ? reject(err) : resolve(response)));
-  });
-}
 
 // Writes `messages` to a ProduceStream, waiting for 'drain' when write() says the buffer is full,
 // and resolves with the answers in the order they arrived.
@@ -63,11 +45,7 @@ function produceStream(client, messages) {
 }
 
 async function main(address) {
-  const definition = protoLoader.loadSync(path.join(REPO, 'proto/conduit/log/v1/log.proto'), {
-    keepCase: true, longs: Number, enums: String, bytes: Buffer, defaults: true, oneofs: true,
-    includeDirs: [path.join(REPO, 'proto'), '/usr/include'],
-  });
-  const pb = grpc.loadPackageDefinition(definition).conduit.log.v1;
+  const pb = loadPackage(grpc, protoLoader, 'conduit/log/v1/log.proto').conduit.log.v1;
   const client = new pb.LogService(address, grpc.credentials.createInsecure());
   const topic = `node-stream-${crypto.randomBytes(4).toString('hex')}`;
   await call(client, 'CreateTopic', { name: topic, partitions: PARTITIONS });
@@ -109,8 +87,4 @@ async function main(address) {
   client.close();
 }
 
-const address = process.argv[process.argv.length - 1];
-main(address).then(() => console.log('node_produce_stream: PASS'), (err) => {
-  console.error(`node_produce_stream: FAIL: ${err.stack || err}`);
-  process.exit(1);
-});
+runMain('node_produce_stream', main);
