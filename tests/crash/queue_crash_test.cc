@@ -1,6 +1,6 @@
 // SIGKILL a conduit-queue process while workers lease, ack (one by one or with AckBatch) and
 // nack (some into the dead-letter lane), restart it on the same data directory, and check after
-// every cycle that each job is in exactly one place: an acked job never comes back, no enqueued
+// every cycle that each job is in exactly one place (one worker acks on a Consume stream): an acked job never comes back, no enqueued
 // job is lost, no job is twice in the dead-letter lane, and no job is both dead and live.
 //
 // Cycles: 3 by default; CONDUIT_CRASH_CYCLES=N for more.
@@ -33,7 +33,45 @@ struct Model {
   std::set<uint64_t> enqueued;       // acknowledged by Enqueue
   std::set<uint64_t> ack_sent;       // an Ack was sent (it may have landed without a reply)
   std::set<uint64_t> acked;          // Ack replied OK: must never come back
+  size_t acked_on_stream = 0;        // of those, answered OK on a Consume stream
 };
+
+// A worker on a Consume stream (5 credits, one more per ack) until the stream breaks: each ack
+// goes on the stream, and one answered OK must never come back, as for Ack.
+void ConsumeUntilKilled(const std::string& address, Model& model) {
+  auto stub =
+      qpb::WorkQueue::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->Consume(&ctx);
+  qpb::ConsumeRequest start;
+  start.mutable_start()->set_queue("jobs");
+  start.mutable_start()->set_worker_id("stream");
+  start.mutable_start()->set_credits(5);
+  qpb::ConsumeRequest grant;
+  grant.set_credits(1);
+  qpb::ConsumeResponse m;
+  if (stream->Write(start)) {
+    while (stream->Read(&m)) {
+      if (m.has_job()) {
+        {
+          std::lock_guard<std::mutex> lock(model.mu);
+          model.ack_sent.insert(m.job().job_id());
+        }
+        qpb::ConsumeRequest ack;
+        ack.set_request_id(static_cast<int64_t>(m.job().job_id()));
+        ack.mutable_ack()->set_job_id(m.job().job_id());
+        ack.mutable_ack()->set_lease_token(m.job().lease_token());
+        if (!stream->Write(ack) || !stream->Write(grant)) break;
+      } else if (m.settled().code() == 0) {
+        std::lock_guard<std::mutex> lock(model.mu);
+        model.acked.insert(m.settled().job_id());
+        ++model.acked_on_stream;
+      }
+    }
+  }
+  ctx.TryCancel();
+  (void)stream->Finish();
+}
 
 // Drains the queue: every live job is leased (short leases expire back) until nothing is left
 // but the dead-letter lane. Returns (live ids seen, dead ids).
@@ -127,10 +165,14 @@ TEST(QueueCrash, EveryJobIsInExactlyOnePlaceAfterSigkill) {
           EXPECT_TRUE(is_live || is_dead) << "job " << id << " was lost";
         }
       }
-      std::printf("queue crash cycles: %d, jobs enqueued %zu, acked %zu, live %zu, dead %zu\n",
-                  cycles, model.enqueued.size(), model.acked.size(), live.size(), dead.size());
+      std::printf(
+          "queue crash cycles: %d, jobs enqueued %zu, acked %zu (%zu on the stream), live %zu, "
+          "dead %zu\n",
+          cycles, model.enqueued.size(), model.acked.size(), model.acked_on_stream, live.size(),
+          dead.size());
       EXPECT_GT(dead.size(), 0u);
       EXPECT_GT(model.acked.size(), 0u);
+      EXPECT_GT(model.acked_on_stream, 0u) << "the Consume stream acked nothing";
       server.Kill(SIGTERM);
       break;
     }
@@ -216,6 +258,7 @@ TEST(QueueCrash, EveryJobIsInExactlyOnePlaceAfterSigkill) {
         }
       });
     }
+    threads.emplace_back([&] { ConsumeUntilKilled(server.address(), model); });
     absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(400, 1000)(rng)));
     server.Kill(SIGKILL);
     stop.store(true);
