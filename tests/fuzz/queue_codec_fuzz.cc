@@ -1,6 +1,7 @@
-// libFuzzer target: the work queue's on-disk decoders (jobs, queue metadata, idempotency
-// entries, counters) and key parsers fed arbitrary bytes. Bad bytes get a status (or nullopt),
-// never a crash or an out-of-bounds read; what decodes encodes back to an equal value.
+// libFuzzer target: the work queue's on-disk decoders (jobs, job index entries, leases, queue
+// metadata, idempotency entries, counters) and key parsers fed arbitrary bytes. Bad bytes get a
+// status (or nullopt), never a crash or an out-of-bounds read; what decodes encodes back to an
+// equal value.
 #include <cstdint>
 #include <string_view>
 
@@ -20,7 +21,16 @@ static void CheckSmallDecoders(std::string_view in) {
   if (auto counter = codec::DecodeCounter(in); counter.ok()) {
     FUZZ_CHECK(codec::EncodeCounter(*counter) == in);
   }
-  if (auto job = keys::JobIdOfKey(in)) FUZZ_CHECK(keys::JobKey(conduit::work_queue::QueueId(0), *job).substr(8) == in.substr(8));
+  if (auto entry = codec::DecodeIndexEntry(7, in); entry.ok()) {
+    auto again = codec::DecodeIndexEntry(7, codec::EncodeIndexEntry(*entry));
+    FUZZ_CHECK(again.ok() && *again == *entry);
+  }
+  if (auto lease = codec::DecodeLease(7, in); lease.ok()) {
+    auto again = codec::DecodeLease(7, codec::EncodeLease(*lease));
+    FUZZ_CHECK(again.ok() && *again == *lease);
+  }
+  if (auto job = keys::JobIdOfKey(in))
+    FUZZ_CHECK(keys::JobKey(conduit::work_queue::QueueId(0), *job).substr(8) == in.substr(8));
   if (auto name = keys::IdempotencyKeyName(in)) FUZZ_CHECK(name->size() + 8 == in.size());
   (void)keys::IsQueueKey(in);
 }

@@ -32,6 +32,14 @@ absl::Status ValidateRedrive(const DeadLetterSelection& selection,
 
 }  // namespace
 
+absl::StatusOr<std::vector<uint64_t>> WorkQueue::ChooseDead(
+    const Queue& q, const DeadLetterSelection& selection) const {
+  auto chosen = q.index.dead().Select(ReaderOf(q), selection);
+  if (!chosen.ok()) return chosen.status();
+  if (auto id = q.index.dead().FirstNotDead(*chosen)) return NotDead(q.meta.name, *id);
+  return chosen;
+}
+
 absl::StatusOr<DeadLetterPage> WorkQueue::ListDeadLetters(const std::string& queue,
                                                           const DeadLetterFilter& filter,
                                                           int32_t page_size,
@@ -45,18 +53,15 @@ absl::StatusOr<DeadLetterPage> WorkQueue::ListDeadLetters(const std::string& que
   absl::MutexLock lock(&mu_);
   auto found = Find(queue);
   if (!found.ok()) return found.status();
-  const JobIndex& index = (*found)->index;
-  return index.dead().Page(index.jobs(), filter, page_size, *after);
+  return (*found)->index.dead().Page(ReaderOf(**found), filter, page_size, *after);
 }
 
 absl::StatusOr<Job> WorkQueue::GetDeadLetter(const std::string& queue, uint64_t job_id) const {
   absl::MutexLock lock(&mu_);
   auto found = Find(queue);
   if (!found.ok()) return found.status();
-  const JobIndex& index = (*found)->index;
-  const Job* job = index.dead().Find(index.jobs(), job_id);
-  if (job == nullptr) return NotDead(queue, job_id);
-  return *job;
+  if (!(*found)->index.dead().Contains(job_id)) return NotDead(queue, job_id);
+  return ReaderOf(**found)(job_id);
 }
 
 void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& selection,
@@ -68,22 +73,22 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();
-  const std::vector<uint64_t> chosen = q.index.dead().Select(q.index.jobs(), selection);
-  if (auto id = q.index.dead().FirstNotDead(q.index.jobs(), chosen)) {
-    return ReplyAfterLog(std::move(done), NotDead(q.meta.name, *id));
-  }
+  auto chosen = ChooseDead(q, selection);
+  if (!chosen.ok()) return ReplyAfterLog(std::move(done), chosen.status());
+  auto jobs = ReadJobs(q, *chosen);
+  if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
   RedriveResult result;
   QueueWrite write;
   write.queue_id = q.meta.id;
-  for (uint64_t id : chosen) {
-    Job& job = *q.index.Find(id);
+  for (Job& job : *jobs) {
+    const uint64_t id = job.id;
     if (job.redrives >= q.meta.config.max_redrives) {
       result.refused.push_back(id);  // a loop guard: it died again and again
       continue;
     }
     result.moved.push_back(id);
     if (selection.dry_run) continue;
-    q.index.Unindex(job);
+    q.index.RemoveDead(id);
     ++job.redrives;
     job.failures = 0;
     job.expiries = 0;
@@ -92,7 +97,7 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
     // Paced: the i-th moved job becomes ready i / rate seconds from now.
     const double delay = rate > 0 ? static_cast<double>(result.moved.size() - 1) / rate : 0.0;
     q.index.Requeue(job, now + absl::Seconds(delay), now);
-    write.puts.push_back(job);
+    write.puts.push_back(std::move(job));
     write.audit.push_back({q.meta.id, now, absl::StrCat("redrove job ", id)});
   }
   if (!write.puts.empty()) WakeWaiters(q);
@@ -118,15 +123,14 @@ void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& sel
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
   Queue& q = **found;
   const absl::Time now = Now();
-  const std::vector<uint64_t> chosen = q.index.dead().Select(q.index.jobs(), selection);
-  if (auto id = q.index.dead().FirstNotDead(q.index.jobs(), chosen)) {
-    return ReplyAfterLog(std::move(done), NotDead(q.meta.name, *id));
-  }
+  auto found_chosen = ChooseDead(q, selection);
+  if (!found_chosen.ok()) return ReplyAfterLog(std::move(done), found_chosen.status());
+  const std::vector<uint64_t>& chosen = *found_chosen;
   QueueWrite write;
   write.queue_id = q.meta.id;
   if (!selection.dry_run) {
     for (uint64_t id : chosen) {
-      q.index.Erase(id);
+      q.index.RemoveDead(id);
       write.deletes.push_back(id);
       write.audit.push_back({q.meta.id, now, absl::StrCat("discarded job ", id, ": ", reason)});
     }

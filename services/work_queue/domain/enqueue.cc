@@ -164,9 +164,9 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
     Job job = MakeJob(j, next_job_id_++, now);
     made_ready |= job.ready_at <= now;
     RememberKey(q, job, now, &write);
-    write.puts.push_back(job);
     out.push_back(EnqueuedJob{job.id, false});
-    q.index.Add(std::move(job), now);
+    q.index.AddQueued(job.id, job.tenant, job.priority, job.ready_at, now);
+    write.puts.push_back(std::move(job));  // memory keeps the index entry, not the record
   }
   if (made_ready) WakeWaiters(q);
   write.next_job_id = next_job_id_;
@@ -232,9 +232,9 @@ void WorkQueue::AddDeadLetters(const std::string& queue, std::vector<NewDeadLett
     job.failures = static_cast<int32_t>(d.attempts.size());
     job.attempts = std::move(d.attempts);
     RememberKey(q, job, now, &write);
-    write.puts.push_back(job);
     out.push_back(EnqueuedJob{job.id, false});
-    q.index.Add(std::move(job), now);
+    q.index.AddDead(job.id, job.died_at);
+    write.puts.push_back(std::move(job));
   }
   write.next_job_id = next_job_id_;
   Count(q, QueueEvent::kDead, static_cast<int64_t>(write.puts.size()));

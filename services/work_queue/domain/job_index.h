@@ -1,10 +1,13 @@
 #pragma once
 
 #include <cstdint>
-#include <set>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "services/work_queue/domain/dead_letter_lane.h"
@@ -14,51 +17,62 @@
 
 namespace conduit::work_queue {
 
-// The jobs of one queue and the state indexes that say what each is doing, so that what is due
-// at a time is found without a scan:
-// - READY: in lease order by tenant (TenantReadyIndex) and by ready time (oldest ready age);
-// - DELAYED: by ready time, until PromoteDue moves those due to READY;
-// - LEASED: by deadline (LeaseBook), and counted per tenant (TenantReadyIndex);
-// - DEAD: by death time (DeadLetterLane).
+// The state indexes of one queue's jobs, so that what is due at a time is found without a scan
+// and without holding what the store holds (payloads, history):
+// - READY: in lease order by tenant (TenantReadyIndex: 16 bytes a job) and oldest ready time;
+// - DELAYED: by ready time with tenant and priority (24 bytes a job), until PromoteDue moves
+//   those due to READY;
+// - LEASED: whole jobs (payload included: what the worker holds), by deadline (LeaseBook), and
+//   counted per tenant;
+// - DEAD: by death time (DeadLetterLane, 40 bytes a job).
+// Queued and dead jobs are known by id and a few numbers only; their records are in the store.
 //
-// Invariant (CheckInvariants): every job is in exactly one state index, the one its state
-// names (a queued job in READY or DELAYED), and every index entry is a job of the map. A job
-// changes out of the indexes: take it out (Unindex, TakeNextReady, TakeExpiredLease), change
-// it, put it back (Index, Requeue, Kill) — or Erase it. Changing an indexed job's state, ready
-// time, deadline or death time in place breaks the invariant.
+// Invariant (CheckInvariants): every job is in exactly one state index. A job changes state by
+// being taken out (TakeNextReady, TakeLeased, TakeExpiredLease, RemoveDead), changed, and added
+// again (AddQueued, AddLeased, Requeue, Kill) — or dropped.
 //
 // A plain value owned by one queue. Not thread-safe: the queue's mutex guards it.
 class JobIndex {
  public:
-  const JobsById& jobs() const { return jobs_; }
-  Job* Find(uint64_t id);
-  const Job* Find(uint64_t id) const;
-  // Adds `job` (an id not in the index) and indexes it at `now`.
-  void Add(Job job, absl::Time now);
-  // Unindexes and forgets job `id` (acked or discarded); it must be in the index.
-  void Erase(uint64_t id);
+  // Job `id` of `tenant` is queued, ready at `ready_at`: READY when that is <= now, else DELAYED.
+  void AddQueued(uint64_t id, const std::string& tenant, int32_t priority, absl::Time ready_at,
+                 absl::Time now);
+  // `job` (leased: token, deadline, its attempt last) is held until it is settled or expires.
+  // AddLeased counts it against its tenant's in-flight limit; StartLease is for a job that
+  // TakeNextReady gave out, which counted it already.
+  void AddLeased(Job job);
+  void StartLease(Job job);
+  // Undoes TakeNextReady for a job that could not be leased: ready again, in the same place
+  // among its tenant's jobs (the round-robin turn has moved on).
+  void ReturnReady(const std::string& tenant, const TenantReadyIndex::Entry& entry, absl::Time now);
+  // Job `id` died at `died_at`.
+  void AddDead(uint64_t id, absl::Time died_at) { dead_.Add(id, died_at); }
 
-  // Puts `job` (out of the indexes) in the index of its state; a queued job is READY when its
-  // ready time is <= now, else DELAYED.
-  void Index(const Job& job, absl::Time now);
-  // Takes `job` out of its state index.
-  void Unindex(const Job& job);
-  // `job` (out of the indexes) is queued again, ready at `ready_at`.
+  // `job` (taken out) is queued again, ready at `ready_at`.
   void Requeue(Job& job, absl::Time ready_at, absl::Time now);
-  // `job` (out of the indexes) moves to the dead-letter lane, dead since `now` for `reason`.
+  // `job` (taken out) moves to the dead-letter lane, dead since `now` for `reason`.
   void Kill(Job& job, std::string reason, absl::Time now);
+
+  // The leased job `id`, or null.
+  Job* FindLeased(uint64_t id);
+  // Takes the leased job `id` out of the indexes (ack, nack); nullopt when it is not leased.
+  std::optional<Job> TakeLeased(uint64_t id);
   // Moves the lease of `job` (leased, indexed) to `deadline`.
   void ExtendLease(Job& job, absl::Time deadline) { leases_.Extend(job, deadline); }
+  // False when `id` is not a dead letter.
+  bool RemoveDead(uint64_t id) { return dead_.Remove(id); }
 
   // What is due at a time.
   // DELAYED jobs with ready time <= now become READY; true when any did.
   bool PromoteDue(absl::Time now);
-  // The next READY job in lease order (TenantReadyIndex::TakeNext), taken out of the indexes;
-  // null when no tenant may take one.
-  Job* TakeNextReady(const QueueConfig& config);
+  // The next READY job in lease order (TenantReadyIndex::TakeNext), taken out of the index
+  // and counted as leased by its tenant (so a batch honours the in-flight limit), with its
+  // tenant; nullopt when no tenant may take one. Follow with StartLease or ReturnReady.
+  std::optional<std::pair<std::string, TenantReadyIndex::Entry>> TakeNextReady(
+      const QueueConfig& config);
   // The LEASED job whose deadline passed first (deadline <= now), taken out of the indexes;
-  // null when none has.
-  Job* TakeExpiredLease(absl::Time now);
+  // nullopt when none has.
+  std::optional<Job> TakeExpiredLease(absl::Time now);
 
   // Jobs per state; oldest times are InfiniteFuture when there is no such job.
   struct Depth {
@@ -72,27 +86,29 @@ class JobIndex {
   // At `now`: DELAYED jobs due by then count as READY (linear in the due jobs).
   Depth At(absl::Time now) const;
   // Jobs that are not dead (what max_depth limits).
-  int64_t live() const { return static_cast<int64_t>(jobs_.size() - dead_.size()); }
+  int64_t live() const {
+    return ready_.size() + static_cast<int64_t>(delayed_.size() + leased_.size());
+  }
 
   const TenantReadyIndex& tenants() const { return ready_; }
   const LeaseBook& leases() const { return leases_; }
   const DeadLetterLane& dead() const { return dead_; }
 
-  // OK when the invariant above holds, else INTERNAL naming the first job or entry that breaks
-  // it. Linear in the jobs: for tests.
+  // OK when the invariant above holds, else INTERNAL naming what breaks it. Linear: for tests.
   absl::Status CheckInvariants() const;
 
  private:
-  using TimeIndex = std::set<std::pair<absl::Time, uint64_t>>;
-  absl::Status CheckReady() const;
-  absl::Status CheckLeasedCounts() const;
+  // A delayed job: (ready µs, id) → (tenant number, priority).
+  using DelayedKey = std::pair<int64_t, uint64_t>;
+  uint32_t TenantNumber(const std::string& tenant);
 
-  JobsById jobs_;
-  TenantReadyIndex ready_;   // READY jobs in lease order; LEASED counts per tenant
-  TimeIndex ready_by_time_;  // READY jobs by ready time
-  TimeIndex delayed_;        // DELAYED jobs by ready time
-  LeaseBook leases_;         // LEASED jobs by deadline
-  DeadLetterLane dead_;      // DEAD jobs by death time
+  TenantReadyIndex ready_;
+  absl::btree_map<DelayedKey, std::pair<uint32_t, int32_t>> delayed_;
+  std::vector<std::string> tenant_names_;  // by tenant number, for delayed jobs
+  absl::flat_hash_map<std::string, uint32_t> tenant_numbers_;
+  absl::flat_hash_map<uint64_t, Job> leased_;
+  LeaseBook leases_;  // LEASED jobs by deadline
+  DeadLetterLane dead_;
 };
 
 }  // namespace conduit::work_queue

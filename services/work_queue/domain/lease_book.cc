@@ -10,8 +10,8 @@ void LeaseBook::Grant(Job& job, const std::string& worker, absl::Time now,
                       absl::Duration visibility, absl::BitGenRef rng) {
   job.state = JobState::kLeased;
   job.lease_deadline = now + visibility;
-  job.lease_token = LeaseToken(
-      absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1, absl::Uniform<uint64_t>(rng)));
+  job.lease_token = LeaseToken(absl::StrFormat("%x-%x-%016x", job.id, job.attempts.size() + 1,
+                                               absl::Uniform<uint64_t>(rng)));
   Attempt attempt;
   attempt.number = static_cast<uint32_t>(job.attempts.size() + 1);
   attempt.worker = worker;
@@ -19,11 +19,13 @@ void LeaseBook::Grant(Job& job, const std::string& worker, absl::Time now,
   job.attempts.push_back(std::move(attempt));
 }
 
+absl::Status LeaseBook::Stale(uint64_t job_id) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "lease token for job ", job_id, " is stale: the job was redelivered or settled"));
+}
+
 absl::Status LeaseBook::Check(const Job& job, const LeaseToken& token, absl::Time now) {
-  if (job.state != JobState::kLeased || job.lease_token != token) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lease token for job ", job.id, " is stale: the job was redelivered or settled"));
-  }
+  if (job.state != JobState::kLeased || job.lease_token != token) return Stale(job.id);
   if (job.lease_deadline <= now) {
     return absl::FailedPreconditionError(absl::StrCat("lease of job ", job.id, " expired at ",
                                                       absl::FormatTime(job.lease_deadline)));

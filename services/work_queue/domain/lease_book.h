@@ -35,6 +35,8 @@ class LeaseBook {
   // OK while `token` is the live lease of `job` at `now`. FAILED_PRECONDITION when the token is
   // stale (the job was redelivered or settled) or the lease expired (deadline <= now).
   static absl::Status Check(const Job& job, const LeaseToken& token, absl::Time now);
+  // The FAILED_PRECONDITION of Check for a token that is not the job's live lease.
+  static absl::Status Stale(uint64_t job_id);
   // Ends the lease of `job` (out of the indexes) as expired at its deadline: the attempt says
   // so, the job counts one more expiry, the token is void.
   static void EndByExpiry(Job& job);

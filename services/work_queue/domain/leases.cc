@@ -18,29 +18,40 @@ constexpr absl::Duration kMaxLease = absl::Hours(12);
 
 // --- leases ----------------------------------------------------------------------------------
 
-std::vector<Job> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args, absl::Time now,
-                                      QueueWrite* write) {
-  std::vector<Job> out;
+absl::StatusOr<std::vector<Job>> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args,
+                                                      absl::Time now, QueueWrite* write) {
   const QueueConfig& config = q.meta.config;
   const absl::Duration visibility = args.visibility_timeout.value_or(config.visibility_timeout);
-  while (static_cast<int32_t>(out.size()) < args.max_jobs) {
-    Job* job = q.index.TakeNextReady(config);
-    if (job == nullptr) break;
-    LeaseBook::Grant(*job, args.worker, now, visibility, rng_);
-    q.index.Index(*job, now);
-    write->puts.push_back(*job);
-    out.push_back(*job);
+  std::vector<std::pair<std::string, TenantReadyIndex::Entry>> taken;
+  std::vector<uint64_t> ids;
+  while (static_cast<int32_t>(taken.size()) < args.max_jobs) {
+    auto next = q.index.TakeNextReady(config);
+    if (!next) break;
+    ids.push_back(next->second.id);
+    taken.push_back(*std::move(next));
   }
-  Count(q, QueueEvent::kLeased, static_cast<int64_t>(out.size()));
-  if (!out.empty()) Observe(q, now);
-  return out;
+  if (taken.empty()) return std::vector<Job>{};
+  absl::StatusOr<std::vector<Job>> jobs = ReadJobs(q, ids);
+  if (!jobs.ok()) {
+    // Nothing was leased: the jobs stay ready, in the same order.
+    for (const auto& [tenant, entry] : taken) q.index.ReturnReady(tenant, entry, now);
+    return jobs.status();
+  }
+  for (Job& job : *jobs) {
+    LeaseBook::Grant(job, args.worker, now, visibility, rng_);
+    write->lease_puts.push_back(LeaseRecord::Of(job));
+    q.index.StartLease(job);
+  }
+  Count(q, QueueEvent::kLeased, static_cast<int64_t>(jobs->size()));
+  Observe(q, now);
+  return jobs;
 }
 
 void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
   if (args.worker.empty()) return done(absl::InvalidArgumentError("worker_id is required"));
   if (args.max_jobs < 1 || args.max_jobs > kMaxLeaseJobs) {
-    return done(absl::InvalidArgumentError(
-        absl::StrFormat("max_jobs must be between 1 and %d, got %d", kMaxLeaseJobs, args.max_jobs)));
+    return done(absl::InvalidArgumentError(absl::StrFormat(
+        "max_jobs must be between 1 and %d, got %d", kMaxLeaseJobs, args.max_jobs)));
   }
   if (args.visibility_timeout &&
       (*args.visibility_timeout < absl::Seconds(1) || *args.visibility_timeout > kMaxLease)) {
@@ -62,7 +73,12 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
   QueueWrite write;
   write.queue_id = q.meta.id;
   RunDue(q, now, &write);
-  std::vector<Job> jobs = TakeReady(q, args, now, &write);
+  absl::StatusOr<std::vector<Job>> taken = TakeReady(q, args, now, &write);
+  if (!taken.ok()) {
+    if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
+    return ReplyAfterLog(std::move(done), taken.status());
+  }
+  std::vector<Job>& jobs = *taken;
   if (jobs.empty() && clock_->Monotonic() < deadline && !shutting_down_.load()) {
     // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first retries
     // (the other finds the waiter gone).
@@ -111,9 +127,13 @@ void WorkQueue::WakeWaiters(Queue& q) {
 
 absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const LeaseToken& token,
                                           absl::Time now) {
-  Job* job = q.index.Find(job_id);
+  Job* job = q.index.FindLeased(job_id);
   if (job == nullptr) {
-    return absl::NotFoundError(absl::StrCat("job ", job_id, " of queue '", q.meta.name, "' does not exist"));
+    if (!Exists(q, job_id)) {
+      return absl::NotFoundError(
+          absl::StrCat("job ", job_id, " of queue '", q.meta.name, "' does not exist"));
+    }
+    return LeaseBook::Stale(job_id);
   }
   if (absl::Status s = LeaseBook::Check(*job, token, now); !s.ok()) return s;
   return job;
@@ -133,7 +153,7 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const Lea
   (*q)->index.ExtendLease(**job, now + extension);
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
-  write.puts.push_back(**job);
+  write.lease_puts.push_back(LeaseRecord::Of(**job));
   Commit(std::move(write), [done, deadline = (*job)->lease_deadline](absl::Status s) {
     if (!s.ok()) return done(s);
     done(deadline);
@@ -144,7 +164,7 @@ absl::Status WorkQueue::AckLocked(Queue& q, uint64_t job_id, const LeaseToken& t
                                   absl::Time now, QueueWrite* write) {
   auto job = LeasedJob(q, job_id, token, now);
   if (!job.ok()) return job.status();
-  q.index.Erase(job_id);
+  q.index.TakeLeased(job_id);
   write->deletes.push_back(job_id);
   return absl::OkStatus();
 }
@@ -210,8 +230,7 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const LeaseToken
   const absl::Time now = Now();
   auto found = LeasedJob(**q, job_id, token, now);
   if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-  Job& job = **found;
-  (*q)->index.Unindex(job);
+  Job job = *(*q)->index.TakeLeased(job_id);
   LeaseBook::EndByNack(job, args.reason, args.failure_class, now);
   NackResult result;
   const QueueConfig& config = (*q)->meta.config;
@@ -237,7 +256,8 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const LeaseToken
   Observe(**q, now);
   QueueWrite write;
   write.queue_id = (*q)->meta.id;
-  write.puts.push_back(job);
+  write.lease_deletes.push_back(job_id);
+  write.puts.push_back(std::move(job));
   Commit(std::move(write), [done, result](absl::Status s) {
     if (!s.ok()) return done(s);
     done(result);

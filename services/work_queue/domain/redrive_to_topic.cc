@@ -57,8 +57,12 @@ void WorkQueue::RedriveToTopic(const std::string& queue, const DeadLetterSelecti
                                         "--bridge-bootstrap, or run conduit-standalone)"));
     }
     publisher = publisher_;
-    for (uint64_t id : q.index.dead().Select(q.index.jobs(), selection)) {
-      const Job& job = *q.index.Find(id);
+    auto chosen = ChooseDead(q, selection);
+    if (!chosen.ok()) return ReplyAfterLog(std::move(done), chosen.status());
+    auto jobs = ReadJobs(q, *chosen);
+    if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
+    for (const Job& job : *jobs) {
+      const uint64_t id = job.id;
       RepublishedRecord r = RecordOfDeadLetter(job, topic, replacement_payload);
       if (r.topic.empty()) {
         result.refused.push_back(id);  // no source topic and none named
@@ -91,8 +95,7 @@ void WorkQueue::RedriveToTopic(const std::string& queue, const DeadLetterSelecti
     QueueWrite write;
     write.queue_id = q.meta.id;
     for (uint64_t id : result.moved) {
-      if (q.index.dead().Find(q.index.jobs(), id) == nullptr) continue;  // discarded meanwhile
-      q.index.Erase(id);
+      if (!q.index.RemoveDead(id)) continue;  // discarded meanwhile
       write.deletes.push_back(id);
       write.audit.push_back(
           {q.meta.id, now,

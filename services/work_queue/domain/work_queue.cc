@@ -45,7 +45,9 @@ WorkQueue::~WorkQueue() {
   scope_.StopEvery(scheduler_);
 }
 
-absl::Time WorkQueue::Now() const { return absl::FromUnixMicros(absl::ToUnixMicros(clock_->Now())); }
+absl::Time WorkQueue::Now() const {
+  return absl::FromUnixMicros(absl::ToUnixMicros(clock_->Now()));
+}
 
 absl::Status WorkQueue::Recover() {
   auto queues = store_->LoadQueues();
@@ -59,15 +61,11 @@ absl::Status WorkQueue::Recover() {
     for (const QueueMeta& meta : *queues) {
       auto q = std::make_unique<Queue>();
       q->meta = meta;
-      auto jobs = store_->LoadJobs(meta.id);
-      if (!jobs.ok()) return jobs.status();
-      for (Job& job : *jobs) {
-        next_job_id_ = std::max(next_job_id_, job.id + 1);
-        q->index.Add(std::move(job), now);
-      }
+      CONDUIT_RETURN_IF_ERROR(RecoverJobs(*q, now));
       auto keys = store_->LoadKeys(meta.id);
       if (!keys.ok()) return keys.status();
-      std::sort(keys->begin(), keys->end(), [](const auto& a, const auto& b) { return a.at < b.at; });
+      std::sort(keys->begin(), keys->end(),
+                [](const auto& a, const auto& b) { return a.at < b.at; });
       for (const auto& k : *keys) {
         q->keys[k.key] = {k.job_id, k.at};
         q->key_order.emplace_back(k.at, k.key);
@@ -83,6 +81,86 @@ absl::Status WorkQueue::Recover() {
   return absl::OkStatus();
 }
 
+absl::Status WorkQueue::RecoverJobs(Queue& q, absl::Time now) {
+  // Leases first (few), so that the scan of index entries (every job, no payload) knows which
+  // queued entries are leased; only the leased jobs' records are read.
+  auto leases = store_->LoadLeases(q.meta.id);
+  if (!leases.ok()) return leases.status();
+  absl::flat_hash_map<uint64_t, LeaseRecord> leased;
+  for (LeaseRecord& l : *leases) leased.emplace(l.job_id, std::move(l));
+  std::vector<uint64_t> leased_ids;
+  uint64_t next_id = next_job_id_;
+  JobIndex& index = q.index;
+  CONDUIT_RETURN_IF_ERROR(store_->ScanIndex(q.meta.id, [&](const JobIndexEntry& e) {
+    next_id = std::max(next_id, e.job_id + 1);
+    if (leased.contains(e.job_id)) {
+      leased_ids.push_back(e.job_id);
+    } else if (e.state == JobState::kDead) {
+      index.AddDead(e.job_id, e.died_at);
+    } else {
+      index.AddQueued(e.job_id, e.tenant, e.priority, e.ready_at, now);
+    }
+    return absl::OkStatus();
+  }));
+  next_job_id_ = next_id;
+  auto jobs = store_->ReadJobs(q.meta.id, leased_ids);
+  if (!jobs.ok()) return jobs.status();
+  for (std::optional<Job>& job : *jobs) {
+    if (!job) return absl::DataLossError("a leased job's record is missing");
+    const LeaseRecord& lease = leased.at(job->id);
+    job->state = JobState::kLeased;
+    job->lease_token = lease.token;
+    job->lease_deadline = lease.deadline;
+    job->attempts.push_back(lease.attempt);
+    q.index.AddLeased(*std::move(job));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Job>> WorkQueue::ReadJobs(const Queue& q,
+                                                     const std::vector<uint64_t>& ids) const {
+  // The latest version of a record whose write is still in the commit log is in `pending`; the
+  // store has every other one.
+  std::vector<uint64_t> stored;
+  for (uint64_t id : ids) {
+    if (!q.pending.contains(id)) stored.push_back(id);
+  }
+  auto read = store_->ReadJobs(q.meta.id, stored);
+  if (!read.ok()) return read.status();
+  std::vector<Job> out;
+  out.reserve(ids.size());
+  size_t next_stored = 0;
+  for (uint64_t id : ids) {
+    auto pending = q.pending.find(id);
+    const std::optional<Job>& job =
+        pending != q.pending.end() ? pending->second.job : (*read)[next_stored++];
+    if (!job) {
+      return absl::InternalError(absl::StrCat("job ", id, " of queue '", q.meta.name,
+                                              "' is indexed but its record is missing"));
+    }
+    out.push_back(*job);
+  }
+  return out;
+}
+
+JobReader WorkQueue::ReaderOf(const Queue& q) const {
+  // Called by the lane within the caller's critical section only.
+  return [this, &q](uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<Job> {
+    auto jobs = ReadJobs(q, {id});
+    if (!jobs.ok()) return jobs.status();
+    return std::move(jobs->front());
+  };
+}
+
+bool WorkQueue::Exists(const Queue& q, uint64_t id) const {
+  if (auto pending = q.pending.find(id); pending != q.pending.end()) {
+    return pending->second.job.has_value();
+  }
+  if (q.index.dead().Contains(id)) return true;
+  auto read = store_->ReadJobs(q.meta.id, {id});
+  return read.ok() && read->front().has_value();
+}
+
 absl::StatusOr<WorkQueue::Queue*> WorkQueue::Find(const std::string& name) const {
   auto it = queues_.find(name);
   if (it == queues_.end()) return NotFound(absl::StrCat("queue '", name, "' does not exist"));
@@ -94,8 +172,40 @@ absl::StatusOr<WorkQueue::Queue*> WorkQueue::FindForChange(const std::string& na
   return Find(name);
 }
 
+WorkQueue::Queue* WorkQueue::FindById(QueueId id) const {
+  for (const auto& [name, q] : queues_) {
+    if (q->meta.id == id) return q.get();
+  }
+  return nullptr;
+}
+
 void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done) {
-  log_.Submit(std::move(write), std::move(done));
+  // Records written or deleted stay readable from memory until the store has them.
+  Queue* q = write.puts.empty() && write.deletes.empty() ? nullptr : FindById(write.queue_id);
+  if (q == nullptr) return log_.Submit(std::move(write), std::move(done));
+  const uint64_t seq = ++commit_seq_;
+  std::vector<uint64_t> ids;
+  for (const Job& job : write.puts) {
+    q->pending[job.id] = Queue::Pending{seq, job};
+    ids.push_back(job.id);
+  }
+  for (uint64_t id : write.deletes) {
+    q->pending[id] = Queue::Pending{seq, std::nullopt};
+    ids.push_back(id);
+  }
+  log_.Submit(std::move(write), [this, queue_id = q->meta.id, seq, ids = std::move(ids),
+                                 done = std::move(done)](absl::Status s) {
+    if (s.ok()) {  // after a failure memory keeps what the store may not have
+      absl::MutexLock lock(&mu_);
+      if (Queue* q = FindById(queue_id)) {
+        for (uint64_t id : ids) {
+          auto it = q->pending.find(id);
+          if (it != q->pending.end() && it->second.seq == seq) q->pending.erase(it);
+        }
+      }
+    }
+    done(std::move(s));
+  });
 }
 
 // --- queues ----------------------------------------------------------------------------------
@@ -108,8 +218,8 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
   absl::MutexLock lock(&mu_);
   if (auto s = log_.health(); !s.ok()) return ReplyAfterLog(std::move(done), s);
   if (queues_.contains(name)) {
-    return ReplyAfterLog(std::move(done),
-                         absl::AlreadyExistsError(absl::StrCat("queue '", name, "' already exists")));
+    return ReplyAfterLog(std::move(done), absl::AlreadyExistsError(
+                                              absl::StrCat("queue '", name, "' already exists")));
   }
   auto q = std::make_unique<Queue>();
   q->meta = QueueMeta{QueueId(next_queue_id_++), name, config, Now()};
@@ -172,11 +282,11 @@ void WorkQueue::Observe(const Queue& q, absl::Time now) {
 
 void WorkQueue::ObserveTenants(const Queue& q) {
   absl::flat_hash_map<std::string, QueueObserver::TenantDepth> by_tenant;
-  for (const auto& [tenant, ready] : q.index.tenants().ready()) {
+  q.index.tenants().ForEachTenant([&](const std::string& tenant, int64_t ready) {
     auto& d = by_tenant[tenant];
     d.tenant = tenant;
-    d.ready = static_cast<int64_t>(ready.size());
-  }
+    d.ready = ready;
+  });
   for (const auto& [tenant, leased] : q.index.tenants().leased()) {
     auto& d = by_tenant[tenant];
     d.tenant = tenant;
@@ -207,7 +317,7 @@ void WorkQueue::Count(const Queue& q, QueueEvent event, int64_t n) {
 
 void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
   bool made_ready = q.index.PromoteDue(now);
-  while (Job* job = q.index.TakeExpiredLease(now)) {
+  while (std::optional<Job> job = q.index.TakeExpiredLease(now)) {
     LeaseBook::EndByExpiry(*job);
     Count(q, QueueEvent::kExpired, 1);
     q.expiries.Add(now, 1);
@@ -220,7 +330,8 @@ void WorkQueue::RunDue(Queue& q, absl::Time now, QueueWrite* write) {
       q.index.Requeue(*job, now + Backoff(config, job->expiries, rng_), now);
       made_ready |= job->ready_at <= now;
     }
-    write->puts.push_back(*job);
+    write->lease_deletes.push_back(job->id);
+    write->puts.push_back(*std::move(job));
   }
   if (made_ready) WakeWaiters(q);
   Observe(q, now);  // ages move with time even when nothing else does

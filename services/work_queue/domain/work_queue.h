@@ -95,7 +95,16 @@ struct RedriveResult {
 template <typename T>
 using Callback = std::function<void(absl::StatusOr<T>)>;
 
-enum class QueueEvent { kEnqueued, kLeased, kAcked, kNacked, kExpired, kDead, kRedriven, kDiscarded };
+enum class QueueEvent {
+  kEnqueued,
+  kLeased,
+  kAcked,
+  kNacked,
+  kExpired,
+  kDead,
+  kRedriven,
+  kDiscarded
+};
 
 // Hooks for metrics; the default does nothing. Called under the domain's lock: must not block
 // or call back.
@@ -128,7 +137,8 @@ struct WorkQueueOptions {
 // indexes (JobIndex, with its TenantReadyIndex, LeaseBook and DeadLetterLane), its idempotency
 // keys, rates and long-poll waiters, all in memory under one mutex. Each change is applied in
 // memory and handed to the CommitLog in the same critical section; callers are answered once it
-// is durable. Known limit of this first slice: payloads are held in memory.
+// is durable. Memory holds the compact JobIndex: payloads and histories of queued and dead jobs
+// are read back from the store when needed (leasing, listing, redriving).
 //
 // Thread-safe. Owns no threads but the commit log's: lease waits and the scheduler pass run on
 // the runtime (one Scope). Callbacks run on the commit log's thread (or inline for errors) and
@@ -143,7 +153,8 @@ class WorkQueue {
   // Loads queues and jobs and rebuilds the indexes. Call once, first.
   absl::Status Recover();
 
-  void CreateQueue(const std::string& name, const QueueConfigPatch& config, Callback<QueueMeta> done);
+  void CreateQueue(const std::string& name, const QueueConfigPatch& config,
+                   Callback<QueueMeta> done);
   void DeleteQueue(const std::string& name, Callback<bool> done);
   std::vector<QueueMeta> ListQueues() const;
   absl::StatusOr<QueueStats> Stats(const std::string& queue) const;
@@ -160,8 +171,7 @@ class WorkQueue {
   // FAILED_PRECONDITION for a stale token or an expired lease; NOT_FOUND unknown job.
   void ExtendLease(const std::string& queue, uint64_t job_id, const LeaseToken& token,
                    absl::Duration extension, Callback<absl::Time> done);
-  void Ack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
-           Callback<bool> done);
+  void Ack(const std::string& queue, uint64_t job_id, const LeaseToken& token, Callback<bool> done);
   // Acks 1..kMaxAckBatch jobs (each at most once) with one durable write. Each job succeeds
   // or fails on its own, as Ack would (NOT_FOUND, FAILED_PRECONDITION), in request order; the
   // call fails as a whole for an unknown queue, bad input or a storage failure.
@@ -200,9 +210,19 @@ class WorkQueue {
     absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>> keys;
     std::deque<std::pair<absl::Time, std::string>> key_order;
     absl::flat_hash_map<uint64_t, std::function<void()>> waiters;  // long-polling Leases
+    // The latest record of each job whose write (seq) is still in the commit log; nullopt for
+    // a delete. ReadJobs reads these before the store.
+    struct Pending {
+      uint64_t seq = 0;
+      std::optional<Job> job;
+    };
+    absl::flat_hash_map<uint64_t, Pending> pending;
   };
 
   absl::StatusOr<Queue*> Find(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Queue* FindById(QueueId id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Rebuilds the indexes of `q` from the store: index entries and leases, not payloads.
+  absl::Status RecoverJobs(Queue& q, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Find, for a change: UNAVAILABLE after a storage failure (memory must not move on from
   // what the disk has), NOT_FOUND for an unknown queue.
   absl::StatusOr<Queue*> FindForChange(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -212,8 +232,21 @@ class WorkQueue {
   void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The job `job_id` leased with `token`: NOT_FOUND unknown job, FAILED_PRECONDITION from
   // LeaseBook::Check (stale token, expired lease).
-  absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const LeaseToken& token,
-                                 absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const LeaseToken& token, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The records of `ids` (of queue `q`), in order: from `pending`, else from the store.
+  // INTERNAL when one is missing.
+  absl::StatusOr<std::vector<Job>> ReadJobs(const Queue& q, const std::vector<uint64_t>& ids) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ReadJobs of one job, for DeadLetterLane.
+  JobReader ReaderOf(const Queue& q) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The dead letters a redrive or discard acts on (DeadLetterLane::Select); NOT_FOUND naming
+  // the first listed id that is not a dead letter.
+  absl::StatusOr<std::vector<uint64_t>> ChooseDead(const Queue& q,
+                                                   const DeadLetterSelection& selection) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether job `id` of `q` exists in any state (an error path: may read the store).
+  bool Exists(const Queue& q, uint64_t id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Removes the leased job and adds its delete to `write`; Ack's per-job errors otherwise.
   absl::Status AckLocked(Queue& q, uint64_t job_id, const LeaseToken& token, absl::Time now,
                          QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -223,8 +256,10 @@ class WorkQueue {
   // Records the new job's idempotency key (if any) in memory and in `write`.
   void RememberKey(Queue& q, const Job& job, absl::Time now, QueueWrite* write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<Job> TakeReady(Queue& q, const LeaseArgs& args, absl::Time now, QueueWrite* write)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases up to args.max_jobs ready jobs (their records read from the store); on a read
+  // failure none, and they stay ready.
+  absl::StatusOr<std::vector<Job>> TakeReady(Queue& q, const LeaseArgs& args, absl::Time now,
+                                             QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WakeWaiters(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Commit(QueueWrite write, std::function<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -240,9 +275,8 @@ class WorkQueue {
     if (absl::IsResourceExhausted(status) || absl::IsUnavailable(status)) {
       return done(std::move(status));
     }
-    Commit(QueueWrite{}, [done = std::move(done), status](absl::Status s) {
-      done(s.ok() ? status : s);
-    });
+    Commit(QueueWrite{},
+           [done = std::move(done), status](absl::Status s) { done(s.ok() ? status : s); });
   }
 
   QueueStore* const store_;
@@ -256,6 +290,7 @@ class WorkQueue {
   uint64_t next_queue_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t commit_seq_ ABSL_GUARDED_BY(mu_) = 0;  // numbers the writes that leave records pending
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   RecordPublisher* publisher_ ABSL_GUARDED_BY(mu_) = nullptr;
 

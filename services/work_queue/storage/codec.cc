@@ -33,7 +33,9 @@ bool GetInt(std::string_view* in, Int* v) {
   *v = static_cast<Int>(raw);
   return true;
 }
-uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
 absl::Status Corrupt(const char* what) {
@@ -91,9 +93,8 @@ absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in) {
   uint64_t headers = 0, priority = 0, attempts = 0;
   std::string token;
   if (!coding::GetByte(&in, &version) || (version != 1 && version != 2) ||
-      !coding::GetByte(&in, &state) ||
-      state > 2 || !GetString(&in, &job.payload) || !coding::GetVarint64(&in, &headers) ||
-      headers > in.size()) {
+      !coding::GetByte(&in, &state) || state > 2 || !GetString(&in, &job.payload) ||
+      !coding::GetVarint64(&in, &headers) || headers > in.size()) {
     return Corrupt("job");
   }
   job.state = static_cast<JobState>(state);
@@ -140,6 +141,59 @@ absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in) {
   return job;
 }
 
+std::string EncodeIndexEntry(const JobIndexEntry& e) {
+  std::string out;
+  out.push_back(1);
+  out.push_back(static_cast<char>(e.state));
+  coding::PutLengthPrefixed(&out, e.tenant);
+  coding::PutVarint64(&out, ZigZag(e.priority));
+  PutTime(&out, e.ready_at);
+  PutTime(&out, e.died_at);
+  return out;
+}
+
+absl::StatusOr<JobIndexEntry> DecodeIndexEntry(uint64_t id, std::string_view in) {
+  JobIndexEntry e;
+  e.job_id = id;
+  uint64_t priority = 0;
+  if (in.size() < 2 || in[0] != 1) return Corrupt("job index entry");
+  const auto state = static_cast<uint8_t>(in[1]);
+  in.remove_prefix(2);
+  if (state > static_cast<uint8_t>(JobState::kDead) || !GetString(&in, &e.tenant) ||
+      !coding::GetVarint64(&in, &priority) || !GetTime(&in, &e.ready_at) ||
+      !GetTime(&in, &e.died_at) || !in.empty()) {
+    return Corrupt("job index entry");
+  }
+  e.state = static_cast<JobState>(state);
+  e.priority = static_cast<int32_t>(UnZigZag(priority));
+  return e;
+}
+
+std::string EncodeLease(const LeaseRecord& l) {
+  std::string out;
+  out.push_back(1);
+  coding::PutLengthPrefixed(&out, l.token.value());
+  PutTime(&out, l.deadline);
+  coding::PutVarint64(&out, l.attempt.number);
+  coding::PutLengthPrefixed(&out, l.attempt.worker);
+  PutTime(&out, l.attempt.leased_at);
+  return out;
+}
+
+absl::StatusOr<LeaseRecord> DecodeLease(uint64_t id, std::string_view in) {
+  LeaseRecord l;
+  l.job_id = id;
+  std::string token;
+  if (in.empty() || in[0] != 1) return Corrupt("lease");
+  in.remove_prefix(1);
+  if (!GetString(&in, &token) || !GetTime(&in, &l.deadline) || !GetInt(&in, &l.attempt.number) ||
+      !GetString(&in, &l.attempt.worker) || !GetTime(&in, &l.attempt.leased_at) || !in.empty()) {
+    return Corrupt("lease");
+  }
+  l.token = LeaseToken(std::move(token));
+  return l;
+}
+
 std::string EncodeQueue(const QueueMeta& q) {
   const QueueConfig& c = q.config;
   std::string out;
@@ -175,8 +229,7 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
   uint8_t version = 0;
   uint64_t id = 0, bits = 0;
   if (!coding::GetByte(&in, &version) || (version != 1 && version != 2) ||
-      !coding::GetFixed64(&in, &id) ||
-      !GetString(&in, &q.name) || !GetTime(&in, &q.created) ||
+      !coding::GetFixed64(&in, &id) || !GetString(&in, &q.name) || !GetTime(&in, &q.created) ||
       !GetDuration(&in, &c.visibility_timeout) || !GetInt(&in, &c.max_attempts) ||
       !GetInt(&in, &c.max_lease_expiries) || !GetDuration(&in, &c.backoff_initial) ||
       !coding::GetFixed64(&in, &bits) || !GetDuration(&in, &c.backoff_max) ||
@@ -211,8 +264,9 @@ std::string EncodeIdempotency(uint64_t job_id, absl::Time at) {
 
 absl::StatusOr<std::pair<uint64_t, absl::Time>> DecodeIdempotency(std::string_view in) {
   if (in.size() != 16) return Corrupt("idempotency entry");
-  return std::make_pair(coding::ReadBigEndian64(in.data()),
-                        absl::FromUnixMicros(static_cast<int64_t>(coding::ReadBigEndian64(in.data() + 8))));
+  return std::make_pair(
+      coding::ReadBigEndian64(in.data()),
+      absl::FromUnixMicros(static_cast<int64_t>(coding::ReadBigEndian64(in.data() + 8))));
 }
 
 std::string EncodeBridge(const BridgeSpec& spec) {

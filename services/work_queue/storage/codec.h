@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "services/work_queue/domain/bridge.h"
 #include "services/work_queue/domain/job.h"
+#include "services/work_queue/domain/queue_store.h"
 
 namespace conduit::work_queue::codec {
 
@@ -21,6 +22,16 @@ namespace conduit::work_queue::codec {
 //   v2 adds: u8 has source | [len+topic | varint partition | varint offset]
 std::string EncodeJob(const Job& job);
 absl::StatusOr<Job> DecodeJob(uint64_t id, std::string_view in);
+
+// Job index entry v1: u8 1 | u8 state | len+tenant | varint zigzag priority | BE64 ready µs
+//   | BE64 died µs
+std::string EncodeIndexEntry(const JobIndexEntry& entry);
+absl::StatusOr<JobIndexEntry> DecodeIndexEntry(uint64_t id, std::string_view in);
+
+// Lease v1: u8 1 | len+token | BE64 deadline µs | varint attempt number | len+worker
+//   | BE64 leased µs
+std::string EncodeLease(const LeaseRecord& lease);
+absl::StatusOr<LeaseRecord> DecodeLease(uint64_t id, std::string_view in);
 
 // Queue v2: u8 2 | BE64 id | len+name | BE64 created µs | varint visibility µs
 //   | varint max attempts | varint max expiries | varint backoff initial µs | BE64 multiplier

@@ -18,13 +18,17 @@ namespace conduit::work_queue::keys {
 
 inline constexpr char kQueuesCf[] = "queues";            // BE64(queue id) → queue
 inline constexpr char kJobsCf[] = "jobs";                // BE64(queue) + BE64(job) → job
+inline constexpr char kJobIndexCf[] = "job_index";       // BE64(queue) + BE64(job) → index entry
+inline constexpr char kLeasesCf[] = "leases";            // BE64(queue) + BE64(job) → lease
 inline constexpr char kIdempotencyCf[] = "idempotency";  // BE64(queue) + key → BE64 job, BE64 at
 inline constexpr char kAuditCf[] = "audit";  // BE64(queue) + BE64(at µs) + BE64(seq) → text
 inline constexpr char kCountersCf[] = "counters";       // name → value, such as:
 inline constexpr char kNextJobIdKey[] = "next_job_id";  //   → BE64 next job id
-inline constexpr char kBridgesCf[] = "bridges";         // bridge name → bridge
-inline constexpr std::array<std::string_view, 6> kColumnFamilies = {
-    kQueuesCf, kJobsCf, kIdempotencyCf, kAuditCf, kCountersCf, kBridgesCf};
+// Present once every job has its job_index entry (stores older than it are indexed at open).
+inline constexpr char kJobIndexBuiltKey[] = "job_index_built";
+inline constexpr char kBridgesCf[] = "bridges";  // bridge name → bridge
+inline constexpr std::array<std::string_view, 8> kColumnFamilies = {
+    kQueuesCf, kJobsCf, kIdempotencyCf, kAuditCf, kCountersCf, kBridgesCf, kJobIndexCf, kLeasesCf};
 // Where kNextJobIdKey was kept before the counters CF (told from queue keys by its length);
 // moved to kCountersCf when such a store is opened.
 inline constexpr char kLegacyNextJobIdKey[] = "next_job_id";  // in kQueuesCf

@@ -13,13 +13,15 @@ namespace conduit::work_queue {
 
 using rocksdb_util::ToStatus;
 
-absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(
+    const std::string& path) {
   std::vector<std::string> cfs(keys::kColumnFamilies.begin(), keys::kColumnFamilies.end());
   auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
                                rocksdb_util::DefaultCfOptions(), cfs);
   if (!db.ok()) return db.status();
   std::unique_ptr<RocksDbQueueStore> store(new RocksDbQueueStore(*std::move(db), path));
   CONDUIT_RETURN_IF_ERROR(store->MoveLegacyNextJobId());
+  CONDUIT_RETURN_IF_ERROR(store->IndexLegacyJobs());
   return store;
 }
 
@@ -38,6 +40,47 @@ absl::Status RocksDbQueueStore::MoveLegacyNextJobId() {
   return ToStatus(s, "move next job id to the counters column family");
 }
 
+absl::Status RocksDbQueueStore::IndexLegacyJobs() {
+  std::string marker;
+  rocksdb::Status got =
+      db_.db()->Get(rocksdb::ReadOptions(), counters_.get(), keys::kJobIndexBuiltKey, &marker);
+  if (got.ok()) return absl::OkStatus();
+  if (!got.IsNotFound()) return ToStatus(got, "read the job index marker");
+  // A store written before the job index: every job gets its index entry, and a leased job
+  // (leased in its record) gets its lease record and goes back to its queued record. Written in
+  // chunks; each step can be repeated, so a crash midway is finished at the next open, and the
+  // marker goes last.
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), jobs_.get()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::optional<uint64_t> id = keys::JobIdOfKey(it->key().ToStringView());
+    if (!id) return absl::DataLossError("corrupt job key");
+    CONDUIT_ASSIGN_OR_RETURN(Job job, codec::DecodeJob(*id, it->value().ToStringView()));
+    rocksdb::Status s;
+    if (job.state == JobState::kLeased && !job.attempts.empty()) {
+      s = batch.Put(leases_.get(), it->key(), codec::EncodeLease(LeaseRecord::Of(job)));
+      job.state = JobState::kQueued;
+      job.attempts.pop_back();
+      job.lease_token = LeaseToken();
+      if (s.ok()) s = batch.Put(jobs_.get(), it->key(), codec::EncodeJob(job));
+    }
+    if (s.ok()) {
+      s = batch.Put(job_index_.get(), it->key(), codec::EncodeIndexEntry(JobIndexEntry::Of(job)));
+    }
+    if (s.ok() && batch.Count() >= 10'000) {
+      s = db_.db()->Write(sync, &batch);
+      batch.Clear();
+    }
+    if (!s.ok()) return ToStatus(s, "index legacy jobs");
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "index legacy jobs");
+  rocksdb::Status s = batch.Put(counters_.get(), keys::kJobIndexBuiltKey, "1");
+  if (s.ok()) s = db_.db()->Write(sync, &batch);
+  return ToStatus(s, "index legacy jobs");
+}
+
 RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string& path)
     // Audit entries of one queue and microsecond are told apart by this sequence. RocksDB's
     // own sequence number has advanced by at least one for every audit entry written before
@@ -49,12 +92,15 @@ RocksDbQueueStore::RocksDbQueueStore(rocksdb_util::OpenDb db, const std::string&
   audit_ = db_.Find(keys::kAuditCf);
   counters_ = db_.Find(keys::kCountersCf);
   bridges_ = db_.Find(keys::kBridgesCf);
+  job_index_ = db_.Find(keys::kJobIndexCf);
+  leases_ = db_.Find(keys::kLeasesCf);
   db_.ForgetHandles();
 }
 
 absl::StatusOr<std::vector<QueueMeta>> RocksDbQueueStore::LoadQueues() {
   std::vector<QueueMeta> out;
-  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), queues_.get()));
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_.db()->NewIterator(rocksdb::ReadOptions(), queues_.get()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (!keys::IsQueueKey(it->key().ToStringView())) {
       return absl::DataLossError("unexpected key in the queues column family");
@@ -105,18 +151,54 @@ absl::StatusOr<uint64_t> RocksDbQueueStore::LoadNextJobId() {
   return codec::DecodeCounter(value);
 }
 
-absl::StatusOr<std::vector<Job>> RocksDbQueueStore::LoadJobs(QueueId queue_id) {
-  std::vector<Job> out;
+absl::Status RocksDbQueueStore::ScanIndex(
+    QueueId queue_id, const std::function<absl::Status(const JobIndexEntry&)>& fn) {
   const std::string prefix = keys::QueueKey(queue_id);
-  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), jobs_.get()));
+  rocksdb::ReadOptions options;
+  options.fill_cache = false;  // one pass over every job: do not evict what serving needs
+  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, job_index_.get()));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     const std::optional<uint64_t> id = keys::JobIdOfKey(it->key().ToStringView());
-    if (!id) return absl::DataLossError("corrupt job key");
-    auto job = codec::DecodeJob(*id, it->value().ToStringView());
-    if (!job.ok()) return job.status();
-    out.push_back(*std::move(job));
+    if (!id) return absl::DataLossError("corrupt job index key");
+    CONDUIT_ASSIGN_OR_RETURN(JobIndexEntry entry,
+                             codec::DecodeIndexEntry(*id, it->value().ToStringView()));
+    CONDUIT_RETURN_IF_ERROR(fn(entry));
   }
-  if (!it->status().ok()) return ToStatus(it->status(), "load jobs");
+  return ToStatus(it->status(), "scan job index");
+}
+
+absl::StatusOr<std::vector<LeaseRecord>> RocksDbQueueStore::LoadLeases(QueueId queue_id) {
+  std::vector<LeaseRecord> out;
+  const std::string prefix = keys::QueueKey(queue_id);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_.db()->NewIterator(rocksdb::ReadOptions(), leases_.get()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const std::optional<uint64_t> id = keys::JobIdOfKey(it->key().ToStringView());
+    if (!id) return absl::DataLossError("corrupt lease key");
+    CONDUIT_ASSIGN_OR_RETURN(LeaseRecord lease,
+                             codec::DecodeLease(*id, it->value().ToStringView()));
+    out.push_back(std::move(lease));
+  }
+  if (!it->status().ok()) return ToStatus(it->status(), "load leases");
+  return out;
+}
+
+absl::StatusOr<std::vector<std::optional<Job>>> RocksDbQueueStore::ReadJobs(
+    QueueId queue_id, const std::vector<uint64_t>& ids) {
+  std::vector<std::string> key_bytes;
+  key_bytes.reserve(ids.size());
+  for (uint64_t id : ids) key_bytes.push_back(keys::JobKey(queue_id, id));
+  std::vector<rocksdb::Slice> key_slices(key_bytes.begin(), key_bytes.end());
+  std::vector<rocksdb::PinnableSlice> values(ids.size());
+  std::vector<rocksdb::Status> statuses(ids.size());
+  db_.db()->MultiGet(rocksdb::ReadOptions(), jobs_.get(), key_slices.size(), key_slices.data(),
+                     values.data(), statuses.data());
+  std::vector<std::optional<Job>> out(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) return ToStatus(statuses[i], "read jobs");
+    CONDUIT_ASSIGN_OR_RETURN(out[i], codec::DecodeJob(ids[i], values[i].ToStringView()));
+  }
   return out;
 }
 
@@ -138,7 +220,8 @@ absl::StatusOr<std::vector<QueueWrite::KeyEntry>> RocksDbQueueStore::LoadKeys(Qu
 absl::StatusOr<std::vector<std::string>> RocksDbQueueStore::LoadAudit(QueueId queue_id) {
   std::vector<std::string> out;
   const std::string prefix = keys::QueueKey(queue_id);
-  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(rocksdb::ReadOptions(), audit_.get()));
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_.db()->NewIterator(rocksdb::ReadOptions(), audit_.get()));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     out.push_back(it->value().ToString());
   }
@@ -163,14 +246,24 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
     }
     if (w->drop_queue) {
       check(batch.Delete(queues_.get(), keys::QueueKey(q)));
-      for (const auto& cf : {jobs_, idempotency_, audit_}) {
-        check(batch.DeleteRange(cf.get(), keys::QueueKey(q), keys::QueueKey(QueueId(q.value() + 1))));
+      for (const auto& cf : {jobs_, job_index_, leases_, idempotency_, audit_}) {
+        check(
+            batch.DeleteRange(cf.get(), keys::QueueKey(q), keys::QueueKey(QueueId(q.value() + 1))));
       }
     }
     for (const Job& job : w->puts) {
-      check(batch.Put(jobs_.get(), keys::JobKey(q, job.id), codec::EncodeJob(job)));
+      const std::string key = keys::JobKey(q, job.id);
+      check(batch.Put(jobs_.get(), key, codec::EncodeJob(job)));
+      check(batch.Put(job_index_.get(), key, codec::EncodeIndexEntry(JobIndexEntry::Of(job))));
     }
-    for (uint64_t id : w->deletes) check(batch.Delete(jobs_.get(), keys::JobKey(q, id)));
+    for (uint64_t id : w->deletes) {
+      const std::string key = keys::JobKey(q, id);
+      for (const auto& cf : {jobs_, job_index_, leases_}) check(batch.Delete(cf.get(), key));
+    }
+    for (const LeaseRecord& lease : w->lease_puts) {
+      check(batch.Put(leases_.get(), keys::JobKey(q, lease.job_id), codec::EncodeLease(lease)));
+    }
+    for (uint64_t id : w->lease_deletes) check(batch.Delete(leases_.get(), keys::JobKey(q, id)));
     for (const std::string& key : w->key_deletes) {
       check(batch.Delete(idempotency_.get(), keys::IdempotencyKey(q, key)));
     }

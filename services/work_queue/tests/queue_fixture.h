@@ -3,13 +3,13 @@
 // A WorkQueue on the real RocksDB store in a temp dir, with a fake clock and synchronous
 // helpers. Reopen() is a restart. FlakyQueueStore can make writes fail.
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
 #include "common/testing/temp_dir.h"
@@ -24,7 +24,17 @@ class FlakyQueueStore final : public QueueStore {
   explicit FlakyQueueStore(QueueStore* real) : real_(real) {}
   absl::StatusOr<std::vector<QueueMeta>> LoadQueues() override { return real_->LoadQueues(); }
   absl::StatusOr<uint64_t> LoadNextJobId() override { return real_->LoadNextJobId(); }
-  absl::StatusOr<std::vector<Job>> LoadJobs(QueueId q) override { return real_->LoadJobs(q); }
+  absl::Status ScanIndex(QueueId q,
+                         const std::function<absl::Status(const JobIndexEntry&)>& fn) override {
+    return real_->ScanIndex(q, fn);
+  }
+  absl::StatusOr<std::vector<LeaseRecord>> LoadLeases(QueueId q) override {
+    return real_->LoadLeases(q);
+  }
+  absl::StatusOr<std::vector<std::optional<Job>>> ReadJobs(
+      QueueId q, const std::vector<uint64_t>& ids) override {
+    return real_->ReadJobs(q, ids);
+  }
   absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(QueueId q) override {
     return real_->LoadKeys(q);
   }

@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-
 #include <rocksdb/db.h>
 
 #include "common/rocksdb/rocksdb_util.h"
@@ -79,6 +78,134 @@ TEST(QueueStorage, OpeningAnOlderStoreMovesTheNextJobIdToTheCountersColumnFamily
     ASSERT_TRUE(queues.ok()) << queues.status();
     ASSERT_EQ(queues->size(), 1u);
     EXPECT_EQ((*queues)[0].name, "jobs");
+  }
+}
+
+TEST(QueueCodec, IndexEntryAndLeaseRoundTrip) {
+  const JobIndexEntry entry{9,  JobState::kDead,          "acme",
+                            -4, absl::FromUnixMicros(11), absl::FromUnixMicros(12)};
+  EXPECT_EQ(*codec::DecodeIndexEntry(9, codec::EncodeIndexEntry(entry)), entry);
+  const LeaseRecord lease{9, LeaseToken("tok"), absl::FromUnixMicros(40),
+                          Attempt{3, "w7", absl::FromUnixMicros(10)}};
+  EXPECT_EQ(*codec::DecodeLease(9, codec::EncodeLease(lease)), lease);
+  for (const std::string& bytes : {codec::EncodeIndexEntry(entry), codec::EncodeLease(lease)}) {
+    EXPECT_FALSE(codec::DecodeIndexEntry(9, bytes.substr(0, bytes.size() - 1)).ok());
+    EXPECT_FALSE(codec::DecodeLease(9, bytes.substr(0, bytes.size() - 1)).ok());
+  }
+}
+
+Job StoredJob(uint64_t id, JobState state) {
+  Job job;
+  job.id = id;
+  job.state = state;
+  job.payload = "payload-" + std::to_string(id);
+  job.tenant = "t";
+  job.priority = 2;
+  job.ready_at = absl::FromUnixMicros(100 + id);
+  job.attempts = {Attempt{1, "w", absl::FromUnixMicros(5)}};
+  if (state == JobState::kLeased) {
+    job.lease_token = LeaseToken("tok-" + std::to_string(id));
+    job.lease_deadline = absl::FromUnixMicros(500);
+  }
+  if (state == JobState::kDead) job.died_at = absl::FromUnixMicros(7);
+  return job;
+}
+
+// A lease is its own record: leasing and settling never rewrite the job (payload, history),
+// and a deleted job leaves no record, index entry or lease behind.
+TEST(QueueStorage, LeasesAreWrittenBesideTheJobAndDeletesRemoveAllThree) {
+  testing::TempDir dir;
+  auto store = *RocksDbQueueStore::Open(dir.Sub("queue"));
+  const QueueId q(1);
+  QueueWrite enqueue;
+  enqueue.queue_id = q;
+  enqueue.puts = {StoredJob(1, JobState::kQueued), StoredJob(2, JobState::kDead)};
+  ASSERT_TRUE(store->Write({&enqueue}).ok());
+  QueueWrite lease;
+  lease.queue_id = q;
+  const LeaseRecord record{1, LeaseToken("tok"), absl::FromUnixMicros(900),
+                           Attempt{1, "w", absl::FromUnixMicros(800)}};
+  lease.lease_puts = {record};
+  ASSERT_TRUE(store->Write({&lease}).ok());
+  EXPECT_EQ(*store->LoadLeases(q), std::vector<LeaseRecord>{record});
+  auto jobs = store->ReadJobs(q, {1, 2, 3});
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ((*jobs)[0], enqueue.puts[0]);  // as enqueued
+  EXPECT_EQ((*jobs)[1], enqueue.puts[1]);
+  EXPECT_EQ((*jobs)[2], std::nullopt);
+  std::vector<JobIndexEntry> entries;
+  ASSERT_TRUE(store
+                  ->ScanIndex(q,
+                              [&](const JobIndexEntry& e) {
+                                entries.push_back(e);
+                                return absl::OkStatus();
+                              })
+                  .ok());
+  EXPECT_EQ(entries, (std::vector<JobIndexEntry>{JobIndexEntry::Of(enqueue.puts[0]),
+                                                 JobIndexEntry::Of(enqueue.puts[1])}));
+  QueueWrite ack;
+  ack.queue_id = q;
+  ack.deletes = {1};
+  ASSERT_TRUE(store->Write({&ack}).ok());
+  EXPECT_TRUE(store->LoadLeases(q)->empty());
+  EXPECT_EQ((*store->ReadJobs(q, {1}))[0], std::nullopt);
+  entries.clear();
+  ASSERT_TRUE(store
+                  ->ScanIndex(q,
+                              [&](const JobIndexEntry& e) {
+                                entries.push_back(e);
+                                return absl::OkStatus();
+                              })
+                  .ok());
+  EXPECT_EQ(entries.size(), 1u);
+}
+
+// Stores written before the job index kept a lease inside the job's record. Opening one gives
+// every job its index entry and a leased job its lease record, with the record as queued.
+TEST(QueueStorage, OpeningAStoreWithoutAJobIndexBuildsIt) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("queue");
+  const QueueId q(1);
+  {  // The old layout: jobs only, no marker.
+    auto db =
+        rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(), rocksdb_util::DefaultCfOptions(),
+                           {keys::kJobsCf, keys::kCountersCf});
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (const Job& job : {StoredJob(1, JobState::kQueued), StoredJob(2, JobState::kLeased),
+                           StoredJob(3, JobState::kDead)}) {
+      ASSERT_TRUE(db->db()
+                      ->Put(rocksdb::WriteOptions(), db->Find(keys::kJobsCf).get(),
+                            keys::JobKey(q, job.id), codec::EncodeJob(job))
+                      .ok());
+    }
+    db->ForgetHandles();
+  }
+  for (int open = 0; open < 2; ++open) {  // built at the first open, kept at the second
+    auto store = RocksDbQueueStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::vector<JobIndexEntry> entries;
+    ASSERT_TRUE((*store)
+                    ->ScanIndex(q,
+                                [&](const JobIndexEntry& e) {
+                                  entries.push_back(e);
+                                  return absl::OkStatus();
+                                })
+                    .ok());
+    ASSERT_EQ(entries.size(), 3u);
+    EXPECT_EQ(entries[0].state, JobState::kQueued);
+    EXPECT_EQ(entries[1].state, JobState::kQueued);  // its lease is a record of its own
+    EXPECT_EQ(entries[2].state, JobState::kDead);
+    auto leases = (*store)->LoadLeases(q);
+    ASSERT_TRUE(leases.ok()) << leases.status();
+    ASSERT_EQ(leases->size(), 1u);
+    EXPECT_EQ((*leases)[0].job_id, 2u);
+    EXPECT_EQ((*leases)[0].token, LeaseToken("tok-2"));
+    EXPECT_EQ((*leases)[0].attempt.worker, "w");
+    auto leased = (*store)->ReadJobs(q, {2});
+    ASSERT_TRUE(leased.ok() && (*leased)[0].has_value());
+    EXPECT_EQ((*leased)[0]->state, JobState::kQueued);
+    EXPECT_TRUE((*leased)[0]->attempts.empty());  // the delivery in progress is the lease's
+    EXPECT_EQ((*leased)[0]->payload, "payload-2");
   }
 }
 
