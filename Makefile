@@ -9,6 +9,9 @@
 #   make image         build the container images (podman or docker; docker/Dockerfile, and
 #                      conduit-etcd from docker/etcd.Dockerfile for cluster mode)
 #   make image-smoke   build it, run conduit-standalone in it, check gRPC health from outside
+# TLS (see README "TLS"):
+#   make certs    a dev CA, a server certificate (127.0.0.1, localhost) and two client certificates
+#                 in certs/dev/ (gitignored; kept if present, FORCE=1 replaces them)
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 LISTEN ?= 127.0.0.1:7070
@@ -18,7 +21,7 @@ JOBS ?= $(shell nproc)
 
 IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
 
-.PHONY: all deps configure build run cluster test fuzz bench bench-peers clean deploy-deps deploy-check image image-smoke
+.PHONY: all deps configure build run cluster test fuzz bench bench-peers clean deploy-deps deploy-check image image-smoke certs
 
 all: build
 
@@ -63,6 +66,10 @@ deploy-deps: deps
 # The same checks ctest runs as deploy_checks (label deploy), without building C++.
 deploy-check: deploy-deps
 	@./scripts/check-deploy.sh
+
+CERTS_DIR ?= certs/dev
+certs:
+	@./scripts/make-certs.sh $(CERTS_DIR) $(if $(FORCE),--force)
 
 image:
 	@./scripts/install-deps.sh --image

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/flags/flags.h"
 #include "common/grpc/server_runner.h"
+#include "common/grpc/server_tls.h"
 #include "common/logging/logging.h"
 #include "common/metrics/metrics.h"
 
@@ -16,6 +17,17 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics listen address host:port (port 0: any; empty: off)");
 ABSL_FLAG(std::string, port_file, "", "If set, write the chosen gRPC port here once serving");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the gRPC port; with --tls-key it serves TLS (default: "
+          "plaintext). Re-read every --tls-refresh-seconds: replace it by a rename");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert (unencrypted)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle client certificates are verified against (mTLS); re-read like --tls-cert");
+ABSL_FLAG(std::string, tls_client_auth, "",
+          "none, request (verify one if sent) or require; default: require with --tls-client-ca, "
+          "else none");
+ABSL_FLAG(int32_t, tls_refresh_seconds, 60,
+          "How often the TLS files are read again; new handshakes use what changed");
 
 namespace conduit::grpc_util {
 namespace {
@@ -29,6 +41,21 @@ void WritePortFile(const std::string& path, int port) {
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
+// The --tls-* flags, checked: the listening port's credentials (plaintext without them).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFromFlags(
+    ServerTlsOptions* tls) {
+  tls->cert_path = absl::GetFlag(FLAGS_tls_cert);
+  tls->key_path = absl::GetFlag(FLAGS_tls_key);
+  tls->client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  tls->refresh_seconds = absl::GetFlag(FLAGS_tls_refresh_seconds);
+  if (const std::string auth = absl::GetFlag(FLAGS_tls_client_auth); !auth.empty()) {
+    auto parsed = ParseClientAuth(auth);
+    if (!parsed.ok()) return parsed.status();
+    tls->client_auth = *parsed;
+  }
+  return MakeServerCredentials(*tls);
+}
+
 }  // namespace
 
 int ServerMain(const std::string& name, int argc, char** argv,
@@ -39,6 +66,12 @@ int ServerMain(const std::string& name, int argc, char** argv,
   // Tests keep it on, where it has caught a lock-order inversion.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   logging::Init(absl::GetFlag(FLAGS_log_level));
+  ServerTlsOptions tls;
+  auto credentials = CredentialsFromFlags(&tls);
+  if (!credentials.ok()) {
+    spdlog::critical("{}: cannot start: {}", name, std::string(credentials.status().message()));
+    return 1;
+  }
 
   metrics::MetricsHub metrics;
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
@@ -53,6 +86,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.credentials = *credentials;
   size_t built = 0;
   auto teardown = [&] {
     while (built > 0) components[--built].teardown();
@@ -75,13 +109,22 @@ int ServerMain(const std::string& name, int argc, char** argv,
   }
   for (auto& c : components) c.started((*server)->address());
   WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
-  spdlog::info("{} serving gRPC on {} (data in {}){}", name, (*server)->address(), data_dir,
+  spdlog::info("{} serving gRPC ({}) on {} (data in {}){}", name, DescribeServerTls(tls),
+               (*server)->address(), data_dir,
                metrics.port() ? fmt::format(", metrics on http://{}:{}/metrics",
                                             metrics_listen.substr(0, metrics_listen.rfind(':')),
                                             metrics.port())
                               : "");
   std::printf("%s listening on %s\n", name.c_str(), (*server)->address().c_str());
-  std::printf("try: grpcurl -plaintext %s list\n", (*server)->address().c_str());
+  if (tls.enabled()) {
+    std::printf("try: grpcurl -cacert <CA of --tls-cert>%s %s list\n",
+                tls.EffectiveClientAuth() == ClientAuth::kNone
+                    ? ""
+                    : " -cert <client.pem> -key <client.key>",
+                (*server)->address().c_str());
+  } else {
+    std::printf("try: grpcurl -plaintext %s list\n", (*server)->address().c_str());
+  }
   std::fflush(stdout);
 
   int sig = wait_for_signal();

@@ -1,11 +1,11 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+#include <prometheus/registry.h>
+
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <prometheus/registry.h>
 
 #include "absl/status/status.h"
 #include "common/runtime/runtime.h"
@@ -28,9 +28,11 @@ struct ServerComponent {
 };
 
 // The main() of every Conduit server: parses the common flags (--data-dir, --listen,
-// --metrics-listen, --port-file, --log-level and the components' own), serves metrics and gRPC
-// for every component on one Runtime, prints the address, waits for SIGTERM/SIGINT, drains,
-// tears down in reverse order. Returns the process exit code.
+// --metrics-listen, --port-file, --log-level, the gRPC port's --tls-* flags and the
+// components' own), serves metrics and gRPC (plaintext, or TLS per server_tls.h) for every
+// component on one Runtime, prints the address, waits for SIGTERM/SIGINT, drains, tears down in
+// reverse order. Returns the process exit code: 1 when it cannot start (among others, a bad
+// --tls-* combination or an unreadable TLS file, before any data is opened).
 int ServerMain(const std::string& name, int argc, char** argv,
                std::vector<ServerComponent> components);
 

@@ -15,6 +15,8 @@ namespace conduit::grpc_util {
 struct ServerOptions {
   // host:port; port 0 picks a free port (see RunningServer::port()).
   std::string listen = "127.0.0.1:0";
+  // The listening port's credentials (MakeServerCredentials in server_tls.h); null: plaintext.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
   int max_message_bytes = 64 << 20;
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);

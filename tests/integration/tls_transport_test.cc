@@ -1,0 +1,120 @@
+// TLS on a server's gRPC port (issue 19 item 1; tests 1 and 2 of the issue) with a real
+// conduit-queue: a required client certificate that is missing or from another CA fails the
+// handshake before any handler runs; `request` and server-only TLS; a bad flag combination
+// stops the server at startup. Rotation without a restart: tls_rotation_test.cc.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+
+#include "tests/integration/tls_fixture.h"
+
+namespace conduit::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// Issue 19 test 1: no client certificate where one is required → the handshake fails, the call
+// is UNAVAILABLE and its handler never ran (the queue it would have created does not exist).
+TEST_F(TlsTransportTest, RequiredClientCertificateMissingFailsTheHandshake) {
+  StartServer();  // --tls-client-ca without --tls-client-auth: required
+  const grpc::Status no_cert = CreateQueue(Channel(one_.ca), "made-without-a-certificate");
+  EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAVAILABLE) << no_cert.error_message();
+  const grpc::Status plaintext = CreateQueue(PlaintextChannel(), "made-in-plaintext");
+  EXPECT_EQ(plaintext.error_code(), grpc::StatusCode::UNAVAILABLE) << plaintext.error_message();
+
+  EXPECT_THAT(QueueNames(), IsEmpty());  // the worker's certificate (URI SAN) is accepted
+  const grpc::Status by_operator = CreateQueue(Channel(one_.ca, &one_.operator_), "by-operator");
+  EXPECT_TRUE(by_operator.ok()) << by_operator.error_message();  // so is the CN-only one
+  EXPECT_THAT(QueueNames(), ElementsAre("by-operator"));
+  EXPECT_FALSE(server_->Exited());
+}
+
+// Issue 19 test 2, first half: a client certificate from another CA is refused (no handler
+// runs); one from the configured CA is served.
+TEST_F(TlsTransportTest, ClientCertificateFromAnotherCaIsRefused) {
+  StartServer();
+  const grpc::Status other_ca = CreateQueue(Channel(one_.ca, &two_.worker), "made-by-a-stranger");
+  EXPECT_EQ(other_ca.error_code(), grpc::StatusCode::UNAVAILABLE) << other_ca.error_message();
+  const grpc::Status good = ListQueues(Channel(one_.ca, &one_.worker));
+  EXPECT_TRUE(good.ok()) << good.error_message();
+  EXPECT_THAT(QueueNames(), IsEmpty());
+}
+
+// The client checks the server too: a client trusting only CA two refuses set one's server.
+TEST_F(TlsTransportTest, ClientTrustingAnotherCaRefusesTheServer) {
+  StartServer();
+  const grpc::Status s = ListQueues(Channel(two_.ca, &one_.worker));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+// --tls-client-auth=request: a client without a certificate is served, one with a certificate
+// from another CA is still refused.
+TEST_F(TlsTransportTest, RequestedClientCertificateIsVerifiedWhenSent) {
+  StartServer({"--tls-client-auth", "request"});
+  const grpc::Status no_cert = ListQueues(Channel(one_.ca));
+  EXPECT_TRUE(no_cert.ok()) << no_cert.error_message();
+  const grpc::Status good = ListQueues(Channel(one_.ca, &one_.worker));
+  EXPECT_TRUE(good.ok()) << good.error_message();
+  const grpc::Status other_ca = ListQueues(Channel(one_.ca, &two_.worker));
+  EXPECT_EQ(other_ca.error_code(), grpc::StatusCode::UNAVAILABLE) << other_ca.error_message();
+}
+
+// TLS without a client CA: any TLS client trusting the server's CA is served; plaintext is not.
+TEST_F(TlsTransportTest, ServerOnlyTlsServesClientsWithoutCertificates) {
+  StartServer({}, /*with_client_ca=*/false);
+  const grpc::Status tls = ListQueues(Channel(one_.ca));
+  EXPECT_TRUE(tls.ok()) << tls.error_message();
+  const grpc::Status plaintext = ListQueues(PlaintextChannel());
+  EXPECT_EQ(plaintext.error_code(), grpc::StatusCode::UNAVAILABLE) << plaintext.error_message();
+}
+
+// Runs conduit-queue with `tls_flags` expecting it to refuse to start: its exit code and log.
+int RunExpectingStartupFailure(const TempDir& dir, std::vector<std::string> tls_flags,
+                               std::string* log) {
+  std::vector<std::string> argv = {QueueBinary(),
+                                   "--data-dir",
+                                   dir.Sub("data"),
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--metrics-listen",
+                                   ""};
+  argv.insert(argv.end(), tls_flags.begin(), tls_flags.end());
+  const std::string log_path = dir.Sub("startup.log");
+  std::remove(log_path.c_str());
+  const int status = RunCommand(argv, log_path);  // exits by itself: no port is ever served
+  *log = ReadFileOrEmpty(log_path);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Bad combinations stop the server before it opens any data, with a message naming the flag.
+TEST_F(TlsTransportTest, BadFlagCombinationsFailAtStartup) {
+  std::string log;
+  EXPECT_EQ(RunExpectingStartupFailure(dir_, {"--tls-cert", one_.server.cert}, &log), 1);
+  EXPECT_THAT(log, HasSubstr("--tls-cert is set without --tls-key"));
+  EXPECT_EQ(RunExpectingStartupFailure(dir_, {"--tls-key", one_.server.key}, &log), 1);
+  EXPECT_THAT(log, HasSubstr("--tls-key is set without --tls-cert"));
+  const std::string missing = dir_.Sub("no-such-dir/server.pem");
+  EXPECT_EQ(
+      RunExpectingStartupFailure(dir_, {"--tls-cert", missing, "--tls-key", one_.server.key}, &log),
+      1);
+  EXPECT_THAT(log, HasSubstr("--tls-cert file '" + missing + "' cannot be read"));
+  EXPECT_EQ(RunExpectingStartupFailure(dir_,
+                                       {"--tls-cert", one_.server.cert, "--tls-key",
+                                        one_.server.key, "--tls-client-auth", "require"},
+                                       &log),
+            1);
+  EXPECT_THAT(log, HasSubstr("--tls-client-auth=require needs --tls-client-ca"));
+  EXPECT_EQ(RunExpectingStartupFailure(
+                dir_, {"--tls-cert", one_.server.cert, "--tls-key", two_.server.key}, &log),
+            1);
+  EXPECT_THAT(log, HasSubstr("is not the key of the first certificate"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("data"))) << "no data was opened";
+}
+
+}  // namespace
+}  // namespace conduit::testing
