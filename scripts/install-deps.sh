@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev prometheus-cpp-dev libjemalloc-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev libcli11-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev libcli11-dev libssl-dev openssl
   python3 python3-grpcio python3-grpc-tools grpc-proto
   nodejs curl
   prometheus docker-compose
@@ -24,7 +24,8 @@ PACKAGES=(
 # deploy/docker-compose.yml (`config` needs no container engine). See scripts/check-deploy.sh.
 # etcd: cluster metadata (server, etcdctl); its protos for the C++ stubs; python3-etcd3 to inspect.
 # postgresql, libpq-dev: conduit-outbox-relay (libpq) and its tests (initdb, pg_ctl; 15 on Debian 12).
-# libssl-dev: common/security (JWT signatures, token hashes) with OpenSSL 3.
+# libssl-dev: common/security (JWT signatures, token hashes) with OpenSSL 3; openssl: make certs
+# and the TLS tests (scripts/make-certs.sh).
 if [ "${1:-}" = "--image" ]; then
   PACKAGES+=(podman runc debootstrap)
 fi
