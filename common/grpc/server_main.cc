@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
 #include "common/flags/flags.h"
+#include "common/grpc/call_guard_flags.h"
 #include "common/grpc/server_runner.h"
 #include "common/grpc/server_tls.h"
 #include "common/logging/logging.h"
@@ -73,6 +74,13 @@ int ServerMain(const std::string& name, int argc, char** argv,
     return 1;
   }
 
+  runtime::Runtime runtime;  // outlives every component (teardown runs before it goes)
+  auto guard = CallGuardFromFlags(runtime.clock());
+  if (!guard.ok()) {
+    spdlog::critical("{}: cannot start: {}", name, std::string(guard.status().message()));
+    return 1;
+  }
+
   metrics::MetricsHub metrics;
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {
@@ -81,7 +89,6 @@ int ServerMain(const std::string& name, int argc, char** argv,
       return 1;
     }
   }
-  runtime::Runtime runtime;  // outlives every component (teardown runs before it goes)
   std::vector<grpc::Service*> services;
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   ServerOptions options;
@@ -93,7 +100,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
   };
   for (; built < components.size(); ++built) {
     ServerComponent& c = components[built];
-    if (auto s = c.build(data_dir, *metrics.registry(), &runtime, &services); !s.ok()) {
+    if (auto s = c.build(data_dir, *metrics.registry(), &runtime, **guard, &services); !s.ok()) {
       spdlog::critical("{}: cannot start: {}", name, s.ToString());
       teardown();
       return 1;
@@ -109,6 +116,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
   }
   for (auto& c : components) c.started((*server)->address());
   WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
+  spdlog::info("{} callers: {}", name, DescribeCallGuardFlags());
   spdlog::info("{} serving gRPC ({}) on {} (data in {}){}", name, DescribeServerTls(tls),
                (*server)->address(), data_dir,
                metrics.port() ? fmt::format(", metrics on http://{}:{}/metrics",

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/grpc/call_guard.h"
 #include "common/runtime/runtime.h"
 
 namespace conduit::grpc_util {
@@ -16,8 +17,11 @@ namespace conduit::grpc_util {
 // directory and the process's one Runtime (its threads), is told when shutdown begins, and is
 // torn down after the server has drained.
 struct ServerComponent {
+  // `guard` (the --auth-*/--acl-* flags) is the authorise step its services take on every
+  // call; it outlives them.
   std::function<absl::Status(const std::string& data_dir, prometheus::Registry& registry,
-                             runtime::Runtime* runtime, std::vector<grpc::Service*>* services)>
+                             runtime::Runtime* runtime, const CallGuard& guard,
+                             std::vector<grpc::Service*>* services)>
       build;
   // Told the address the server is serving on, before the port file is written.
   std::function<void(const std::string& address)> started = [](const std::string&) {};

@@ -17,7 +17,7 @@ namespace conduit::coordinator {
 
 absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
     const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
-    CoordinatorNodeOptions options) {
+    CoordinatorNodeOptions options, const grpc_util::CallGuard& guard) {
   CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<CoordinatorNode> node(new CoordinatorNode());
   auto store = RocksDbCoordinatorStore::Open(data_dir + "/coordinator");
@@ -30,8 +30,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
                                          options.coordinator, node->metrics_.get());
   CONDUIT_RETURN_IF_ERROR(node->coordinator_->Recover());
   node->scope_ = std::make_unique<runtime::Scope>(runtime, runtime::Pool::kRemote);
-  node->service_ =
-      std::make_unique<api::CoordinatorService>(node->coordinator_.get(), node->scope_.get());
+  node->service_ = std::make_unique<api::CoordinatorService>(node->coordinator_.get(),
+                                                             node->scope_.get(), guard);
   if (options.run_sweeper) {
     GroupCoordinator* c = node->coordinator_.get();
     node->scope_->Every(options.sweep_interval, [c] { c->Sweep(); });
@@ -46,13 +46,13 @@ grpc_util::ServerComponent CoordinatorNode::Component() {
   auto node = std::make_shared<std::unique_ptr<CoordinatorNode>>();
   grpc_util::ServerComponent component;
   component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
-                           runtime::Runtime* runtime,
+                           runtime::Runtime* runtime, const grpc_util::CallGuard& guard,
                            std::vector<grpc::Service*>* services) -> absl::Status {
     CoordinatorNodeOptions options;
     options.broker_address = absl::GetFlag(FLAGS_broker_address);
     options.lag_interval = absl::GetFlag(FLAGS_lag_interval);
     options.coordinator.default_session_timeout = absl::GetFlag(FLAGS_session_timeout);
-    auto opened = Open(data_dir, registry, runtime, options);
+    auto opened = Open(data_dir, registry, runtime, options, guard);
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc/call_guard.h"
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
 #include "services/coordinator/api/coordinator_metrics.h"
@@ -34,10 +35,12 @@ struct CoordinatorNodeOptions {
 // conduit-standalone and the tests.
 class CoordinatorNode {
  public:
-  static absl::StatusOr<std::unique_ptr<CoordinatorNode>> Open(const std::string& data_dir,
-                                                               prometheus::Registry& registry,
-                                                               runtime::Runtime* runtime,
-                                                               CoordinatorNodeOptions options);
+  // `guard` is the authorise step of every call (CallGuard::Open(): none); it must outlive the
+  // node.
+  static absl::StatusOr<std::unique_ptr<CoordinatorNode>> Open(
+      const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
+      CoordinatorNodeOptions options,
+      const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open());
   // The coordinator as a component of a server binary; flags --broker-address (empty: this
   // server's own address), --lag-interval, --session-timeout.
   static grpc_util::ServerComponent Component();

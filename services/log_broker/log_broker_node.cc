@@ -1,10 +1,10 @@
 #include "services/log_broker/log_broker_node.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -38,7 +38,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
   auto node = std::make_shared<std::unique_ptr<LogBrokerNode>>();
   grpc_util::ServerComponent component;
   component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
-                           runtime::Runtime* runtime,
+                           runtime::Runtime* runtime, const grpc_util::CallGuard& guard,
                            std::vector<grpc::Service*>* services) -> absl::Status {
     BrokerOptions options;
     options.maintenance_interval = absl::GetFlag(FLAGS_log_maintenance_interval);
@@ -52,7 +52,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
       cluster->lease_ttl = absl::GetFlag(FLAGS_etcd_lease_ttl);
       cluster->leader_rebalance_interval = absl::GetFlag(FLAGS_leader_rebalance_interval);
     }
-    auto opened = Open(data_dir, registry, runtime, options, std::move(cluster));
+    auto opened = Open(data_dir, registry, runtime, options, std::move(cluster), guard);
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());
@@ -77,7 +77,8 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
 
 absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
     const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
-    BrokerOptions options, std::optional<cluster::EtcdClusterOptions> cluster) {
+    BrokerOptions options, std::optional<cluster::EtcdClusterOptions> cluster,
+    const grpc_util::CallGuard& guard) {
   CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<LogBrokerNode> node(new LogBrokerNode());
   auto store = RocksDbLogStore::Open(data_dir + "/broker");
@@ -104,11 +105,12 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
   node->broker_ =
       std::make_unique<Broker>(node->store_.get(), runtime, node->metrics_.get(), options);
   CONDUIT_RETURN_IF_ERROR(node->broker_->Recover());
-  node->service_ = std::make_unique<api::LogService>(node->broker_.get(), node->metrics_.get());
+  node->service_ =
+      std::make_unique<api::LogService>(node->broker_.get(), node->metrics_.get(), guard);
   if (node->cluster_) {
     node->fetchers_ = std::make_unique<cluster::ReplicaFetchers>(
         node->broker_.get(), runtime, cluster::ReplicaFetcherOptions{.self = self});
-    node->replica_service_ = std::make_unique<api::ReplicaService>(node->broker_.get());
+    node->replica_service_ = std::make_unique<api::ReplicaService>(node->broker_.get(), guard);
     node->scope_ = std::make_unique<runtime::Scope>(runtime, runtime::Pool::kStorage);
     LogBrokerNode* raw = node.get();
     node->replication_metrics_ = node->scope_->Every(kReplicationMetricsInterval,

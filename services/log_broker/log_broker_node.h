@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/grpc/call_guard.h"
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
 #include "services/log_broker/api/log_metrics.h"
@@ -18,17 +19,19 @@
 namespace conduit::log_broker {
 
 // The log broker wired together: RocksDB store under <data_dir>/broker, the Broker on top of it
-// (recovered), its metrics and its gRPC service. Used by conduit-broker, conduit-standalone and
-// the integration tests, so all three run the same thing.
+// (recovered), its metrics and its gRPC services (behind the authorise step). Used by
+// conduit-broker, conduit-standalone and the integration tests, so all three run the same thing.
 //
 // Destruction order is the reverse of construction: service, broker (drains), store (closes).
 class LogBrokerNode {
  public:
   // With `cluster` (endpoints set), the broker joins that cluster once Join() is called with its
-  // serving address; without, it is a single node.
+  // serving address; without, it is a single node. Its services take `guard`'s authorise step on
+  // every call (the default lets everything through); `guard` must outlive the node.
   static absl::StatusOr<std::unique_ptr<LogBrokerNode>> Open(
       const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
-      BrokerOptions options = {}, std::optional<cluster::EtcdClusterOptions> cluster = {});
+      BrokerOptions options = {}, std::optional<cluster::EtcdClusterOptions> cluster = {},
+      const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open());
 
   // The broker as a component of a server binary, configured from flags
   // (--log-maintenance-interval; cluster mode: --etcd-endpoints, --broker-id, --cluster-name,

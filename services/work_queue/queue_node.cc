@@ -17,7 +17,8 @@ namespace conduit::work_queue {
 absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& data_dir,
                                                            prometheus::Registry& registry,
                                                            runtime::Runtime* runtime,
-                                                           WorkQueueOptions options) {
+                                                           WorkQueueOptions options,
+                                                           const grpc_util::CallGuard& guard) {
   CONDUIT_RETURN_IF_ERROR(rocksdb_util::CreateDataDir(data_dir));
   std::unique_ptr<QueueNode> node(new QueueNode());
   auto store = RocksDbQueueStore::Open(data_dir + "/queue");
@@ -27,11 +28,11 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
   node->queue_ =
       std::make_unique<WorkQueue>(node->store_.get(), runtime, options, node->metrics_.get());
   CONDUIT_RETURN_IF_ERROR(node->queue_->Recover());
-  node->service_ = std::make_unique<api::QueueService>(node->queue_.get());
+  node->service_ = std::make_unique<api::QueueService>(node->queue_.get(), guard);
   node->bridge_metrics_ = std::make_unique<api::BridgeMetrics>(registry);
   node->bridges_ = std::make_unique<bridge::BridgeManager>(
       node->store_.get(), node->queue_.get(), runtime->clock(), node->bridge_metrics_.get());
-  node->bridge_service_ = std::make_unique<api::BridgeService>(node->bridges_.get());
+  node->bridge_service_ = std::make_unique<api::BridgeService>(node->bridges_.get(), guard);
   return node;
 }
 
@@ -39,9 +40,9 @@ grpc_util::ServerComponent QueueNode::Component() {
   auto node = std::make_shared<std::unique_ptr<QueueNode>>();
   grpc_util::ServerComponent component;
   component.build = [node](const std::string& data_dir, prometheus::Registry& registry,
-                           runtime::Runtime* runtime,
+                           runtime::Runtime* runtime, const grpc_util::CallGuard& guard,
                            std::vector<grpc::Service*>* services) -> absl::Status {
-    auto opened = Open(data_dir, registry, runtime);
+    auto opened = Open(data_dir, registry, runtime, {}, guard);
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);
     services->push_back((*node)->service());

@@ -21,10 +21,10 @@ namespace conduit::work_queue {
 // conduit-standalone and the tests.
 class QueueNode {
  public:
-  static absl::StatusOr<std::unique_ptr<QueueNode>> Open(const std::string& data_dir,
-                                                         prometheus::Registry& registry,
-                                                         runtime::Runtime* runtime,
-                                                         WorkQueueOptions options = {});
+  static absl::StatusOr<std::unique_ptr<QueueNode>> Open(
+      const std::string& data_dir, prometheus::Registry& registry, runtime::Runtime* runtime,
+      WorkQueueOptions options = {},
+      const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open());
   // The queue as a component of a server binary.
   static grpc_util::ServerComponent Component();
 

@@ -1,9 +1,11 @@
 #include "tools/conduit/cli.h"
 
-#include <cstdio>
-#include <iostream>
-
 #include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -28,6 +30,12 @@ bool Connects(grpc::Channel& channel, absl::Time deadline) {
   return true;
 }
 
+// The file's bytes ("" when unreadable: the handshake then fails with gRPC's message).
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 }  // namespace
 
 std::vector<std::string> Globals::Bootstrap() const {
@@ -41,20 +49,31 @@ std::vector<std::string> Globals::Bootstrap() const {
 std::shared_ptr<grpc::Channel> Globals::Channel() const {
   const std::vector<std::string> addresses = Bootstrap();
   if (addresses.size() <= 1) {
-    return grpc::CreateChannel(addresses.empty() ? addr : addresses[0],
-                               grpc::InsecureChannelCredentials());
+    return grpc::CreateChannel(addresses.empty() ? addr : addresses[0], Credentials());
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(timeout_seconds);
   std::shared_ptr<grpc::Channel> channel;
   for (const std::string& a : addresses) {
-    channel = grpc::CreateChannel(a, grpc::InsecureChannelCredentials());
+    channel = grpc::CreateChannel(a, Credentials());
     if (Connects(*channel, deadline)) break;
   }
   return channel;
 }
 
+std::shared_ptr<grpc::ChannelCredentials> Globals::Credentials() const {
+  if (tls_ca.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadFile(tls_ca);
+  if (!tls_cert.empty()) {
+    ssl.pem_cert_chain = ReadFile(tls_cert);
+    ssl.pem_private_key = ReadFile(tls_key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 std::unique_ptr<grpc::ClientContext> Globals::Context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(timeout_seconds)));
   return ctx;
 }

@@ -3,14 +3,14 @@
 // Shared plumbing of the `conduit` CLI: global options, stubs, output (table or JSON) and the
 // mapping of errors to messages and exit codes.
 
+#include <google/protobuf/message.h>
+#include <grpcpp/grpcpp.h>
+
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <google/protobuf/message.h>
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -27,6 +27,9 @@ struct Globals {
   std::string addr = "127.0.0.1:7070";
   double timeout_seconds = 10;
   std::string output = "table";  // table | json
+  // Security (issue 19): the CA that signs the server's certificate (TLS when set), a client
+  // certificate and key (mTLS), and a bearer token (a static token or a JWT) sent on every call.
+  std::string tls_ca, tls_cert, tls_key, token;
 
   bool json() const { return output == "json"; }
   // The --addr list, split at commas (blanks dropped).
@@ -35,7 +38,9 @@ struct Globals {
   // broker serves); with one address, to it without probing. When none connects, the last one
   // (its calls fail UNAVAILABLE).
   std::shared_ptr<grpc::Channel> Channel() const;
-  // A context with the --timeout deadline.
+  // Channels use TLS when --tls-ca is set, else plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() const;
+  // A context with the --timeout deadline and the --token.
   std::unique_ptr<grpc::ClientContext> Context() const;
 };
 

@@ -1,6 +1,7 @@
 // conduit: one tool for topics, records, consumer groups, queues, dead letters and the cluster.
 //
-//   conduit [--addr host:port[,host:port...]] [--timeout s] [--output table|json] <command> ...
+//   conduit [--addr host:port[,host:port...]] [--timeout s] [--output table|json]
+//           [--tls-ca ca.pem [--tls-cert c.pem --tls-key c.key]] [--token T] <command> ...
 //
 // Exit codes: 0 ok; 1 the server refused (the gRPC status and message are printed); 2 bad usage.
 #include <cstdlib>
@@ -22,6 +23,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--timeout", globals.timeout_seconds, "per-call deadline in seconds")
       ->capture_default_str();
+  if (const char* env = std::getenv("CONDUIT_TOKEN")) globals.token = env;
+  if (const char* env = std::getenv("CONDUIT_TLS_CA")) globals.tls_ca = env;
+  if (const char* env = std::getenv("CONDUIT_TLS_CERT")) globals.tls_cert = env;
+  if (const char* env = std::getenv("CONDUIT_TLS_KEY")) globals.tls_key = env;
+  app.add_option(
+      "--tls-ca", globals.tls_ca,
+      "PEM CA of the server's certificate: TLS instead of plaintext (env CONDUIT_TLS_CA)");
+  app.add_option("--tls-cert", globals.tls_cert,
+                 "PEM client certificate for mTLS, with --tls-key (env CONDUIT_TLS_CERT)");
+  app.add_option("--tls-key", globals.tls_key, "PEM key of --tls-cert (env CONDUIT_TLS_KEY)");
+  app.add_option(
+      "--token", globals.token,
+      "bearer token (static or JWT) sent as 'authorization: Bearer' (env CONDUIT_TOKEN)");
   app.add_option("--output,-o", globals.output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "services/coordinator/api/coordinator_service.h"
 
 #include <charconv>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/request_checks.h"
@@ -10,6 +11,61 @@
 namespace conduit::coordinator::api {
 
 using grpc_util::ToGrpcStatus;
+using security::Operation;
+using security::ResourceType;
+
+namespace {
+
+// The call finished with `status` before it ran (refused by the authorise step).
+grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<std::string>> CoordinatorService::CallerOf(
+    grpc::CallbackServerContext* ctx) const {
+  if (guard_.authorizing()) return guard_.PrincipalOf(*ctx);
+  // Without ACLs only the caller's identity can be refused, and the guard's Check decides it as
+  // for any other call; the resource named here does not matter.
+  if (auto s = guard_.Check(*ctx, ResourceType::kCluster, grpc_util::kClusterResource,
+                            Operation::kDescribe);
+      !s.ok()) {
+    return s;
+  }
+  return std::nullopt;
+}
+
+absl::Status CoordinatorService::Allow(const std::optional<std::string>& caller, ResourceType type,
+                                       absl::string_view name, Operation operation) const {
+  if (!caller.has_value()) return absl::OkStatus();
+  return guard_.Check(*caller, type, name, operation);
+}
+
+absl::Status CoordinatorService::AllowGroupAndTopics(grpc::CallbackServerContext* ctx,
+                                                     const std::string& group_id,
+                                                     Operation group_operation,
+                                                     const std::vector<absl::string_view>& topics,
+                                                     Operation topic_operation) const {
+  if (topics.empty()) return AllowGroup(ctx, group_id, group_operation);
+  auto caller = CallerOf(ctx);
+  if (!caller.ok()) return caller.status();
+  return AllowGroupAndTopics(*caller, group_id, group_operation, topics, topic_operation);
+}
+
+absl::Status CoordinatorService::AllowGroupAndTopics(const std::optional<std::string>& caller,
+                                                     const std::string& group_id,
+                                                     Operation group_operation,
+                                                     const std::vector<absl::string_view>& topics,
+                                                     Operation topic_operation) const {
+  if (auto s = Allow(caller, ResourceType::kGroup, group_id, group_operation); !s.ok()) return s;
+  for (absl::string_view topic : topics) {
+    if (auto s = Allow(caller, ResourceType::kTopic, topic, topic_operation); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 
 template <typename Work>
 grpc::ServerUnaryReactor* CoordinatorService::RunAsync(grpc::CallbackServerContext* ctx,
@@ -41,16 +97,22 @@ template <typename Work>
 grpc::ServerUnaryReactor* CoordinatorService::Run(grpc::CallbackServerContext* ctx,
                                                   const google::protobuf::Message& request,
                                                   Work work) {
-  return RunAsync(ctx, request,
-                  [work = std::move(work)](absl::Time deadline,
-                                           grpc::ServerUnaryReactor* reactor) mutable {
-                    reactor->Finish(ToGrpcStatus(work(deadline)));
-                  });
+  return RunAsync(
+      ctx, request,
+      [work = std::move(work)](absl::Time deadline, grpc::ServerUnaryReactor* reactor) mutable {
+        reactor->Finish(ToGrpcStatus(work(deadline)));
+      });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* ctx,
                                                         const pb::HeartbeatRequest* req,
                                                         pb::HeartbeatResponse* resp) {
+  if (auto s = AllowGroupAndTopics(
+          ctx, req->group_id(), Operation::kRead,
+          {req->subscribed_topics().begin(), req->subscribed_topics().end()}, Operation::kDescribe);
+      !s.ok()) {
+    return Refuse(ctx, s);
+  }
   return RunAsync(ctx, *req,
                   [this, req, resp, peer = ctx->peer()](absl::Time deadline,
                                                         grpc::ServerUnaryReactor* reactor) {
@@ -67,6 +129,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerContext* ctx,
                                                          const pb::LeaveGroupRequest* req,
                                                          pb::LeaveGroupResponse*) {
+  if (auto s = AllowGroup(ctx, req->group_id(), Operation::kRead); !s.ok()) return Refuse(ctx, s);
   return Run(ctx, *req, [this, req](absl::Time) {
     return coordinator_->Leave(req->group_id(), req->member_id());
   });
@@ -75,6 +138,13 @@ grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServerContext* ctx,
                                                             const pb::CommitOffsetsRequest* req,
                                                             pb::CommitOffsetsResponse*) {
+  std::vector<absl::string_view> topics;
+  for (const pb::TopicCommits& t : req->topics()) topics.push_back(t.topic());
+  if (auto s =
+          AllowGroupAndTopics(ctx, req->group_id(), Operation::kRead, topics, Operation::kRead);
+      !s.ok()) {
+    return Refuse(ctx, s);
+  }
   return RunAsync(ctx, *req, [this, req](absl::Time deadline, grpc::ServerUnaryReactor* reactor) {
     CommitInput in = FromProto(*req);
     in.deadline = deadline;
@@ -85,11 +155,29 @@ grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServer
 grpc::ServerUnaryReactor* CoordinatorService::FetchOffsets(grpc::CallbackServerContext* ctx,
                                                            const pb::FetchOffsetsRequest* req,
                                                            pb::FetchOffsetsResponse* resp) {
-  return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
+  auto caller = CallerOf(ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (auto s =
+          AllowGroupAndTopics(*caller, req->group_id(), Operation::kDescribe,
+                              {req->topics().begin(), req->topics().end()}, Operation::kDescribe);
+      !s.ok()) {
+    return Refuse(ctx, s);
+  }
+  return Run(ctx, *req, [this, req, resp, caller = *std::move(caller)](absl::Time) -> absl::Status {
     std::vector<std::string> topics(req->topics().begin(), req->topics().end());
     auto offsets = coordinator_->FetchOffsets(req->group_id(), topics);
     if (!offsets.ok()) return offsets.status();
-    for (const OffsetRecord& o : *offsets) ToProto(o, resp->add_offsets());
+    // With no topics named, every topic's offsets came back: keep those of the topics the caller
+    // may Describe (as Kafka's OffsetFetch of all topics does). Named topics were checked above.
+    const std::string* checked = nullptr;  // the last topic checked, and its answer
+    bool visible = true;
+    for (const OffsetRecord& o : *offsets) {
+      if (checked == nullptr || *checked != o.tp.topic) {
+        checked = &o.tp.topic;
+        visible = Allow(caller, ResourceType::kTopic, o.tp.topic, Operation::kDescribe).ok();
+      }
+      if (visible) ToProto(o, resp->add_offsets());
+    }
     return absl::OkStatus();
   });
 }
@@ -97,6 +185,9 @@ grpc::ServerUnaryReactor* CoordinatorService::FetchOffsets(grpc::CallbackServerC
 grpc::ServerUnaryReactor* CoordinatorService::DescribeGroup(grpc::CallbackServerContext* ctx,
                                                             const pb::DescribeGroupRequest* req,
                                                             pb::DescribeGroupResponse* resp) {
+  if (auto s = AllowGroup(ctx, req->group_id(), Operation::kDescribe); !s.ok()) {
+    return Refuse(ctx, s);
+  }
   return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
     auto description = coordinator_->Describe(req->group_id());
     if (!description.ok()) return description.status();
@@ -108,8 +199,11 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeGroup(grpc::CallbackServer
 grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerContext* ctx,
                                                          const pb::ListGroupsRequest* req,
                                                          pb::ListGroupsResponse* resp) {
-  return Run(ctx, *req, [this, resp](absl::Time) -> absl::Status {
+  auto caller = CallerOf(ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  return Run(ctx, *req, [this, resp, caller = *std::move(caller)](absl::Time) -> absl::Status {
     for (const GroupListing& g : coordinator_->List()) {
+      if (!Allow(caller, ResourceType::kGroup, g.group_id, Operation::kDescribe).ok()) continue;
       pb::GroupListing* l = resp->add_groups();
       l->set_group_id(g.group_id);
       l->set_state(ToProto(g.state));
@@ -123,6 +217,9 @@ grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* CoordinatorService::DeleteGroup(grpc::CallbackServerContext* ctx,
                                                           const pb::DeleteGroupRequest* req,
                                                           pb::DeleteGroupResponse*) {
+  if (auto s = AllowGroup(ctx, req->group_id(), Operation::kDelete); !s.ok()) {
+    return Refuse(ctx, s);
+  }
   return Run(ctx, *req,
              [this, req](absl::Time) { return coordinator_->DeleteGroup(req->group_id()); });
 }
@@ -130,6 +227,11 @@ grpc::ServerUnaryReactor* CoordinatorService::DeleteGroup(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerContext* ctx,
                                                            const pb::ResetOffsetsRequest* req,
                                                            pb::ResetOffsetsResponse* resp) {
+  if (auto s = AllowGroupAndTopics(ctx, req->group_id(), Operation::kAlter, {req->topic()},
+                                   Operation::kDescribe);
+      !s.ok()) {
+    return Refuse(ctx, s);
+  }
   return Run(ctx, *req, [this, req, resp, peer = ctx->peer()](absl::Time deadline) -> absl::Status {
     auto in = FromProto(*req, peer);
     if (!in.ok()) return in.status();
@@ -148,6 +250,9 @@ grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerC
 grpc::ServerUnaryReactor* CoordinatorService::ListGroupAudit(grpc::CallbackServerContext* ctx,
                                                              const pb::ListGroupAuditRequest* req,
                                                              pb::ListGroupAuditResponse* resp) {
+  if (auto s = AllowGroup(ctx, req->group_id(), Operation::kDescribe); !s.ok()) {
+    return Refuse(ctx, s);
+  }
   return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
     if (req->page_size() < 0 || req->page_size() > 1000) {
       return absl::InvalidArgumentError(

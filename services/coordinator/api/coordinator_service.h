@@ -1,5 +1,12 @@
 #pragma once
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/grpc/call_guard.h"
 #include "common/runtime/runtime.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "services/coordinator/domain/group_coordinator.h"
@@ -8,13 +15,26 @@ namespace conduit::coordinator::api {
 
 namespace pb = ::conduit::coordinator::v1;
 
-// gRPC adapter of conduit.coordinator.v1.GroupCoordinator (callback API). Each call is handed
-// to `scope` (the runtime's remote pool), because the domain may wait on the broker; a full
-// scope answers RESOURCE_EXHAUSTED. Thread-safe; both must outlive it.
+// gRPC adapter of conduit.coordinator.v1.GroupCoordinator (callback API). Each call first takes
+// the authorise step (`guard`) on the gRPC thread, so a refused call (UNAUTHENTICATED or
+// PERMISSION_DENIED) never queues; then it is handed to `scope` (the runtime's remote pool),
+// because the domain may wait on the broker; a full scope answers RESOURCE_EXHAUSTED.
+// Operations, as Kafka checks them (group = the request's group_id):
+// - Heartbeat (join and keep alive) and LeaveGroup: Read on the group; a Heartbeat
+//   that names subscribed topics also needs Describe on each.
+// - CommitOffsets: Read on the group and Read on each topic it commits.
+// - FetchOffsets: Describe on the group and on each topic named; with no topics named, only the
+//   offsets of topics the caller may Describe come back.
+// - DescribeGroup and ListGroupAudit: Describe on the group. ListGroups: only the groups the
+//   caller may Describe.
+// - DeleteGroup: Delete on the group.
+// - ResetOffsets (dry run too): Alter on the group, Describe on the topic.
+// Thread-safe; `coordinator`, `scope` and `guard` must outlive it.
 class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
  public:
-  CoordinatorService(GroupCoordinator* coordinator, runtime::Scope* scope)
-      : coordinator_(coordinator), scope_(scope) {}
+  CoordinatorService(GroupCoordinator* coordinator, runtime::Scope* scope,
+                     const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open())
+      : coordinator_(coordinator), scope_(scope), guard_(guard) {}
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext*, const pb::HeartbeatRequest*,
                                       pb::HeartbeatResponse*) override;
@@ -31,8 +51,7 @@ class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
                                           pb::DescribeGroupResponse*) override;
   grpc::ServerUnaryReactor* ListGroups(grpc::CallbackServerContext*, const pb::ListGroupsRequest*,
                                        pb::ListGroupsResponse*) override;
-  grpc::ServerUnaryReactor* DeleteGroup(grpc::CallbackServerContext*,
-                                        const pb::DeleteGroupRequest*,
+  grpc::ServerUnaryReactor* DeleteGroup(grpc::CallbackServerContext*, const pb::DeleteGroupRequest*,
                                         pb::DeleteGroupResponse*) override;
   grpc::ServerUnaryReactor* ResetOffsets(grpc::CallbackServerContext*,
                                          const pb::ResetOffsetsRequest*,
@@ -55,8 +74,35 @@ class CoordinatorService final : public pb::GroupCoordinator::CallbackService {
   grpc::ServerUnaryReactor* RunAsync(grpc::CallbackServerContext* ctx,
                                      const google::protobuf::Message& request, Work work);
 
+  // The guard's Check on group `group_id`.
+  absl::Status AllowGroup(grpc::CallbackServerContext* ctx, const std::string& group_id,
+                          security::Operation operation) const {
+    return guard_.Check(*ctx, security::ResourceType::kGroup, group_id, operation);
+  }
+  // The caller, decided once for a call that checks several resources (one token verification,
+  // not one per resource). nullopt when the guard does not authorise: every caller it lets in
+  // may then do everything. UNAUTHENTICATED when the guard refuses the caller, exactly as its
+  // Check(ctx, ...) would (an open guard refuses nobody, bearer token or not).
+  absl::StatusOr<std::optional<std::string>> CallerOf(grpc::CallbackServerContext* ctx) const;
+  // OK when `caller` (from CallerOf) may do `operation` on the resource, or when it is nullopt;
+  // PERMISSION_DENIED otherwise.
+  absl::Status Allow(const std::optional<std::string>& caller, security::ResourceType type,
+                     absl::string_view name, security::Operation operation) const;
+  // `group_operation` on group `group_id`, then `topic_operation` on each of `topics`, the caller
+  // decided once: OK, or the first refusal (UNAUTHENTICATED or PERMISSION_DENIED).
+  absl::Status AllowGroupAndTopics(grpc::CallbackServerContext* ctx, const std::string& group_id,
+                                   security::Operation group_operation,
+                                   const std::vector<absl::string_view>& topics,
+                                   security::Operation topic_operation) const;
+  // The same for a caller already decided (CallerOf): OK or PERMISSION_DENIED.
+  absl::Status AllowGroupAndTopics(const std::optional<std::string>& caller,
+                                   const std::string& group_id, security::Operation group_operation,
+                                   const std::vector<absl::string_view>& topics,
+                                   security::Operation topic_operation) const;
+
   GroupCoordinator* const coordinator_;
   runtime::Scope* const scope_;
+  const grpc_util::CallGuard& guard_;
 };
 
 }  // namespace conduit::coordinator::api

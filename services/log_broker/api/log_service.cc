@@ -47,14 +47,16 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
 grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* ctx,
                                                   const pb::CreateTopicRequest* request,
                                                   pb::CreateTopicResponse* response) {
+  if (auto s = Allow(ctx, request->name(), security::Operation::kCreate); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto patch = FromProto(request->config());
   if (!patch.ok()) return Done(ctx, patch.status());
   return Blocking(ctx, broker_, [this, request, response, config = *patch]() -> absl::Status {
-    auto meta = broker_->CreateTopic(
-        request->name(), request->partitions(), config,
-        request->has_replication_factor() ? std::optional<int32_t>(request->replication_factor())
-                                          : std::nullopt);
+    auto meta = broker_->CreateTopic(request->name(), request->partitions(), config,
+                                     request->has_replication_factor()
+                                         ? std::optional<int32_t>(request->replication_factor())
+                                         : std::nullopt);
     if (!meta.ok()) return meta.status();
     ToProto(meta->meta, response->mutable_topic());
     response->mutable_topic()->set_replication_factor(meta->replication_factor);
@@ -65,6 +67,8 @@ grpc::ServerUnaryReactor* LogService::CreateTopic(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* LogService::UpdateTopicConfig(grpc::CallbackServerContext* ctx,
                                                         const pb::UpdateTopicConfigRequest* request,
                                                         pb::UpdateTopicConfigResponse* response) {
+  if (auto s = Allow(ctx, request->name(), security::Operation::kAlter); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto patch = FromProto(request->config());
   if (!patch.ok()) return Done(ctx, patch.status());
@@ -79,6 +83,9 @@ grpc::ServerUnaryReactor* LogService::UpdateTopicConfig(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* ctx,
                                                    const pb::InitProducerRequest* request,
                                                    pb::InitProducerResponse* response) {
+  // The request names no topic: a producer id is a cluster-wide grant (Kafka's IdempotentWrite
+  // on the cluster); each Produce with it still needs Write on its topic.
+  if (auto s = AllowCluster(ctx, security::Operation::kWrite); !s.ok()) return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   return Blocking(ctx, broker_, [this, request, response]() -> absl::Status {
     auto producer = broker_->InitProducer(request->producer_name());
@@ -89,9 +96,10 @@ grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* 
   });
 }
 
-grpc::ServerUnaryReactor* LogService::ReassignPartition(
-    grpc::CallbackServerContext* ctx, const pb::ReassignPartitionRequest* request,
-    pb::ReassignPartitionResponse* response) {
+grpc::ServerUnaryReactor* LogService::ReassignPartition(grpc::CallbackServerContext* ctx,
+                                                        const pb::ReassignPartitionRequest* request,
+                                                        pb::ReassignPartitionResponse* response) {
+  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   return Blocking(ctx, broker_, [this, request]() -> absl::Status {
     return broker_->ReassignPartition(request->topic(), request->partition(),
@@ -103,6 +111,9 @@ grpc::ServerUnaryReactor* LogService::ReassignPartition(
 grpc::ServerUnaryReactor* LogService::GetMetadata(grpc::CallbackServerContext* ctx,
                                                   const pb::GetMetadataRequest* request,
                                                   pb::GetMetadataResponse* response) {
+  // As Kafka: any caller may ask (the brokers are shown), topics only where it may Describe.
+  auto principal = guard_.PrincipalOf(*ctx);
+  if (!principal.ok()) return Done(ctx, principal.status());
   std::string address;
   {
     absl::MutexLock lock(&address_mu_);
@@ -110,12 +121,26 @@ grpc::ServerUnaryReactor* LogService::GetMetadata(grpc::CallbackServerContext* c
   }
   response->set_answered_by(broker_->broker_id());
   response->set_cluster(broker_->cluster_name());
-  return Done(ctx, ToProto(broker_->Metadata(address), request->topics(), response));
+  absl::Status s = ToProto(broker_->Metadata(address), request->topics(), response);
+  if (s.ok() && guard_.authorizing()) {
+    auto* topics = response->mutable_topics();
+    for (int i = topics->size() - 1; i >= 0; --i) {
+      if (!guard_
+               .Check(*principal, security::ResourceType::kTopic, topics->Get(i).name(),
+                      security::Operation::kDescribe)
+               .ok()) {
+        topics->DeleteSubrange(i, 1);
+      }
+    }
+  }
+  return Done(ctx, s);
 }
 
 grpc::ServerUnaryReactor* LogService::DeleteTopic(grpc::CallbackServerContext* ctx,
                                                   const pb::DeleteTopicRequest* request,
                                                   pb::DeleteTopicResponse* response) {
+  if (auto s = Allow(ctx, request->name(), security::Operation::kDelete); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   return Blocking(ctx, broker_, [this, request] { return broker_->DeleteTopic(request->name()); });
 }
@@ -123,8 +148,17 @@ grpc::ServerUnaryReactor* LogService::DeleteTopic(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* LogService::ListTopics(grpc::CallbackServerContext* ctx,
                                                  const pb::ListTopicsRequest* request,
                                                  pb::ListTopicsResponse* response) {
+  // Who calls, once; then Describe per topic (a topic the caller may not see is left out).
+  auto principal = guard_.PrincipalOf(*ctx);
+  if (!principal.ok()) return Done(ctx, principal.status());
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   for (const TopicSummary& t : broker_->ListTopics()) {
+    if (!guard_
+             .Check(*principal, security::ResourceType::kTopic, t.meta.name,
+                    security::Operation::kDescribe)
+             .ok()) {
+      continue;
+    }
     pb::TopicInfo* info = response->add_topics();
     ToProto(t.meta, info);
     info->set_replication_factor(t.replication_factor);
@@ -135,6 +169,8 @@ grpc::ServerUnaryReactor* LogService::ListTopics(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* LogService::DescribeTopic(grpc::CallbackServerContext* ctx,
                                                     const pb::DescribeTopicRequest* request,
                                                     pb::DescribeTopicResponse* response) {
+  if (auto s = Allow(ctx, request->name(), security::Operation::kDescribe); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto description = broker_->DescribeTopic(request->name());
   if (description.ok()) ToProto(*description, response);
@@ -145,6 +181,8 @@ grpc::ServerUnaryReactor* LogService::DescribeTopic(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
                                               const pb::ProduceRequest* request,
                                               pb::ProduceResponse* response) {
+  if (auto s = Allow(ctx, request->topic(), security::Operation::kWrite); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto acks = FromProto(request->acks());
   if (!acks.ok()) return Done(ctx, acks.status());
@@ -185,14 +223,22 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
                                             const pb::FetchRequest* request,
                                             pb::FetchResponse* response) {
+  if (auto s = Allow(ctx, request->topic(), security::Operation::kRead); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  const bool payloads = MayViewPayload(ctx, request->topic());
   auto* reactor = ctx->DefaultReactor();
   const absl::Time started = absl::Now();
   absl::Status status = broker_->Fetch(
-      FromProto(*request), [this, reactor, response, started](absl::StatusOr<FetchResult> result) {
+      FromProto(*request),
+      [this, reactor, response, started, payloads](absl::StatusOr<FetchResult> result) {
         if (result.ok()) {
           response->mutable_records()->Reserve(static_cast<int>(result->records.size()));
-          for (const StoredRecord& r : result->records) ToProto(r, response->add_records());
+          for (const StoredRecord& r : result->records) {
+            pb::Record* record = response->add_records();
+            ToProto(r, record);
+            if (!payloads) record->clear_value();
+          }
           response->set_high_watermark(result->high_watermark);
           response->set_log_start_offset(result->log_start_offset);
           response->set_next_offset(result->next_offset);
@@ -207,6 +253,8 @@ grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* LogService::ListOffsets(grpc::CallbackServerContext* ctx,
                                                   const pb::ListOffsetsRequest* request,
                                                   pb::ListOffsetsResponse* response) {
+  if (auto s = Allow(ctx, request->topic(), security::Operation::kDescribe); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   OffsetQuery query;
   switch (request->spec()) {
@@ -248,6 +296,12 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
  public:
   TailReactor(LogService* service, grpc::CallbackServerContext* ctx, const pb::TailRequest& request)
       : service_(service), ctx_(ctx) {
+    // Before any record is read or sent.
+    if (auto s = service_->Allow(ctx_, request.topic(), security::Operation::kRead); !s.ok()) {
+      Finish(ToGrpcStatus(s));
+      return;
+    }
+    payloads_ = service_->MayViewPayload(ctx_, request.topic());
     if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) {
       Finish(ToGrpcStatus(s));
       return;
@@ -258,10 +312,11 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
     if (request.has_max_records()) args_.max_records = request.max_records();
     args_.max_wait = kTailWait;
     if (request.start() == pb::OFFSET_SPEC_EARLIEST || request.start() == pb::OFFSET_SPEC_LATEST) {
-      auto offsets = service_->broker_->ListOffsets(
-          args_.topic, {args_.partition},
-          request.start() == pb::OFFSET_SPEC_EARLIEST ? OffsetQuery::kEarliest : OffsetQuery::kLatest,
-          absl::InfinitePast());
+      auto offsets = service_->broker_->ListOffsets(args_.topic, {args_.partition},
+                                                    request.start() == pb::OFFSET_SPEC_EARLIEST
+                                                        ? OffsetQuery::kEarliest
+                                                        : OffsetQuery::kLatest,
+                                                    absl::InfinitePast());
       if (!offsets.ok()) {
         Finish(Answer(ctx_, offsets.status()));
         return;
@@ -332,7 +387,11 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
     }
     response_.Clear();
     response_.mutable_records()->Reserve(static_cast<int>(result->records.size()));
-    for (const StoredRecord& r : result->records) ToProto(r, response_.add_records());
+    for (const StoredRecord& r : result->records) {
+      pb::Record* record = response_.add_records();
+      ToProto(r, record);
+      if (!payloads_) record->clear_value();
+    }
     response_.set_high_watermark(result->high_watermark);
     args_.offset = result->records.back().offset + 1;
     StartWrite(&response_);
@@ -341,6 +400,7 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
   LogService* const service_;
   grpc::CallbackServerContext* const ctx_;
   FetchArgs args_;
+  bool payloads_ = false;  // whether the caller may see record values (ViewPayload), from the start
   pb::TailResponse response_;
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;

@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc/call_guard.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "services/log_broker/api/convert.h"
 #include "services/log_broker/api/log_metrics.h"
@@ -12,14 +13,25 @@
 
 namespace conduit::log_broker::api {
 
-// gRPC adapter of conduit.log.v1.LogService (callback API): converts each request, calls the
-// Broker, converts the result back and finishes with the mapped status. Blocking work runs on
-// the broker's storage executor; reactors finish from there.
+// gRPC adapter of conduit.log.v1.LogService (callback API): takes the authorise step (`guard`),
+// converts each request, calls the Broker, converts the result back and finishes with the mapped
+// status. Blocking work runs on the broker's storage executor; reactors finish from there.
 //
-// Thread-safe. `broker` and `metrics` must outlive the service.
+// Operations on the topic named by the request: CreateTopic Create, DeleteTopic Delete,
+// DescribeTopic and ListOffsets Describe, UpdateTopicConfig Alter, Produce Write, ProduceStream
+// Write (checked when a topic first appears on the stream; a refused message is answered with
+// its status and the stream goes on), Fetch Read, Tail Read (at its start, before any record is
+// sent). Fetch and Tail return record values only with ViewPayload (keys, headers and offsets
+// always). ListTopics and GetMetadata (any identified caller; the brokers always) list the
+// topics the caller may Describe. On the cluster resource (grpc_util::kClusterResource):
+// InitProducer Write (its request names no topic), ReassignPartition Alter.
+//
+// Thread-safe. `broker`, `metrics` and `guard` must outlive the service.
 class LogService final : public ::conduit::log::v1::LogService::CallbackService {
  public:
-  LogService(Broker* broker, LogMetrics* metrics) : broker_(broker), metrics_(metrics) {}
+  LogService(Broker* broker, LogMetrics* metrics,
+             const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open())
+      : broker_(broker), metrics_(metrics), guard_(guard) {}
 
   // Ends open Tail streams (within about a second) so a server shutdown can drain quickly.
   void BeginShutdown() { shutting_down_.store(true); }
@@ -46,8 +58,7 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
                                     pb::ProduceResponse* response) override;
   grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse>* ProduceStream(
       grpc::CallbackServerContext* ctx) override;  // produce_stream.cc
-  grpc::ServerUnaryReactor* Fetch(grpc::CallbackServerContext* ctx,
-                                  const pb::FetchRequest* request,
+  grpc::ServerUnaryReactor* Fetch(grpc::CallbackServerContext* ctx, const pb::FetchRequest* request,
                                   pb::FetchResponse* response) override;
   grpc::ServerWriteReactor<pb::TailResponse>* Tail(grpc::CallbackServerContext* ctx,
                                                    const pb::TailRequest* request) override;
@@ -71,8 +82,23 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   class TailReactor;
   class ProduceStreamReactor;
 
+  // The guard's Check on topic `name`.
+  absl::Status Allow(grpc::CallbackServerContext* ctx, const std::string& name,
+                     security::Operation operation) const {
+    return guard_.Check(*ctx, security::ResourceType::kTopic, name, operation);
+  }
+  // The guard's Check on the cluster resource.
+  absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation operation) const {
+    return guard_.Check(*ctx, security::ResourceType::kCluster, grpc_util::kClusterResource,
+                        operation);
+  }
+  bool MayViewPayload(grpc::CallbackServerContext* ctx, const std::string& topic) const {
+    return guard_.MayViewPayload(*ctx, security::ResourceType::kTopic, topic);
+  }
+
   Broker* const broker_;
   LogMetrics* const metrics_;
+  const grpc_util::CallGuard& guard_;
   std::atomic<bool> shutting_down_{false};
   absl::Mutex address_mu_;
   std::string address_ ABSL_GUARDED_BY(address_mu_);

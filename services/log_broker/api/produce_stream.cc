@@ -1,7 +1,10 @@
 // LogService.ProduceStream: Produce, one message at a time, on one stream.
 
+#include <algorithm>
 #include <deque>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "common/grpc/request_checks.h"
@@ -18,6 +21,12 @@ namespace conduit::log_broker::api {
 // caller is then held back by HTTP/2 flow control, and the broker holds at most kWindow requests
 // and answers per stream.
 //
+// Authorisation: each message needs Write on its topic. A topic is checked when it first appears
+// on the stream and, once allowed, stays allowed for the stream's life (like Kafka's checks per
+// connection), so a long stream does not re-verify its token per message; a refused message is
+// answered with PERMISSION_DENIED or UNAUTHENTICATED like any other refused message, nothing of
+// it is appended, and the stream goes on.
+//
 // Lifetime: gRPC calls OnDone once after Finish; Finish is called only when no read, write or
 // Broker::Produce callback is outstanding, so no callback ever runs on a deleted reactor.
 // Reactions and Produce callbacks run on gRPC and writer threads; state is under mu_, and
@@ -26,9 +35,12 @@ class LogService::ProduceStreamReactor final
     : public grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse> {
  public:
   static constexpr size_t kWindow = 1024;
+  // Allowed topics remembered per stream; a stream writing more is checked for the others at
+  // every message (bounds the memory a stream naming many topics can take).
+  static constexpr size_t kRememberedTopics = 64;
 
-  ProduceStreamReactor(LogService* service, grpc::CallbackServerContext* ctx) : service_(service) {
-    (void)ctx;
+  ProduceStreamReactor(LogService* service, grpc::CallbackServerContext* ctx)
+      : service_(service), ctx_(ctx) {
     StartRead(&request_);  // reading_ starts true
   }
 
@@ -95,11 +107,25 @@ class LogService::ProduceStreamReactor final
     bool answered = false;
   };
 
+  // OK when this stream may write `topic` (see the class comment); PERMISSION_DENIED or
+  // UNAUTHENTICATED otherwise.
+  absl::Status AllowWrite(const std::string& topic) {
+    if (std::find(allowed_topics_.begin(), allowed_topics_.end(), topic) != allowed_topics_.end()) {
+      return absl::OkStatus();
+    }
+    absl::Status allowed = service_->Allow(ctx_, topic, security::Operation::kWrite);
+    if (allowed.ok() && allowed_topics_.size() < kRememberedTopics) {
+      allowed_topics_.push_back(topic);
+    }
+    return allowed;
+  }
+
   // Hands the message in request_ to the broker; the answer lands in `slot`.
   void Produce(Slot* slot) {
     const absl::Time started = absl::Now();
     pb::ProduceRequest& request = *request_.mutable_request();
-    absl::Status refused = grpc_util::CheckTimeFields(request);
+    absl::Status refused = AllowWrite(request.topic());
+    if (refused.ok()) refused = grpc_util::CheckTimeFields(request);
     auto acks = FromProto(request.acks());
     if (refused.ok()) refused = acks.status();
     if (refused.ok()) {
@@ -169,8 +195,8 @@ class LogService::ProduceStreamReactor final
     if (!finished_ && !reading_ && !writing_ && producing_ == 0 &&
         (broken_ || (reads_done_ && slots_.empty()))) {
       finished_ = true;
-      steps.finish = broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed")
-                             : grpc::Status::OK;
+      steps.finish =
+          broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed") : grpc::Status::OK;
     }
     return steps;
   }
@@ -181,12 +207,15 @@ class LogService::ProduceStreamReactor final
   }
 
   LogService* const service_;
+  grpc::CallbackServerContext* const ctx_;
   // Written by the read that fills it and read by OnReadDone before the next read starts.
   pb::ProduceStreamRequest request_;
+  // Topics this stream may write; like request_, used only by OnReadDone (one read at a time).
+  std::vector<std::string> allowed_topics_;
   absl::Mutex mu_;
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);  // unanswered or unwritten, in message order
-  int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;    // Broker::Produce callbacks still to come
-  bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's read
+  int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;   // Broker::Produce callbacks still to come
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;     // the constructor's read
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed

@@ -11,14 +11,20 @@ grpc::ServerUnaryReactor* ReplicaService::ReplicaFetch(grpc::CallbackServerConte
                                                        const pb::ReplicaFetchRequest* request,
                                                        pb::ReplicaFetchResponse* response) {
   auto* reactor = ctx->DefaultReactor();
-  const absl::Duration max_wait =
-      std::min(FromDuration(request->max_wait()), absl::Seconds(10));
-  absl::Status status = broker_->ReplicaFetch(
-      request->follower(), FromProto(*request), request->max_bytes(), max_wait,
-      [reactor, response](std::vector<ReplicaFetchData> data) {
-        ToProto(std::move(data), response);
-        reactor->Finish(grpc::Status::OK);
-      });
+  // Brokers only (see the class comment): Read on the cluster, not on each topic.
+  if (auto s = guard_.Check(*ctx, security::ResourceType::kCluster, grpc_util::kClusterResource,
+                            security::Operation::kRead);
+      !s.ok()) {
+    reactor->Finish(grpc_util::ToGrpcStatus(s));
+    return reactor;
+  }
+  const absl::Duration max_wait = std::min(FromDuration(request->max_wait()), absl::Seconds(10));
+  absl::Status status =
+      broker_->ReplicaFetch(request->follower(), FromProto(*request), request->max_bytes(),
+                            max_wait, [reactor, response](std::vector<ReplicaFetchData> data) {
+                              ToProto(std::move(data), response);
+                              reactor->Finish(grpc::Status::OK);
+                            });
   if (!status.ok()) reactor->Finish(grpc_util::ToGrpcStatus(status));
   return reactor;
 }

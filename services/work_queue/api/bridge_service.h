@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/grpc/call_guard.h"
 #include "conduit/queue/v1/bridge.grpc.pb.h"
 #include "services/work_queue/bridge/bridge_manager.h"
 
@@ -13,7 +14,9 @@ namespace bpb = ::conduit::queue::v1;
 // Thread-safe; `bridges` must outlive it.
 class BridgeService final : public bpb::Bridges::CallbackService {
  public:
-  explicit BridgeService(bridge::BridgeManager* bridges) : bridges_(bridges) {}
+  explicit BridgeService(bridge::BridgeManager* bridges,
+                         const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open())
+      : bridges_(bridges), guard_(guard) {}
 
   grpc::ServerUnaryReactor* CreateBridge(grpc::CallbackServerContext*,
                                          const bpb::CreateBridgeRequest*,
@@ -35,7 +38,13 @@ class BridgeService final : public bpb::Bridges::CallbackService {
                                          bpb::DeleteBridgeResponse*) override;
 
  private:
+  // The guard's Check on the cluster: bridges are cluster configuration (Describe to see them,
+  // Alter to change them; creating one also needs Read on its topic and Write on its queue).
+  absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation op) const {
+    return guard_.Check(*ctx, security::ResourceType::kCluster, grpc_util::kClusterResource, op);
+  }
   bridge::BridgeManager* const bridges_;
+  const grpc_util::CallGuard& guard_;
 };
 
 }  // namespace conduit::work_queue::api

@@ -37,7 +37,11 @@ constexpr int32_t kMaxCredits = 10000;
 class QueueService::ConsumeReactor final
     : public grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse> {
  public:
-  explicit ConsumeReactor(WorkQueue* queue) : queue_(queue) { StartRead(&request_); }
+  ConsumeReactor(WorkQueue* queue, grpc::CallbackServerContext* ctx,
+                 const grpc_util::CallGuard& guard)
+      : queue_(queue), ctx_(ctx), guard_(guard) {
+    StartRead(&request_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // half-close, or the stream broke
@@ -142,7 +146,7 @@ class QueueService::ConsumeReactor final
     if (!finished_ && !reading_ && !writing_ && outstanding_ == 0 &&
         (broken_ || failed_ || (reads_done_ && unwritten_.empty()))) {
       finished_ = true;
-      steps.finish = failed_  ? grpc_util::ToGrpcStatus(failure_)
+      steps.finish = failed_   ? grpc_util::ToGrpcStatus(failure_)
                      : broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed")
                                : grpc::Status::OK;
     }
@@ -184,6 +188,12 @@ class QueueService::ConsumeReactor final
     if (started_) return Fail(absl::InvalidArgumentError("the stream has started already"));
     if (auto s = grpc_util::CheckTimeFields(start); !s.ok()) return Fail(s);
     if (start.queue().empty()) return Fail(absl::InvalidArgumentError("start needs a queue"));
+    // Before any job is leased or sent.
+    if (auto s = guard_.Check(*ctx_, security::ResourceType::kQueue, start.queue(),
+                              security::Operation::kRead);
+        !s.ok()) {
+      return Fail(s);
+    }
     started_ = true;
     lease_.queue = start.queue();
     lease_.worker = start.worker_id();
@@ -298,6 +308,8 @@ class QueueService::ConsumeReactor final
   }
 
   WorkQueue* const queue_;
+  grpc::CallbackServerContext* const ctx_;
+  const grpc_util::CallGuard& guard_;
   // Filled by a read; used by OnReadDone before the next read starts.
   pb::ConsumeRequest request_;
   absl::Mutex mu_;
@@ -305,9 +317,9 @@ class QueueService::ConsumeReactor final
   LeaseArgs lease_ ABSL_GUARDED_BY(mu_);  // queue, worker, visibility timeout, wait
   int64_t credits_ ABSL_GUARDED_BY(mu_) = 0;
   bool leasing_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // queue callbacks still to come
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;                    // queue callbacks still to come
   std::deque<pb::ConsumeResponse> unwritten_ ABSL_GUARDED_BY(mu_);  // front: being written
-  bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's read
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;                        // the constructor's read
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
@@ -317,8 +329,8 @@ class QueueService::ConsumeReactor final
 };
 
 grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse>* QueueService::Consume(
-    grpc::CallbackServerContext*) {
-  return new ConsumeReactor(queue_);
+    grpc::CallbackServerContext* ctx) {
+  return new ConsumeReactor(queue_, ctx, guard_);
 }
 
 }  // namespace conduit::work_queue::api

@@ -29,8 +29,8 @@ QueueConfigPatch FromProto(const pb::QueueConfig& c) {
   if (c.has_max_redrives()) p.max_redrives = c.max_redrives();
   if (c.has_max_ready_age()) p.max_ready_age = FromDuration(c.max_ready_age());
   if (!c.tenant_weights().empty()) {
-    p.tenant_weights = std::map<std::string, int32_t>(c.tenant_weights().begin(),
-                                                      c.tenant_weights().end());
+    p.tenant_weights =
+        std::map<std::string, int32_t>(c.tenant_weights().begin(), c.tenant_weights().end());
   }
   if (c.has_max_in_flight_per_tenant()) p.max_in_flight_per_tenant = c.max_in_flight_per_tenant();
   return p;
@@ -50,17 +50,22 @@ void ToProto(const QueueMeta& m, pb::QueueInfo* out) {
   config->set_max_depth(c.max_depth);
   config->set_max_redrives(c.max_redrives);
   SetDuration(c.max_ready_age, config->mutable_max_ready_age());
-  for (const auto& [tenant, weight] : c.tenant_weights) (*config->mutable_tenant_weights())[tenant] = weight;
+  for (const auto& [tenant, weight] : c.tenant_weights)
+    (*config->mutable_tenant_weights())[tenant] = weight;
   config->set_max_in_flight_per_tenant(c.max_in_flight_per_tenant);
   SetTimestamp(m.created, out->mutable_created());
 }
 
 pb::Outcome ToProto(Outcome o) {
   switch (o) {
-    case Outcome::kLeased: return pb::OUTCOME_LEASED;
-    case Outcome::kAcked: return pb::OUTCOME_ACKED;
-    case Outcome::kNacked: return pb::OUTCOME_NACKED;
-    case Outcome::kExpired: return pb::OUTCOME_EXPIRED;
+    case Outcome::kLeased:
+      return pb::OUTCOME_LEASED;
+    case Outcome::kAcked:
+      return pb::OUTCOME_ACKED;
+    case Outcome::kNacked:
+      return pb::OUTCOME_NACKED;
+    case Outcome::kExpired:
+      return pb::OUTCOME_EXPIRED;
   }
   return pb::OUTCOME_UNSPECIFIED;
 }
@@ -171,6 +176,8 @@ absl::StatusOr<NackArgs> NackArgsFromProto(const pb::NackRequest& request) {
 grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* ctx,
                                                     const pb::CreateQueueRequest* request,
                                                     pb::CreateQueueResponse* response) {
+  if (auto s = Allow(ctx, request->name(), security::Operation::kCreate); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->CreateQueue(request->name(), FromProto(request->config()),
@@ -183,6 +190,8 @@ grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* ctx,
                                                     const pb::DeleteQueueRequest* request,
                                                     pb::DeleteQueueResponse*) {
+  if (auto s = Allow(ctx, request->name(), security::Operation::kDelete); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->DeleteQueue(request->name(), Finisher<bool>(reactor, [](bool) {}));
@@ -192,13 +201,24 @@ grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* QueueService::ListQueues(grpc::CallbackServerContext* ctx,
                                                    const pb::ListQueuesRequest*,
                                                    pb::ListQueuesResponse* response) {
-  for (const QueueMeta& m : queue_->ListQueues()) ToProto(m, response->add_queues());
+  auto principal = guard_.PrincipalOf(*ctx);
+  if (!principal.ok()) return Done(ctx, principal.status());
+  for (const QueueMeta& m : queue_->ListQueues()) {
+    if (guard_
+            .Check(*principal, security::ResourceType::kQueue, m.name,
+                   security::Operation::kDescribe)
+            .ok()) {
+      ToProto(m, response->add_queues());
+    }
+  }
   return Done(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContext* ctx,
                                                       const pb::GetQueueStatsRequest* request,
                                                       pb::GetQueueStatsResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kDescribe); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto stats = queue_->Stats(request->queue());
   if (stats.ok()) {
@@ -219,6 +239,13 @@ grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx,
                                                 const pb::EnqueueRequest* request,
                                                 pb::EnqueueResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kWrite); !s.ok())
+    return Done(ctx, s);
+  size_t bytes = 0;
+  for (const auto& job : request->jobs()) bytes += job.payload().size();
+  if (auto s = guard_.ChargeBytes(*ctx, security::QuotaKind::kProduceBytes, bytes); !s.ok()) {
+    return Done(ctx, s);
+  }
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<NewJob> jobs;
   for (const pb::NewJob& j : request->jobs()) jobs.push_back(FromProto(j));
@@ -230,6 +257,8 @@ grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
                                               const pb::LeaseRequest* request,
                                               pb::LeaseResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   LeaseArgs args;
   args.queue = request->queue();
@@ -241,8 +270,8 @@ grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
   args.max_wait = FromDuration(request->max_wait());
   auto* reactor = ctx->DefaultReactor();
   queue_->Lease(args, Finisher<std::vector<Job>>(reactor, [response](const auto& jobs) {
-    for (const Job& job : jobs) ToLeasedJob(job, response->add_jobs());
-  }));
+                  for (const Job& job : jobs) ToLeasedJob(job, response->add_jobs());
+                }));
 
   return reactor;
 }
@@ -250,6 +279,8 @@ grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext* ctx,
                                                     const pb::ExtendLeaseRequest* request,
                                                     pb::ExtendLeaseResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->ExtendLease(request->queue(), request->job_id(), LeaseToken(request->lease_token()),
@@ -262,6 +293,8 @@ grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
                                             const pb::AckRequest* request, pb::AckResponse*) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->Ack(request->queue(), request->job_id(), LeaseToken(request->lease_token()),
@@ -272,28 +305,32 @@ grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* QueueService::AckBatch(grpc::CallbackServerContext* ctx,
                                                  const pb::AckBatchRequest* request,
                                                  pb::AckBatchResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<AckEntry> entries;
   entries.reserve(request->jobs_size());
-  for (const auto& e : request->jobs()) entries.push_back({e.job_id(), LeaseToken(e.lease_token())});
+  for (const auto& e : request->jobs())
+    entries.push_back({e.job_id(), LeaseToken(e.lease_token())});
   auto* reactor = ctx->DefaultReactor();
-  queue_->AckBatch(
-      request->queue(), entries,
-      Finisher<std::vector<absl::Status>>(
-          reactor, [request, response](const std::vector<absl::Status>& results) {
-            for (size_t i = 0; i < results.size(); ++i) {
-              auto* r = response->add_results();
-              r->set_job_id(request->jobs(static_cast<int>(i)).job_id());
-              r->set_code(static_cast<int32_t>(results[i].code()));
-              r->set_message(std::string(results[i].message()));
-            }
-          }));
+  queue_->AckBatch(request->queue(), entries,
+                   Finisher<std::vector<absl::Status>>(
+                       reactor, [request, response](const std::vector<absl::Status>& results) {
+                         for (size_t i = 0; i < results.size(); ++i) {
+                           auto* r = response->add_results();
+                           r->set_job_id(request->jobs(static_cast<int>(i)).job_id());
+                           r->set_code(static_cast<int32_t>(results[i].code()));
+                           r->set_message(std::string(results[i].message()));
+                         }
+                       }));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
                                              const pb::NackRequest* request,
                                              pb::NackResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto args = NackArgsFromProto(*request);
   if (!args.ok()) return Done(ctx, args.status());
@@ -309,11 +346,18 @@ grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* QueueService::ListDeadLetters(grpc::CallbackServerContext* ctx,
                                                         const pb::ListDeadLettersRequest* request,
                                                         pb::ListDeadLettersResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kDescribe); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto page = queue_->ListDeadLetters(request->queue(), FromProto(request->filter()),
                                       request->page_size(), request->page_token());
   if (page.ok()) {
-    for (const Job& job : page->jobs) ToProto(job, response->add_dead_letters());
+    const bool payloads = MayViewPayload(ctx, request->queue());
+    for (const Job& job : page->jobs) {
+      pb::DeadLetter* letter = response->add_dead_letters();
+      ToProto(job, letter);
+      if (!payloads) letter->clear_payload();
+    }
     response->set_next_page_token(page->next_page_token);
   }
   return Done(ctx, page.status());
@@ -322,15 +366,31 @@ grpc::ServerUnaryReactor* QueueService::ListDeadLetters(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* QueueService::GetDeadLetter(grpc::CallbackServerContext* ctx,
                                                       const pb::GetDeadLetterRequest* request,
                                                       pb::GetDeadLetterResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kDescribe); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto job = queue_->GetDeadLetter(request->queue(), request->job_id());
-  if (job.ok()) ToProto(*job, response->mutable_dead_letter());
+  if (job.ok()) {
+    ToProto(*job, response->mutable_dead_letter());
+    if (!MayViewPayload(ctx, request->queue())) response->mutable_dead_letter()->clear_payload();
+  }
   return Done(ctx, job.status());
 }
 
 grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
     grpc::CallbackServerContext* ctx, const pb::RedriveDeadLettersRequest* request,
     pb::RedriveDeadLettersResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kRedrive); !s.ok())
+    return Done(ctx, s);
+  // And Write where the letters go: the queue itself, the named topic, or (to their source
+  // topics) every topic.
+  const absl::Status target =
+      !request->has_to_topic()
+          ? Allow(ctx, request->queue(), security::Operation::kWrite)
+          : guard_.Check(*ctx, security::ResourceType::kTopic,
+                         request->to_topic().topic().empty() ? "*" : request->to_topic().topic(),
+                         security::Operation::kWrite);
+  if (!target.ok()) return Done(ctx, target);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   const DeadLetterSelection selection = Selection(*request);
   std::optional<std::string> replacement;
@@ -354,21 +414,25 @@ grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
 grpc::ServerUnaryReactor* QueueService::DiscardDeadLetters(
     grpc::CallbackServerContext* ctx, const pb::DiscardDeadLettersRequest* request,
     pb::DiscardDeadLettersResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kDelete); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   const DeadLetterSelection selection = Selection(*request);
   auto* reactor = ctx->DefaultReactor();
   queue_->Discard(request->queue(), selection, request->reason(),
-                  Finisher<std::vector<uint64_t>>(reactor, [response, dry = selection.dry_run](
-                                                               const auto& ids) {
-                    for (uint64_t id : ids) response->add_job_ids(id);
-                    response->set_dry_run(dry);
-                  }));
+                  Finisher<std::vector<uint64_t>>(
+                      reactor, [response, dry = selection.dry_run](const auto& ids) {
+                        for (uint64_t id : ids) response->add_job_ids(id);
+                        response->set_dry_run(dry);
+                      }));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* QueueService::AddDeadLetters(grpc::CallbackServerContext* ctx,
                                                        const pb::AddDeadLettersRequest* request,
                                                        pb::AddDeadLettersResponse* response) {
+  if (auto s = Allow(ctx, request->queue(), security::Operation::kWrite); !s.ok())
+    return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<NewDeadLetter> letters;
   for (const pb::NewDeadLetter& d : request->dead_letters()) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/grpc/call_guard.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 #include "services/work_queue/domain/work_queue.h"
 
@@ -7,11 +8,19 @@ namespace conduit::work_queue::api {
 
 namespace pb = ::conduit::queue::v1;
 
-// gRPC adapter of conduit.queue.v1.WorkQueue (callback API): converts, calls the domain,
-// converts back, finishes with the mapped status. Thread-safe; `queue` must outlive it.
+// gRPC adapter of conduit.queue.v1.WorkQueue (callback API): takes the authorise step
+// (`guard`), converts, calls the domain, converts back, finishes with the mapped status.
+// Operations on the queue named by the request: CreateQueue Create, DeleteQueue and
+// DiscardDeadLetters Delete, GetQueueStats and the dead-letter listings Describe (payloads only
+// with ViewPayload), Enqueue and AddDeadLetters Write, Lease/ExtendLease/Ack/AckBatch/Nack and
+// Consume (at its start message) Read, RedriveDeadLetters Redrive and Write (Write on the topic
+// when it redrives to one); ListQueues lists the queues the caller may Describe.
+// Thread-safe; `queue` and `guard` must outlive it.
 class QueueService final : public pb::WorkQueue::CallbackService {
  public:
-  explicit QueueService(WorkQueue* queue) : queue_(queue) {}
+  explicit QueueService(WorkQueue* queue,
+                        const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open())
+      : queue_(queue), guard_(guard) {}
 
   grpc::ServerUnaryReactor* CreateQueue(grpc::CallbackServerContext*, const pb::CreateQueueRequest*,
                                         pb::CreateQueueResponse*) override;
@@ -54,7 +63,16 @@ class QueueService final : public pb::WorkQueue::CallbackService {
 
  private:
   class ConsumeReactor;
+  // The guard's Check on queue `name`.
+  absl::Status Allow(grpc::CallbackServerContext* ctx, const std::string& name,
+                     security::Operation operation) const {
+    return guard_.Check(*ctx, security::ResourceType::kQueue, name, operation);
+  }
+  bool MayViewPayload(grpc::CallbackServerContext* ctx, const std::string& name) const {
+    return guard_.MayViewPayload(*ctx, security::ResourceType::kQueue, name);
+  }
   WorkQueue* const queue_;
+  const grpc_util::CallGuard& guard_;
 };
 
 }  // namespace conduit::work_queue::api

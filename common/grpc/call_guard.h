@@ -1,0 +1,84 @@
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/security/acl.h"
+#include "common/security/authorizer.h"
+#include "common/security/jwt.h"
+#include "common/security/quota.h"
+#include "common/security/tokens.h"
+
+namespace conduit::grpc_util {
+
+// The name of the one cluster resource (ACLs: `cluster literal conduit`, or `cluster any *`).
+inline constexpr absl::string_view kClusterResource = "conduit";
+
+// What a server knows to identify and authorise its callers (issue 19). Null members are off.
+struct CallSecurity {
+  std::shared_ptr<const security::TokenStore> tokens;  // static bearer tokens
+  std::shared_ptr<const security::JwtVerifier> jwt;    // bearer JWTs
+  // Null: authorisation is off and every identified caller may do everything (the plaintext
+  // default of `make run`). Set: no matching allow means PERMISSION_DENIED.
+  std::shared_ptr<const security::Authorizer> authorizer;
+  // Per-principal rates (requests/s on every checked call; produce and fetch bytes/s where a
+  // service charges them). Null: no quotas.
+  std::shared_ptr<security::QuotaBook> quotas;
+};
+
+// The one authorise step every RPC of the three services takes before it acts (streams before
+// their first message). Identity is decided per call, never stored on the connection: calls on
+// one connection may carry different tokens.
+// - Principal: `authorization: Bearer <token>` — a static token (TokenStore), else a JWT
+//   (JwtVerifier); a bearer token that is neither is UNAUTHENTICATED, never anonymous. Without
+//   a token: the TLS client certificate's identity (SPIFFE/URI SAN, then DNS SAN, then CN, as
+//   "User:<value>"); without either: User:ANONYMOUS.
+// - Check: OK, UNAUTHENTICATED (a bad token), or PERMISSION_DENIED naming the principal, the
+//   operation and the resource (and the rule that denied).
+//
+// Immutable; thread-safe (the token store and authoriser swap their sets atomically).
+class CallGuard {
+ public:
+  explicit CallGuard(CallSecurity security) : security_(std::move(security)) {}
+
+  // A guard that lets every call through (no identity checks, no authorisation).
+  static const CallGuard& Open();
+
+  absl::StatusOr<std::string> PrincipalOf(const grpc::ServerContextBase& ctx) const;
+
+  // Also charges the principal one request (quota): over it, RESOURCE_EXHAUSTED with the
+  // grpc-retry-pushback-ms trailing metadata (gRFC A6) saying when to retry.
+  absl::Status Check(grpc::ServerContextBase& ctx, security::ResourceType type,
+                     absl::string_view name, security::Operation operation) const;
+  // Charges the caller `bytes` of `kind` (produce or fetch bytes): RESOURCE_EXHAUSTED with the
+  // pushback when over its quota, OK otherwise (and always without quotas).
+  absl::Status ChargeBytes(grpc::ServerContextBase& ctx, security::QuotaKind kind,
+                           double bytes) const;
+  // OK when `principal` (from PrincipalOf) may; PERMISSION_DENIED otherwise. For one call that
+  // checks several resources (a listing filtered by Describe).
+  absl::Status Check(absl::string_view principal, security::ResourceType type,
+                     absl::string_view name, security::Operation operation) const;
+
+  // Whether the caller may see payloads (record values, job payloads) of the resource: an
+  // allowed ViewPayload, or authorisation off.
+  bool MayViewPayload(const grpc::ServerContextBase& ctx, security::ResourceType type,
+                      absl::string_view name) const;
+
+  bool authorizing() const { return security_.authorizer != nullptr; }
+
+ private:
+  absl::Status Charge(grpc::ServerContextBase& ctx, absl::string_view principal,
+                      security::QuotaKind kind, double amount) const;
+  CallSecurity security_;
+};
+
+// The principal of a TLS peer's certificate as gRPC reports it: its SPIFFE id or URI SAN, else
+// its DNS SAN, else its common name, as "User:<value>"; empty when the connection has no
+// client certificate.
+std::string CertificatePrincipal(const grpc::AuthContext& auth);
+
+}  // namespace conduit::grpc_util

@@ -1,0 +1,109 @@
+#include "common/grpc/call_guard_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/security/acl_file.h"
+#include "common/security/text_file.h"
+
+ABSL_FLAG(std::string, auth_token_file, "",
+          "Static bearer tokens: one '<sha256-hex of the token> <principal>' per line");
+ABSL_FLAG(std::vector<std::string>, auth_jwt_keys, {},
+          "JWT public keys, ALG:PEM-PATH each (ALG EdDSA or ES256, pinned per key), comma "
+          "separated; with --auth-jwt-issuer and --auth-jwt-audience");
+ABSL_FLAG(std::string, auth_jwt_issuer, "", "The 'iss' every accepted JWT carries");
+ABSL_FLAG(std::string, auth_jwt_audience, "", "The 'aud' every accepted JWT carries");
+ABSL_FLAG(bool, authorization, false,
+          "Check ACLs on every call: no matching allow means PERMISSION_DENIED (on with "
+          "--acl-file)");
+ABSL_FLAG(std::string, acl_file, "",
+          "ACL bootstrap file (common/security/acl_file.h format); turns --authorization on");
+ABSL_FLAG(double, quota_produce_bytes, 0,
+          "Bytes/s each principal may produce (records, job payloads); 0: no limit");
+ABSL_FLAG(double, quota_fetch_bytes, 0, "Bytes/s each principal may fetch; 0: no limit");
+ABSL_FLAG(double, quota_requests, 0, "Calls/s each principal may make; 0: no limit");
+ABSL_FLAG(std::vector<std::string>, superusers, {},
+          "Principals every check allows, comma separated (e.g. User:admin)");
+
+namespace conduit::grpc_util {
+namespace {
+
+absl::StatusOr<std::shared_ptr<security::JwtVerifier>> JwtFromFlags(const time::Clock* clock) {
+  const std::vector<std::string> specs = absl::GetFlag(FLAGS_auth_jwt_keys);
+  if (specs.empty()) return nullptr;
+  std::vector<security::JwtKeyConfig> keys;
+  for (const std::string& spec : specs) {
+    std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
+    auto algorithm = parts.size() == 2 ? security::ParseJwtAlgorithm(parts[0]) : std::nullopt;
+    if (!algorithm) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth-jwt-keys: '", spec, "' is not ALG:PATH with ALG EdDSA or ES256"));
+    }
+    auto pem = security::ReadTextFile(parts[1], "JWT public key");
+    if (!pem.ok()) return pem.status();
+    keys.push_back(security::JwtKeyConfig{"", *algorithm, *std::move(pem)});
+  }
+  security::JwtVerifierOptions options;
+  options.issuer = absl::GetFlag(FLAGS_auth_jwt_issuer);
+  options.audience = absl::GetFlag(FLAGS_auth_jwt_audience);
+  auto verifier = security::JwtVerifier::Create(options, std::move(keys), clock);
+  if (!verifier.ok()) return verifier.status();
+  return std::shared_ptr<security::JwtVerifier>(*std::move(verifier));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(const time::Clock* clock) {
+  CallSecurity security;
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    auto tokens = std::make_shared<security::TokenStore>();
+    if (absl::Status s = tokens->Reload(path); !s.ok()) return s;
+    security.tokens = std::move(tokens);
+  }
+  auto jwt = JwtFromFlags(clock);
+  if (!jwt.ok()) return jwt.status();
+  security.jwt = *std::move(jwt);
+  const std::string acl_file = absl::GetFlag(FLAGS_acl_file);
+  if (absl::GetFlag(FLAGS_authorization) || !acl_file.empty()) {
+    auto authorizer = std::make_shared<security::Authorizer>();
+    if (!acl_file.empty()) {
+      auto acls = security::LoadAclFile(acl_file);
+      if (!acls.ok()) return acls.status();
+      if (absl::Status s = authorizer->ReplaceAcls(*std::move(acls)); !s.ok()) return s;
+    }
+    if (absl::Status s = authorizer->ReplaceSuperusers(absl::GetFlag(FLAGS_superusers)); !s.ok()) {
+      return s;
+    }
+    security.authorizer = std::move(authorizer);
+  }
+  const security::QuotaRates rates{absl::GetFlag(FLAGS_quota_produce_bytes),
+                                   absl::GetFlag(FLAGS_quota_fetch_bytes),
+                                   absl::GetFlag(FLAGS_quota_requests)};
+  if (rates.produce_bytes < 0 || rates.fetch_bytes < 0 || rates.requests < 0) {
+    return absl::InvalidArgumentError("--quota-* rates cannot be negative");
+  }
+  if (rates.produce_bytes > 0 || rates.fetch_bytes > 0 || rates.requests > 0) {
+    security.quotas = std::make_shared<security::QuotaBook>(rates, clock);
+  }
+  return std::make_shared<const CallGuard>(std::move(security));
+}
+
+std::string DescribeCallGuardFlags() {
+  std::vector<std::string> parts;
+  if (!absl::GetFlag(FLAGS_auth_token_file).empty()) parts.push_back("bearer tokens");
+  if (!absl::GetFlag(FLAGS_auth_jwt_keys).empty()) parts.push_back("JWTs");
+  if (absl::GetFlag(FLAGS_authorization) || !absl::GetFlag(FLAGS_acl_file).empty()) {
+    parts.push_back("ACLs");
+  }
+  if (absl::GetFlag(FLAGS_quota_produce_bytes) > 0 || absl::GetFlag(FLAGS_quota_fetch_bytes) > 0 ||
+      absl::GetFlag(FLAGS_quota_requests) > 0) {
+    parts.push_back("quotas");
+  }
+  return parts.empty() ? "open: no authentication or ACLs" : absl::StrJoin(parts, ", ");
+}
+
+}  // namespace conduit::grpc_util

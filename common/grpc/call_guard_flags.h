@@ -1,0 +1,19 @@
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/grpc/call_guard.h"
+#include "common/time/clock.h"
+
+namespace conduit::grpc_util {
+
+// The CallGuard the --auth-* and --acl-* flags describe, files read and checked (INVALID_ARGUMENT
+// or the file's error otherwise); without any of them, CallGuard::Open()'s equivalent. `clock`
+// checks JWT times and must outlive the guard.
+absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(const time::Clock* clock);
+
+// One line for the startup log: "open", or what identifies callers and whether ACLs apply.
+std::string DescribeCallGuardFlags();
+
+}  // namespace conduit::grpc_util

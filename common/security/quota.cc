@@ -1,0 +1,62 @@
+#include "common/security/quota.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace conduit::security {
+
+absl::string_view QuotaKindName(QuotaKind kind) {
+  switch (kind) {
+    case QuotaKind::kProduceBytes:
+      return "produce_bytes";
+    case QuotaKind::kFetchBytes:
+      return "fetch_bytes";
+    case QuotaKind::kRequests:
+      return "requests";
+  }
+  return "unknown";
+}
+
+double QuotaRates::Of(QuotaKind kind) const {
+  switch (kind) {
+    case QuotaKind::kProduceBytes:
+      return produce_bytes;
+    case QuotaKind::kFetchBytes:
+      return fetch_bytes;
+    case QuotaKind::kRequests:
+      return requests;
+  }
+  return 0;
+}
+
+QuotaBook::Verdict QuotaBook::Charge(absl::string_view principal, QuotaKind kind, double amount) {
+  const double rate = rates_.Of(kind);
+  if (rate <= 0 || amount <= 0) return Verdict{};
+  const absl::Duration now = clock_->Monotonic();
+  absl::MutexLock lock(&mu_);
+  auto [it, added] = buckets_.try_emplace(absl::StrCat(principal, "\n", static_cast<int>(kind)),
+                                          Bucket{rate, now});
+  Bucket& b = it->second;
+  b.tokens = std::min(rate, b.tokens + rate * absl::ToDoubleSeconds(now - b.refilled_at));
+  b.refilled_at = now;
+  const double needed =
+      std::min(amount, rate);  // a request over a whole bucket waits for a full one
+  if (b.tokens >= needed) {
+    b.tokens -= amount;  // may go below zero: the excess is paid back before the next request
+    return Verdict{};
+  }
+  const double seconds = (needed - b.tokens) / rate;
+  return Verdict{false, absl::Milliseconds(std::ceil(seconds * 1000))};
+}
+
+absl::Status QuotaBook::Refusal(absl::string_view principal, QuotaKind kind,
+                                const Verdict& verdict) const {
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s is over its %s quota (%.0f/s); retry after %dms", principal, QuotaKindName(kind),
+      rates_.Of(kind), absl::ToInt64Milliseconds(verdict.retry_after)));
+}
+
+}  // namespace conduit::security

@@ -1,0 +1,63 @@
+#pragma once
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/time/clock.h"
+
+namespace conduit::security {
+
+// What a quota limits, per principal.
+enum class QuotaKind { kProduceBytes, kFetchBytes, kRequests };
+absl::string_view QuotaKindName(QuotaKind kind);
+
+// Rates per second for each kind; 0: no limit. One set for every principal (Kafka's default
+// client quota), the same on every broker.
+struct QuotaRates {
+  double produce_bytes = 0;
+  double fetch_bytes = 0;
+  double requests = 0;
+  double Of(QuotaKind kind) const;
+};
+
+// Token buckets per (principal, kind), each holding at most one second of its rate: a principal
+// may burst up to a second's worth, then is held to the rate. Charge takes `amount` from the
+// bucket when the bucket holds it, else takes nothing and says how long until it will
+// (RESOURCE_EXHAUSTED, with the wait, for gRFC A6's grpc-retry-pushback-ms). One principal's use
+// never touches another's bucket. An amount larger than a whole bucket is let through once the
+// bucket is full (and empties it), so a large request is slowed, never refused forever.
+//
+// Time comes from the injected clock's monotonic reading. Thread-safe.
+class QuotaBook {
+ public:
+  QuotaBook(QuotaRates rates, const time::Clock* clock) : rates_(rates), clock_(clock) {}
+
+  struct Verdict {
+    bool allowed = true;
+    absl::Duration retry_after = absl::ZeroDuration();  // when refused
+  };
+  Verdict Charge(absl::string_view principal, QuotaKind kind, double amount);
+
+  // RESOURCE_EXHAUSTED naming the principal, kind and rate, for a refused verdict.
+  absl::Status Refusal(absl::string_view principal, QuotaKind kind, const Verdict& verdict) const;
+
+  const QuotaRates& rates() const { return rates_; }
+
+ private:
+  struct Bucket {
+    double tokens = 0;
+    absl::Duration refilled_at;
+  };
+
+  const QuotaRates rates_;
+  const time::Clock* const clock_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);  // principal + kind
+};
+
+}  // namespace conduit::security
