@@ -118,6 +118,11 @@ echo "build/bin/outbox_relay_bench --rows=20000 --batches=100,500,1000:" >>"$ext
 CONDUIT_BIN_DIR="$BIN" CONDUIT_SOURCE_DIR=. "$BIN/outbox_relay_bench" --rows=20000 \
   --batches=100,500,1000 2>/dev/null | grep '^outbox relay' | tee -a "$extra" >&2
 
+# The queue beyond RAM (issue 18 item 4): 10,000,000 jobs of 100 B on conduit-queue: server RSS,
+# enqueue rate, lease+ack at that depth, restart-to-serving after SIGKILL.
+echo "build/bin/queue_scale_bench --jobs=10000000:" >>"$extra"
+CONDUIT_BIN_DIR="$BIN" "$BIN/queue_scale_bench" --jobs=10000000 | tee -a "$extra" >&2
+
 # Replicated partitions (issue 16): Conduit RF 3 acks all / acks leader / RF 1 on three brokers,
 # NATS JetStream R3 on three nats-server; SIGKILL-the-leader failover times (20 kills each).
 replication=build/peer-bench/replication.tsv
