@@ -63,6 +63,13 @@ class CallGuard {
   absl::Status Check(absl::string_view principal, security::ResourceType type,
                      absl::string_view name, security::Operation operation) const;
 
+  // With quotas: takes `bytes` of `kind` from `principal`'s bucket after the fact (a fetch's
+  // answer), to be paid back before its next call of that kind passes.
+  void Debit(absl::string_view principal, security::QuotaKind kind, double bytes) const {
+    if (security_.quotas != nullptr) security_.quotas->Debit(principal, kind, bytes);
+  }
+  bool has_quotas() const { return security_.quotas != nullptr; }
+
   // Whether the caller may see payloads (record values, job payloads) of the resource: an
   // allowed ViewPayload, or authorisation off.
   bool MayViewPayload(const grpc::ServerContextBase& ctx, security::ResourceType type,

@@ -52,6 +52,23 @@ QuotaBook::Verdict QuotaBook::Charge(absl::string_view principal, QuotaKind kind
   return Verdict{false, absl::Milliseconds(std::ceil(seconds * 1000))};
 }
 
+void QuotaBook::Debit(absl::string_view principal, QuotaKind kind, double amount) {
+  const double rate = rates_.Of(kind);
+  if (rate <= 0 || amount <= 0) return;
+  absl::MutexLock lock(&mu_);
+  Refill(principal, kind, rate).tokens -= amount;
+}
+
+QuotaBook::Bucket& QuotaBook::Refill(absl::string_view principal, QuotaKind kind, double rate) {
+  const absl::Duration now = clock_->Monotonic();
+  auto [it, added] = buckets_.try_emplace(absl::StrCat(principal, "\n", static_cast<int>(kind)),
+                                          Bucket{rate, now});
+  Bucket& b = it->second;
+  b.tokens = std::min(rate, b.tokens + rate * absl::ToDoubleSeconds(now - b.refilled_at));
+  b.refilled_at = now;
+  return b;
+}
+
 absl::Status QuotaBook::Refusal(absl::string_view principal, QuotaKind kind,
                                 const Verdict& verdict) const {
   return absl::ResourceExhaustedError(absl::StrFormat(

@@ -42,6 +42,9 @@ class QuotaBook {
     absl::Duration retry_after = absl::ZeroDuration();  // when refused
   };
   Verdict Charge(absl::string_view principal, QuotaKind kind, double amount);
+  // Takes `amount` whatever the bucket holds (it may go below zero): for use measured after the
+  // fact (a fetch's answer), paid back before the principal's next Charge of that kind passes.
+  void Debit(absl::string_view principal, QuotaKind kind, double amount);
 
   // RESOURCE_EXHAUSTED naming the principal, kind and rate, for a refused verdict.
   absl::Status Refusal(absl::string_view principal, QuotaKind kind, const Verdict& verdict) const;
@@ -53,6 +56,9 @@ class QuotaBook {
     double tokens = 0;
     absl::Duration refilled_at;
   };
+  // The refilled bucket of (principal, kind) at `rate`.
+  Bucket& Refill(absl::string_view principal, QuotaKind kind, double rate)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const QuotaRates rates_;
   const time::Clock* const clock_;

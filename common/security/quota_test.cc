@@ -43,5 +43,17 @@ TEST(QuotaBook, ARequestLargerThanTheBucketPassesOnceItIsFullAndIsPaidBack) {
   EXPECT_EQ(next.retry_after, absl::Milliseconds(2010)) << "200 owed plus 1 at 100/s";
 }
 
+TEST(QuotaBook, UseMeasuredAfterTheFactIsPaidBackBeforeTheNextCharge) {
+  time::FakeClock clock;
+  QuotaBook book(QuotaRates{.fetch_bytes = 1000}, &clock);
+  ASSERT_TRUE(book.Charge("User:a", QuotaKind::kFetchBytes, 1).allowed);
+  book.Debit("User:a", QuotaKind::kFetchBytes, 2999);  // a 3000-byte answer
+  const QuotaBook::Verdict next = book.Charge("User:a", QuotaKind::kFetchBytes, 1);
+  ASSERT_FALSE(next.allowed);
+  EXPECT_EQ(next.retry_after, absl::Milliseconds(2001));
+  clock.Advance(absl::Milliseconds(2001));
+  EXPECT_TRUE(book.Charge("User:a", QuotaKind::kFetchBytes, 1).allowed);
+}
+
 }  // namespace
 }  // namespace conduit::security

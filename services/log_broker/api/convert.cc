@@ -239,4 +239,13 @@ absl::Status ToProto(const ClusterView& view,
   return absl::OkStatus();
 }
 
+double RecordBytes(const pb::ProduceRequest& request) {
+  size_t bytes = 0;
+  for (const pb::ProduceRecord& r : request.records()) {
+    bytes += r.key().size() + r.value().size();
+    for (const auto& h : r.headers()) bytes += h.key().size() + h.value().size();
+  }
+  return static_cast<double>(bytes);
+}
+
 }  // namespace conduit::log_broker::api

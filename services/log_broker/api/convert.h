@@ -48,4 +48,7 @@ using grpc_util::FromTimestamp;
 using grpc_util::SetDuration;
 using grpc_util::SetTimestamp;
 
+// What a produce request carries, for the produce byte quota: keys, values and headers.
+double RecordBytes(const pb::ProduceRequest& request);
+
 }  // namespace conduit::log_broker::api

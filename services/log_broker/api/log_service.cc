@@ -186,6 +186,10 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   auto acks = FromProto(request->acks());
   if (!acks.ok()) return Done(ctx, acks.status());
+  if (auto s = guard_.ChargeBytes(*ctx, security::QuotaKind::kProduceBytes, RecordBytes(*request));
+      !s.ok()) {
+    return Done(ctx, s);
+  }
   auto* reactor = ctx->DefaultReactor();
   const absl::Time started = absl::Now();
   // The request is ours for the life of the call and unused after this point: move the
@@ -227,11 +231,19 @@ grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
     return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   const bool payloads = MayViewPayload(ctx, request->topic());
+  // Fetch bytes are known after the fetch: a caller in debt is refused, the answer is debited.
+  std::string principal;
+  if (guard_.has_quotas()) {
+    if (auto s = guard_.ChargeBytes(*ctx, security::QuotaKind::kFetchBytes, 1); !s.ok()) {
+      return Done(ctx, s);
+    }
+    principal = guard_.PrincipalOf(*ctx).value_or("");
+  }
   auto* reactor = ctx->DefaultReactor();
   const absl::Time started = absl::Now();
   absl::Status status = broker_->Fetch(
-      FromProto(*request),
-      [this, reactor, response, started, payloads](absl::StatusOr<FetchResult> result) {
+      FromProto(*request), [this, reactor, response, started, payloads,
+                            principal = std::move(principal)](absl::StatusOr<FetchResult> result) {
         if (result.ok()) {
           response->mutable_records()->Reserve(static_cast<int>(result->records.size()));
           for (const StoredRecord& r : result->records) {
@@ -242,6 +254,10 @@ grpc::ServerUnaryReactor* LogService::Fetch(grpc::CallbackServerContext* ctx,
           response->set_high_watermark(result->high_watermark);
           response->set_log_start_offset(result->log_start_offset);
           response->set_next_offset(result->next_offset);
+          if (!principal.empty()) {
+            guard_.Debit(principal, security::QuotaKind::kFetchBytes,
+                         static_cast<double>(response->ByteSizeLong()));
+          }
         }
         metrics_->ObserveFetchLatency(absl::Now() - started);
         reactor->Finish(ToGrpcStatus(result.status()));

@@ -125,6 +125,10 @@ class LogService::ProduceStreamReactor final
     const absl::Time started = absl::Now();
     pb::ProduceRequest& request = *request_.mutable_request();
     absl::Status refused = AllowWrite(request.topic());
+    if (refused.ok()) {
+      refused = service_->guard_.ChargeBytes(*ctx_, security::QuotaKind::kProduceBytes,
+                                             RecordBytes(request));
+    }
     if (refused.ok()) refused = grpc_util::CheckTimeFields(request);
     auto acks = FromProto(request.acks());
     if (refused.ok()) refused = acks.status();
