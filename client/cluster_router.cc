@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc/dial.h"
 #include "common/grpc/status.h"
 
 namespace conduit::client {
@@ -250,8 +251,7 @@ void ClusterRouter::ApplyLocked(const lpb::GetMetadataResponse& response, const 
 ClusterRouter::Stub* ClusterRouter::StubLocked(const std::string& address) {
   auto [it, made] = stubs_.try_emplace(address);
   if (made) {
-    it->second =
-        lpb::LogService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    it->second = lpb::LogService::NewStub(grpc_util::Dial(address));
   }
   return it->second.get();
 }

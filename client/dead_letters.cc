@@ -8,6 +8,7 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "client/group_consumer.h"
+#include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
 
@@ -91,8 +92,7 @@ DeadLetterHandler::DeadLetterHandler(RetryPolicy policy, DeadLetterTarget target
       target_(std::move(target)),
       group_(std::move(group)),
       worker_(std::move(worker)),
-      stub_(qpb::WorkQueue::NewStub(
-          grpc::CreateChannel(target_.queue_address, grpc::InsecureChannelCredentials()))) {}
+      stub_(qpb::WorkQueue::NewStub(grpc_util::Dial(target_.queue_address))) {}
 
 absl::Status DeadLetterHandler::Handle(const ConsumedRecord& record, const Handler& handle) {
   std::vector<FailedAttempt> attempts;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
 #include "common/status/status_macros.h"
@@ -25,7 +26,8 @@ PartitionSet FromProto(const google::protobuf::RepeatedPtrField<cpb::TopicPartit
   return out;
 }
 
-void ToProto(const PartitionSet& in, google::protobuf::RepeatedPtrField<cpb::TopicPartitions>* out) {
+void ToProto(const PartitionSet& in,
+             google::protobuf::RepeatedPtrField<cpb::TopicPartitions>* out) {
   cpb::TopicPartitions* current = nullptr;
   for (const auto& [topic, partition] : in) {
     if (!current || current->topic() != topic) {
@@ -86,8 +88,7 @@ GroupConsumer::GroupConsumer(ConsumerOptions options, PartitionsCallback on_assi
     limiter_.emplace(options_.max_records_per_second, options_.max_records_per_second,
                      time::SystemClock::Get());
   }
-  coordinator_ = cpb::GroupCoordinator::NewStub(
-      grpc::CreateChannel(options_.coordinator_address, grpc::InsecureChannelCredentials()));
+  coordinator_ = cpb::GroupCoordinator::NewStub(grpc_util::Dial(options_.coordinator_address));
 }
 
 GroupConsumer::~GroupConsumer() { Close(); }
@@ -107,7 +108,8 @@ void GroupConsumer::Close() {
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;  // no CommitAsync may start after this wait
-    mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &async_commits_));
+    mu_.Await(absl::Condition(
+        +[](int* n) { return *n == 0; }, &async_commits_));
   }
   if (!was_running) return;
   std::string member_id;

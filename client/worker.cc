@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
 
@@ -11,8 +12,7 @@ namespace qpb = ::conduit::queue::v1;
 
 Worker::Worker(WorkerOptions options, Handler handler)
     : options_(std::move(options)), handler_(std::move(handler)) {
-  stub_ = qpb::WorkQueue::NewStub(
-      grpc::CreateChannel(options_.address, grpc::InsecureChannelCredentials()));
+  stub_ = qpb::WorkQueue::NewStub(grpc_util::Dial(options_.address));
 }
 
 Worker::~Worker() { Stop(); }
@@ -132,9 +132,7 @@ void Worker::Handle(qpb::LeasedJob& leased, std::vector<PendingAck>* acks, absl:
 void Worker::KeeperLoop() {
   absl::MutexLock lock(&mu_);
   // Runs until Stop has joined the workers (so no handler is left running).
-  auto done = +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-    return w->keeper_stopping_;
-  };
+  auto done = +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return w->keeper_stopping_; };
   while (!mu_.AwaitWithTimeout(absl::Condition(done, this), absl::Milliseconds(50))) {
     const absl::Time now = absl::Now();
     std::vector<std::pair<std::string, Running>> due;
@@ -212,9 +210,8 @@ void Worker::Nack(const qpb::LeasedJob& job, const Outcome& outcome) {
   req.set_job_id(job.job_id());
   req.set_lease_token(job.lease_token());
   req.set_reason(outcome.reason);
-  req.set_failure_class(outcome.kind == Outcome::Kind::kDeadLetter
-                            ? qpb::FAILURE_CLASS_PERMANENT
-                            : qpb::FAILURE_CLASS_TRANSIENT);
+  req.set_failure_class(outcome.kind == Outcome::Kind::kDeadLetter ? qpb::FAILURE_CLASS_PERMANENT
+                                                                   : qpb::FAILURE_CLASS_TRANSIENT);
   if (outcome.retry_after) grpc_util::SetDuration(*outcome.retry_after, req.mutable_retry_after());
   qpb::NackResponse resp;
   grpc::Status s = stub_->Nack(&ctx, req, &resp);

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/grpc/dial.h"
 #include "common/security/acl_file.h"
 #include "common/security/text_file.h"
 
@@ -28,6 +30,14 @@ ABSL_FLAG(double, quota_fetch_bytes, 0, "Bytes/s each principal may fetch; 0: no
 ABSL_FLAG(double, quota_requests, 0, "Calls/s each principal may make; 0: no limit");
 ABSL_FLAG(std::vector<std::string>, superusers, {},
           "Principals every check allows, comma separated (e.g. User:admin)");
+
+ABSL_FLAG(std::string, peer_tls_ca, "",
+          "PEM CA of the servers this one calls (broker, coordinator, peers): TLS to them");
+ABSL_FLAG(std::string, peer_tls_cert, "",
+          "PEM client certificate this server presents to the servers it calls (mTLS)");
+ABSL_FLAG(std::string, peer_tls_key, "", "PEM key of --peer-tls-cert");
+ABSL_FLAG(std::string, peer_token_file, "",
+          "A file holding the bearer token this server sends to the servers it calls");
 
 namespace conduit::grpc_util {
 namespace {
@@ -90,6 +100,30 @@ absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(const time::
     security.quotas = std::make_shared<security::QuotaBook>(rates, clock);
   }
   return std::make_shared<const CallGuard>(std::move(security));
+}
+
+absl::Status SetDialSecurityFromFlags() {
+  DialSecurity security;
+  const std::pair<std::string, std::string*> files[] = {
+      {absl::GetFlag(FLAGS_peer_tls_ca), &security.ca_pem},
+      {absl::GetFlag(FLAGS_peer_tls_cert), &security.cert_pem},
+      {absl::GetFlag(FLAGS_peer_tls_key), &security.key_pem},
+      {absl::GetFlag(FLAGS_peer_token_file), &security.token}};
+  for (const auto& [path, out] : files) {
+    if (path.empty()) continue;
+    auto text = security::ReadTextFile(path, "--peer-* file");
+    if (!text.ok()) return text.status();
+    *out = *std::move(text);
+  }
+  absl::StripTrailingAsciiWhitespace(&security.token);
+  if (security.cert_pem.empty() != security.key_pem.empty()) {
+    return absl::InvalidArgumentError("--peer-tls-cert and --peer-tls-key go together");
+  }
+  if (!security.cert_pem.empty() && security.ca_pem.empty()) {
+    return absl::InvalidArgumentError("--peer-tls-cert needs --peer-tls-ca");
+  }
+  SetDefaultDialSecurity(std::move(security));
+  return absl::OkStatus();
 }
 
 std::string DescribeCallGuardFlags() {

@@ -13,6 +13,10 @@ namespace conduit::grpc_util {
 // checks JWT times and must outlive the guard.
 absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(const time::Clock* clock);
 
+// The identity this server presents to the servers it calls (--peer-tls-ca, --peer-tls-cert,
+// --peer-tls-key, --peer-token-file), set as the process's default DialSecurity.
+absl::Status SetDialSecurityFromFlags();
+
 // One line for the startup log: "open", or what identifies callers and whether ACLs apply.
 std::string DescribeCallGuardFlags();
 

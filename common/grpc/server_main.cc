@@ -76,6 +76,9 @@ int ServerMain(const std::string& name, int argc, char** argv,
 
   runtime::Runtime runtime;  // outlives every component (teardown runs before it goes)
   auto guard = CallGuardFromFlags(runtime.clock());
+  if (guard.ok()) {
+    if (absl::Status dial = SetDialSecurityFromFlags(); !dial.ok()) guard = dial;
+  }
   if (!guard.ok()) {
     spdlog::critical("{}: cannot start: {}", name, std::string(guard.status().message()));
     return 1;

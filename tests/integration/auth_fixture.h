@@ -39,12 +39,13 @@ class AuthTest : public ::testing::Test {
 
  protected:
   // Tokens: "alice-token" is User:alice, "bob-token" User:bob, "root-token" User:root (a
-  // superuser). `acls` is the ACL file's text.
+  // superuser), "svc-token" User:svc. `acls` is the ACL file's text.
   void StartServer(const std::string& acls, const std::string& binary = "conduit-queue",
                    std::vector<std::string> extra = {}) {
     Write("tokens", security::Sha256Hex("alice-token") + " User:alice\n" +
                         security::Sha256Hex("bob-token") + " User:bob\n" +
-                        security::Sha256Hex("root-token") + " User:root\n");
+                        security::Sha256Hex("root-token") + " User:root\n" +
+                        security::Sha256Hex("svc-token") + " User:svc\n");
     Write("acls", acls);
     std::vector<std::string> args = {"--auth-token-file", dir_.Sub("tokens"), "--acl-file",
                                      dir_.Sub("acls"),    "--superusers",     "User:root"};

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "tests/integration/auth_fixture.h"
 
@@ -13,6 +14,7 @@ namespace conduit::testing {
 namespace {
 
 namespace lpb = ::conduit::log::v1;
+namespace cpb = ::conduit::coordinator::v1;
 
 class AuthLogTest : public AuthTest {
  protected:
@@ -77,6 +79,61 @@ TEST_F(AuthLogTest, RecordValuesNeedViewPayload) {
   EXPECT_EQ(alice.records(0).value().size(), 1000u);
   EXPECT_FALSE(bob.records(0).has_value()) << "withheld: no ViewPayload";
   EXPECT_EQ(bob.records(2).offset(), 2) << "offsets and the rest stay";
+}
+
+// Servers call each other with their own identity (--peer-token-file): with ACLs on, the
+// coordinator reads the topic's partitions from the broker as User:svc, so a member is assigned
+// them; without a peer token it calls as User:ANONYMOUS, sees no topic, and assigns nothing.
+class AuthPeerTest : public AuthTest {
+ protected:
+  // Heartbeats as alice for up to `wait` until the member is assigned partitions of "t".
+  int AssignedPartitions(absl::Duration wait) {
+    auto coordinator = cpb::GroupCoordinator::NewStub(channel_);
+    cpb::HeartbeatRequest req;
+    req.set_group_id("g");
+    req.add_subscribed_topics("t");
+    req.mutable_session_timeout()->set_seconds(10);
+    const absl::Time deadline = absl::Now() + wait;
+    while (absl::Now() < deadline) {
+      cpb::HeartbeatResponse resp;
+      grpc::Status s = coordinator->Heartbeat(As("alice-token").get(), req, &resp);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      if (!s.ok()) return -1;
+      req.set_member_id(resp.member_id());
+      req.set_member_epoch(resp.member_epoch());
+      int assigned = 0;
+      for (const auto& tp : resp.assignment()) assigned += tp.partitions_size();
+      if (assigned > 0) return assigned;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return 0;
+  }
+  void Start(bool peer_token) {
+    Write("svc", "svc-token\n");
+    std::vector<std::string> extra;
+    if (peer_token) extra = {"--peer-token-file", dir_.Sub("svc")};
+    ASSERT_NO_FATAL_FAILURE(
+        StartServer("allow User:alice group literal g Read\n"
+                    "allow User:alice topic literal t Read\n"
+                    "allow User:svc topic any * Read\n",
+                    "conduit-standalone", extra));
+    auto log = lpb::LogService::NewStub(channel_);
+    lpb::CreateTopicRequest create;
+    create.set_name("t");
+    create.set_partitions(2);
+    lpb::CreateTopicResponse created;
+    ASSERT_TRUE(log->CreateTopic(As("root-token").get(), create, &created).ok());
+  }
+};
+
+TEST_F(AuthPeerTest, TheCoordinatorCallsTheBrokerAsItsPeerPrincipal) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*peer_token=*/true));
+  EXPECT_EQ(AssignedPartitions(absl::Seconds(10)), 2);
+}
+
+TEST_F(AuthPeerTest, WithoutAPeerTokenTheCoordinatorSeesNoTopic) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*peer_token=*/false));
+  EXPECT_EQ(AssignedPartitions(absl::Seconds(3)), 0);
 }
 
 }  // namespace

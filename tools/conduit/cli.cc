@@ -60,6 +60,17 @@ std::shared_ptr<grpc::Channel> Globals::Channel() const {
   return channel;
 }
 
+grpc_util::DialSecurity Globals::DialSecurity() const {
+  grpc_util::DialSecurity security;
+  if (!tls_ca.empty()) security.ca_pem = ReadFile(tls_ca);
+  if (!tls_cert.empty()) {
+    security.cert_pem = ReadFile(tls_cert);
+    security.key_pem = ReadFile(tls_key);
+  }
+  security.token = token;
+  return security;
+}
+
 std::shared_ptr<grpc::ChannelCredentials> Globals::Credentials() const {
   if (tls_ca.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;

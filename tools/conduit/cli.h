@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/grpc/dial.h"
 
 namespace conduit::cli {
 
@@ -38,6 +39,8 @@ struct Globals {
   // broker serves); with one address, to it without probing. When none connects, the last one
   // (its calls fail UNAVAILABLE).
   std::shared_ptr<grpc::Channel> Channel() const;
+  // --tls-* files read, and --token: what the client library dials with.
+  grpc_util::DialSecurity DialSecurity() const;
   // Channels use TLS when --tls-ca is set, else plaintext.
   std::shared_ptr<grpc::ChannelCredentials> Credentials() const;
   // A context with the --timeout deadline and the --token.

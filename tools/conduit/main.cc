@@ -6,6 +6,7 @@
 // Exit codes: 0 ok; 1 the server refused (the gRPC status and message are printed); 2 bad usage.
 #include <cstdlib>
 
+#include "common/grpc/dial.h"
 #include "tools/conduit/cli.h"
 
 int main(int argc, char** argv) {
@@ -54,5 +55,8 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (!run) return UsageError("no command given (see --help)");
+  // Commands that go through the client library (produce, consume) dial with the same TLS and
+  // token as the admin calls.
+  conduit::grpc_util::SetDefaultDialSecurity(globals.DialSecurity());
   return run();
 }

@@ -1,10 +1,11 @@
 #include "tools/outbox_relay/producer_publisher.h"
 
-#include <future>
-
 #include <grpcpp/grpcpp.h>
 
+#include <future>
+
 #include "absl/strings/str_cat.h"
+#include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
 #include "conduit/log/v1/log.grpc.pb.h"
@@ -28,8 +29,7 @@ client::ProducerRecord ToRecord(const OutboxRow& row) {
 
 absl::StatusOr<absl::Duration> EnsureTopic(const std::string& broker, const std::string& topic,
                                            int partitions, absl::Duration dedup_window) {
-  auto stub =
-      logpb::LogService::NewStub(grpc::CreateChannel(broker, grpc::InsecureChannelCredentials()));
+  auto stub = logpb::LogService::NewStub(grpc_util::Dial(broker));
   for (int attempt = 0; attempt < 2; ++attempt) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
 #include "services/coordinator/domain/await.h"
@@ -27,8 +28,7 @@ absl::StatusOr<std::shared_ptr<lpb::LogService::Stub>> GrpcTopicSource::Stub() {
   absl::MutexLock lock(&mu_);
   if (address_.empty()) return absl::UnavailableError("no broker address configured");
   if (!stub_) {
-    stub_ = lpb::LogService::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    stub_ = lpb::LogService::NewStub(grpc_util::Dial(address_));
   }
   return stub_;
 }
@@ -78,8 +78,7 @@ std::shared_ptr<GrpcTopicSource::LogStub> GrpcTopicSource::LeaderStubs::For(
   absl::MutexLock lock(&mu);
   auto& stub = stubs[address];
   if (!stub) {
-    stub =
-        lpb::LogService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    stub = lpb::LogService::NewStub(grpc_util::Dial(address));
   }
   return stub;
 }

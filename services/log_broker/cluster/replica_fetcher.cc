@@ -1,11 +1,12 @@
 #include "services/log_broker/cluster/replica_fetcher.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <utility>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
+#include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/logging/logging.h"
 #include "services/log_broker/api/replica_convert.h"
@@ -25,8 +26,7 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
         options_(options),
         leader_(leader),
         address_(std::move(address)),
-        stub_(pb::ReplicaService::NewStub(
-            grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
+        stub_(pb::ReplicaService::NewStub(grpc_util::Dial(address_))) {}
 
   const std::string& address() const { return address_; }
 
@@ -97,11 +97,11 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
         continue;
       }
       pending->fetch_add(1);
-      absl::Status s = broker_->ApplyReplicaData(
-          std::move(data), item->current_leader_epoch, [finish_one, backoff](absl::Status s) {
-            if (!s.ok()) backoff->store(true);
-            finish_one();
-          });
+      absl::Status s = broker_->ApplyReplicaData(std::move(data), item->current_leader_epoch,
+                                                 [finish_one, backoff](absl::Status s) {
+                                                   if (!s.ok()) backoff->store(true);
+                                                   finish_one();
+                                                 });
       if (!s.ok()) {
         backoff->store(true);
         finish_one();

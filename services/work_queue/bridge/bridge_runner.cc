@@ -1,7 +1,6 @@
 #include "services/work_queue/bridge/bridge_runner.h"
 
 #include <grpcpp/grpcpp.h>
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/grpc/dial.h"
 #include "common/logging/logging.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 
@@ -53,8 +53,7 @@ BridgedRecord FromConsumed(client::ConsumedRecord r) {
 }  // namespace
 
 absl::StatusOr<BridgeLag> AskLag(const std::string& coordinator, const BridgeSpec& spec) {
-  auto stub = cpb::GroupCoordinator::NewStub(
-      grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()));
+  auto stub = cpb::GroupCoordinator::NewStub(grpc_util::Dial(coordinator));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   cpb::DescribeGroupRequest request;

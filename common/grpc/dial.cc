@@ -1,0 +1,76 @@
+#include "common/grpc/dial.h"
+
+#include <grpcpp/support/client_interceptor.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace conduit::grpc_util {
+namespace {
+
+absl::Mutex default_mu(absl::kConstInit);
+DialSecurity& Default() ABSL_EXCLUSIVE_LOCKS_REQUIRED(default_mu) {
+  static DialSecurity* security = new DialSecurity();  // never destroyed: used until exit
+  return *security;
+}
+
+// Adds the bearer token to every call's initial metadata.
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const header_;
+};
+
+class TokenInterceptorFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::string token) : header_("Bearer " + std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;  // lives as long as the channel, which owns the factory
+};
+
+}  // namespace
+
+void SetDefaultDialSecurity(DialSecurity security) {
+  absl::MutexLock lock(&default_mu);
+  Default() = std::move(security);
+}
+
+std::shared_ptr<grpc::Channel> Dial(const std::string& address,
+                                    const grpc::ChannelArguments& args) {
+  DialSecurity security;
+  {
+    absl::MutexLock lock(&default_mu);
+    security = Default();
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!security.ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = security.ca_pem;
+    ssl.pem_cert_chain = security.cert_pem;
+    ssl.pem_private_key = security.key_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  if (security.token.empty()) return grpc::CreateCustomChannel(address, credentials, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(security.token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                 std::move(interceptors));
+}
+
+}  // namespace conduit::grpc_util
