@@ -20,11 +20,11 @@ inline constexpr absl::string_view kClusterResource = "conduit";
 
 // What a server knows to identify and authorise its callers (issue 19). Null members are off.
 struct CallSecurity {
-  std::shared_ptr<const security::TokenStore> tokens;  // static bearer tokens
-  std::shared_ptr<const security::JwtVerifier> jwt;    // bearer JWTs
+  std::shared_ptr<security::TokenStore> tokens;      // static bearer tokens (reloadable)
+  std::shared_ptr<const security::JwtVerifier> jwt;  // bearer JWTs
   // Null: authorisation is off and every identified caller may do everything (the plaintext
   // default of `make run`). Set: no matching allow means PERMISSION_DENIED.
-  std::shared_ptr<const security::Authorizer> authorizer;
+  std::shared_ptr<security::Authorizer> authorizer;  // its ACLs reloadable
   // Per-principal rates (requests/s on every checked call; produce and fetch bytes/s where a
   // service charges them). Null: no quotas.
   std::shared_ptr<security::QuotaBook> quotas;
@@ -76,6 +76,7 @@ class CallGuard {
                       absl::string_view name) const;
 
   bool authorizing() const { return security_.authorizer != nullptr; }
+  const CallSecurity& security() const { return security_; }
 
  private:
   absl::Status Charge(grpc::ServerContextBase& ctx, absl::string_view principal,

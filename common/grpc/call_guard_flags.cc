@@ -1,6 +1,12 @@
 #include "common/grpc/call_guard_flags.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -31,6 +37,9 @@ ABSL_FLAG(double, quota_requests, 0, "Calls/s each principal may make; 0: no lim
 ABSL_FLAG(std::vector<std::string>, superusers, {},
           "Principals every check allows, comma separated (e.g. User:admin)");
 
+ABSL_FLAG(int32_t, auth_reload_seconds, 10,
+          "How often --auth-token-file and --acl-file are checked for changes (replace them by a "
+          "rename); 0: read at start only");
 ABSL_FLAG(std::string, peer_tls_ca, "",
           "PEM CA of the servers this one calls (broker, coordinator, peers): TLS to them");
 ABSL_FLAG(std::string, peer_tls_cert, "",
@@ -124,6 +133,67 @@ absl::Status SetDialSecurityFromFlags() {
   }
   SetDefaultDialSecurity(std::move(security));
   return absl::OkStatus();
+}
+
+namespace {
+
+// The file's (modification time, size), or nullopt when it cannot be stat'ed.
+std::optional<std::pair<int64_t, int64_t>> Version(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::pair<int64_t, int64_t>{
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec, st.st_size};
+}
+
+// Calls `reload` when `path` changed since the last call that saw it.
+class FileWatch {
+ public:
+  FileWatch(std::string path, std::function<absl::Status(const std::string&)> reload)
+      : path_(std::move(path)), reload_(std::move(reload)), seen_(Version(path_)) {}
+  void Check() {
+    auto now = Version(path_);
+    if (!now || now == seen_) return;
+    seen_ = now;
+    if (absl::Status s = reload_(path_); !s.ok()) {
+      spdlog::error("reloading {} failed, the previous contents stay: {}", path_,
+                    std::string(s.message()));
+    } else {
+      spdlog::info("reloaded {}", path_);
+    }
+  }
+
+ private:
+  const std::string path_;
+  const std::function<absl::Status(const std::string&)> reload_;
+  std::optional<std::pair<int64_t, int64_t>> seen_;
+};
+
+}  // namespace
+
+void ReloadCallGuardFiles(const CallGuard& guard, runtime::Scope* scope) {
+  const int32_t seconds = absl::GetFlag(FLAGS_auth_reload_seconds);
+  if (seconds <= 0) return;
+  std::vector<std::shared_ptr<FileWatch>> watches;
+  const std::string tokens = absl::GetFlag(FLAGS_auth_token_file);
+  if (!tokens.empty() && guard.security().tokens != nullptr) {
+    auto store = guard.security().tokens;
+    watches.push_back(std::make_shared<FileWatch>(
+        tokens, [store](const std::string& path) { return store->Reload(path); }));
+  }
+  const std::string acls = absl::GetFlag(FLAGS_acl_file);
+  if (!acls.empty() && guard.security().authorizer != nullptr) {
+    auto authorizer = guard.security().authorizer;
+    watches.push_back(
+        std::make_shared<FileWatch>(acls, [authorizer](const std::string& path) -> absl::Status {
+          auto entries = security::LoadAclFile(path);
+          if (!entries.ok()) return entries.status();
+          return authorizer->ReplaceAcls(*std::move(entries));
+        }));
+  }
+  if (watches.empty()) return;
+  scope->Every(absl::Seconds(seconds), [watches] {
+    for (const auto& w : watches) w->Check();
+  });
 }
 
 std::string DescribeCallGuardFlags() {

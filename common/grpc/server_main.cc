@@ -84,6 +84,10 @@ int ServerMain(const std::string& name, int argc, char** argv,
     return 1;
   }
 
+  // Token and ACL files are read again when they change, for as long as the server runs.
+  runtime::Scope reloads(&runtime, runtime::Pool::kStorage);
+  ReloadCallGuardFiles(**guard, &reloads);
+
   metrics::MetricsHub metrics;
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {

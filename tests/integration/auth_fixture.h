@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -47,8 +48,15 @@ class AuthTest : public ::testing::Test {
                         security::Sha256Hex("root-token") + " User:root\n" +
                         security::Sha256Hex("svc-token") + " User:svc\n");
     Write("acls", acls);
-    std::vector<std::string> args = {"--auth-token-file", dir_.Sub("tokens"), "--acl-file",
-                                     dir_.Sub("acls"),    "--superusers",     "User:root"};
+    // The token and ACL files are checked for changes every second.
+    std::vector<std::string> args = {"--auth-token-file",
+                                     dir_.Sub("tokens"),
+                                     "--acl-file",
+                                     dir_.Sub("acls"),
+                                     "--superusers",
+                                     "User:root",
+                                     "--auth-reload-seconds",
+                                     "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     server_ =
         std::make_unique<ServerProcess>(AuthBinary(binary), dir_.Sub("data"), dir_.path(), args);
@@ -79,8 +87,11 @@ class AuthTest : public ::testing::Test {
     return queue_->GetQueueStats(As(token).get(), req, resp ? resp : &local);
   }
 
+  // Replaces file `name` atomically (a temporary file renamed over it).
   void Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_.Sub(name)) << text;
+    const std::string tmp = dir_.Sub(name + ".tmp");
+    std::ofstream(tmp) << text;
+    std::rename(tmp.c_str(), dir_.Sub(name).c_str());
   }
 
   TempDir dir_;

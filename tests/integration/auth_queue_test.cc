@@ -171,6 +171,22 @@ TEST_F(AuthTest, OverItsByteQuotaAPrincipalIsToldWhenToRetryAndOthersGoOn) {
   EXPECT_EQ(stats.ready(), 3) << "the refused enqueue added nothing";
 }
 
+// The token and ACL files are read again when replaced (--auth-reload-seconds 1 here), without
+// a restart: a new token and its ACL work, a removed token no longer does.
+TEST_F(AuthQueueTest, ReplacedTokenAndAclFilesApplyWithoutARestart) {
+  ASSERT_TRUE(Enqueue("alice-token", "orders.eu").ok());
+  EXPECT_EQ(Enqueue("carol-token", "reports").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  Write("acls", std::string(kAcls) + "allow User:carol queue literal reports Write\n");
+  Write("tokens", security::Sha256Hex("carol-token") + " User:carol\n");
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!Enqueue("carol-token", "reports").ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(Enqueue("carol-token", "reports").ok()) << "the new token and ACL";
+  EXPECT_EQ(Enqueue("alice-token", "orders.eu").error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << "alice's token is gone";
+}
+
 // The CLI presents --token (or CONDUIT_TOKEN) on its calls.
 TEST_F(AuthQueueTest, TheCliSendsItsToken) {
   const std::string cli = AuthBinary("conduit") + " --addr " + server_->address();

@@ -94,6 +94,19 @@ TEST(QueueCodec, IndexEntryAndLeaseRoundTrip) {
   }
 }
 
+// Every index entry of queue `q`, in job id order.
+std::vector<JobIndexEntry> IndexOf(RocksDbQueueStore& store, QueueId q) {
+  std::vector<JobIndexEntry> entries;
+  EXPECT_TRUE(store
+                  .ScanIndex(q,
+                             [&](const JobIndexEntry& e) {
+                               entries.push_back(e);
+                               return absl::OkStatus();
+                             })
+                  .ok());
+  return entries;
+}
+
 Job StoredJob(uint64_t id, JobState state) {
   Job job;
   job.id = id;
@@ -133,14 +146,7 @@ TEST(QueueStorage, LeasesAreWrittenBesideTheJobAndDeletesRemoveAllThree) {
   EXPECT_EQ((*jobs)[0], enqueue.puts[0]);  // as enqueued
   EXPECT_EQ((*jobs)[1], enqueue.puts[1]);
   EXPECT_EQ((*jobs)[2], std::nullopt);
-  std::vector<JobIndexEntry> entries;
-  ASSERT_TRUE(store
-                  ->ScanIndex(q,
-                              [&](const JobIndexEntry& e) {
-                                entries.push_back(e);
-                                return absl::OkStatus();
-                              })
-                  .ok());
+  std::vector<JobIndexEntry> entries = IndexOf(*store, q);
   EXPECT_EQ(entries, (std::vector<JobIndexEntry>{JobIndexEntry::Of(enqueue.puts[0]),
                                                  JobIndexEntry::Of(enqueue.puts[1])}));
   QueueWrite ack;
@@ -149,14 +155,7 @@ TEST(QueueStorage, LeasesAreWrittenBesideTheJobAndDeletesRemoveAllThree) {
   ASSERT_TRUE(store->Write({&ack}).ok());
   EXPECT_TRUE(store->LoadLeases(q)->empty());
   EXPECT_EQ((*store->ReadJobs(q, {1}))[0], std::nullopt);
-  entries.clear();
-  ASSERT_TRUE(store
-                  ->ScanIndex(q,
-                              [&](const JobIndexEntry& e) {
-                                entries.push_back(e);
-                                return absl::OkStatus();
-                              })
-                  .ok());
+  entries = IndexOf(*store, q);
   EXPECT_EQ(entries.size(), 1u);
 }
 
@@ -183,14 +182,7 @@ TEST(QueueStorage, OpeningAStoreWithoutAJobIndexBuildsIt) {
   for (int open = 0; open < 2; ++open) {  // built at the first open, kept at the second
     auto store = RocksDbQueueStore::Open(path);
     ASSERT_TRUE(store.ok()) << store.status();
-    std::vector<JobIndexEntry> entries;
-    ASSERT_TRUE((*store)
-                    ->ScanIndex(q,
-                                [&](const JobIndexEntry& e) {
-                                  entries.push_back(e);
-                                  return absl::OkStatus();
-                                })
-                    .ok());
+    std::vector<JobIndexEntry> entries = IndexOf(**store, q);
     ASSERT_EQ(entries.size(), 3u);
     EXPECT_EQ(entries[0].state, JobState::kQueued);
     EXPECT_EQ(entries[1].state, JobState::kQueued);  // its lease is a record of its own
