@@ -25,7 +25,7 @@ const DEADLINE_MS = 10_000;
 const CLUSTER_WAIT_MS = 15_000;  // leases are real etcd leases: views converge well within 1 s
 const REPO = process.env.CONDUIT_SOURCE_DIR || path.resolve(__dirname, '..', '..');
 const HINT_KEYS = ['conduit-leader-id', 'conduit-leader-address', 'conduit-leader-epoch'];
-const { FAILED_PRECONDITION, UNAVAILABLE } = grpc.status;
+const { FAILED_PRECONDITION, NOT_FOUND, UNAVAILABLE } = grpc.status;
 
 // As node_client.js: field names as in the .proto, int64 as Number (offsets are tiny), proto3
 // `optional` fields undefined when unset.
@@ -193,12 +193,20 @@ async function awaitCluster(stubs, addresses) {
 }
 
 // GetMetadata on every broker until each names a live leader for every partition and they
-// agree; resolves with [[leader id, leader epoch]] in partition order.
+// agree (a broker that does not know the topic yet answers NOT_FOUND: not yet); resolves with
+// [[leader id, leader epoch]] in partition order.
 async function awaitPlacement(stubs, brokers, topic, partitions) {
   const view = await poll(`every broker names the same live leaders of ${topic}`, async () => {
     const views = [];
     for (const address of brokers.values()) {
-      const m = await stubs.call(address, 'GetMetadata', { topics: [topic] });
+      let m;
+      try {
+        m = await stubs.call(address, 'GetMetadata', { topics: [topic] });
+      } catch (err) {
+        // A broker whose view has not yet caught up with etcd does not know the topic yet.
+        if (err.code === NOT_FOUND) return false;
+        throw err;
+      }
       const parts = m.topics.length ? m.topics[0].partitions : [];
       views.push(JSON.stringify(parts.map((p) => [p.partition, p.leader, p.leader_epoch])));
     }

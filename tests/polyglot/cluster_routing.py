@@ -154,8 +154,14 @@ def await_placement(stubs, brokers, topic, partitions):
     def agreed():
         views = []
         for address in brokers.values():
-            meta = stubs(address).GetMetadata(pb.GetMetadataRequest(topics=[topic]),
-                                              timeout=DEADLINE_S)
+            try:
+                meta = stubs(address).GetMetadata(pb.GetMetadataRequest(topics=[topic]),
+                                                  timeout=DEADLINE_S)
+            except grpc.RpcError as err:
+                # A broker whose view has not caught up with etcd does not know the topic yet.
+                if err.code() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise
             parts = meta.topics[0].partitions if meta.topics else []
             views.append([(p.partition, p.leader, p.leader_epoch) for p in parts])
         first = views[0]
