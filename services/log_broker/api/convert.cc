@@ -1,7 +1,9 @@
 #include "services/log_broker/api/convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/status.h"
 #include "common/status/status_macros.h"
+#include "services/log_broker/domain/not_leader.h"
 
 namespace conduit::log_broker::api {
 
@@ -246,6 +248,17 @@ double RecordBytes(const pb::ProduceRequest& request) {
     for (const auto& h : r.headers()) bytes += h.key().size() + h.value().size();
   }
   return static_cast<double>(bytes);
+}
+
+// The one status mapping of this service: a not-leader status also names the leader in the
+// trailing metadata documented in log.proto.
+grpc::Status Answer(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  if (auto hint = LeaderHintOf(status)) {
+    ctx->AddTrailingMetadata("conduit-leader-id", std::to_string(hint->id));
+    ctx->AddTrailingMetadata("conduit-leader-address", hint->address);
+    ctx->AddTrailingMetadata("conduit-leader-epoch", std::to_string(hint->epoch));
+  }
+  return grpc_util::ToGrpcStatus(status);
 }
 
 }  // namespace conduit::log_broker::api

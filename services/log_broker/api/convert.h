@@ -1,5 +1,7 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 // Conversion between conduit.log.v1 messages and domain types. No rules here.
 
 #include <utility>
@@ -50,5 +52,9 @@ using grpc_util::SetTimestamp;
 
 // What a produce request carries, for the produce byte quota: keys, values and headers.
 double RecordBytes(const pb::ProduceRequest& request);
+
+// The one status mapping of the log service: a not-leader status also names the leader in the
+// trailing metadata documented in log.proto.
+grpc::Status Answer(grpc::CallbackServerContext* ctx, const absl::Status& status);
 
 }  // namespace conduit::log_broker::api
