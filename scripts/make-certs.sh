@@ -3,7 +3,9 @@
 # three certificates it signs, every key ECDSA P-256, every key file mode 0600.
 #
 #   ca.pem ca.key            the dev CA (CN "Conduit dev CA <dir name>"): trust it on both sides
-#   server.pem server.key    the server: SAN IP:127.0.0.1, IP:::1, DNS:localhost; serverAuth
+#   server.pem server.key    the server: SAN IP:127.0.0.1, IP:::1, DNS:localhost and the service
+#                            names of deploy/docker-compose.yml (broker, coordinator, queue,
+#                            broker-1..3: the servers dial each other by them); serverAuth
 #   worker.pem worker.key    a client with URI SAN spiffe://conduit.dev/worker (CN conduit-worker)
 #   operator.pem operator.key  a client with a CN only (CN operator, no SAN)
 #
@@ -59,7 +61,7 @@ leaf() {
 }
 leaf server "/O=Conduit dev/CN=localhost" \
   "extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1, IP:::1, DNS:localhost"
+subjectAltName = IP:127.0.0.1, IP:::1, DNS:localhost, DNS:broker, DNS:coordinator, DNS:queue, DNS:broker-1, DNS:broker-2, DNS:broker-3"
 leaf worker "/O=Conduit dev/CN=conduit-worker" \
   "extendedKeyUsage = clientAuth
 subjectAltName = URI:spiffe://conduit.dev/worker"
@@ -74,5 +76,5 @@ for f in ca server worker operator; do
   mv -f "$work/$f.key" "$dir/$f.key"
   mv -f "$work/$f.pem" "$dir/$f.pem"
 done
-echo "wrote $dir: ca.pem (CA), server.pem (127.0.0.1, ::1, localhost)," \
+echo "wrote $dir: ca.pem (CA), server.pem (127.0.0.1, ::1, localhost, compose service names)," \
   "worker.pem (spiffe://conduit.dev/worker), operator.pem (CN operator), and their .key files"

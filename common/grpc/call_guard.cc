@@ -1,7 +1,10 @@
 #include "common/grpc/call_guard.h"
 
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc/audit_interceptor.h"
 #include "common/security/principal.h"
 
 namespace conduit::grpc_util {
@@ -9,12 +12,19 @@ namespace {
 
 constexpr absl::string_view kBearer = "Bearer ";
 
-// The first value of `property` in `auth`, or "".
-std::string First(const grpc::AuthContext& auth, const char* property) {
+// Every value of `property` in `auth`, appended to `out`.
+void Append(const grpc::AuthContext& auth, const char* property, std::vector<std::string>* out) {
   for (const grpc::string_ref& value : auth.FindPropertyValues(property)) {
-    return std::string(value.data(), value.size());
+    out->emplace_back(value.data(), value.size());
   }
-  return "";
+}
+
+absl::Status Denial(absl::string_view principal, security::ResourceType type,
+                    absl::string_view name, security::Operation operation,
+                    absl::string_view reason) {
+  return absl::PermissionDeniedError(
+      absl::StrCat(principal, " may not ", security::OperationName(operation), " ",
+                   security::ResourceTypeName(type), " '", name, "' (", reason, ")"));
 }
 
 }  // namespace
@@ -24,13 +34,16 @@ const CallGuard& CallGuard::Open() {
   return *open;
 }
 
-std::string CertificatePrincipal(const grpc::AuthContext& auth) {
-  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME,
-                               GRPC_PEER_DNS_PROPERTY_NAME, GRPC_X509_CN_PROPERTY_NAME}) {
-    std::string value = First(auth, property);
-    if (!value.empty()) return absl::StrCat("User:", value);
-  }
-  return "";
+std::string CertificatePrincipal(const grpc::AuthContext& auth,
+                                 const security::CertificatePrincipalRules& rules) {
+  security::CertificateNames names;
+  Append(auth, GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, &names.uris);  // first: DEFAULT takes it
+  Append(auth, GRPC_PEER_URI_PROPERTY_NAME, &names.uris);
+  Append(auth, GRPC_PEER_DNS_PROPERTY_NAME, &names.dns);
+  std::vector<std::string> cn;
+  Append(auth, GRPC_X509_CN_PROPERTY_NAME, &cn);
+  if (!cn.empty()) names.common_name = std::move(cn.front());
+  return rules.Map(names);
 }
 
 absl::StatusOr<std::string> CallGuard::PrincipalOf(const grpc::ServerContextBase& ctx) const {
@@ -55,7 +68,7 @@ absl::StatusOr<std::string> CallGuard::PrincipalOf(const grpc::ServerContextBase
     return absl::UnauthenticatedError("the bearer token is not valid here");
   }
   if (auto auth = ctx.auth_context(); auth != nullptr && auth->IsPeerAuthenticated()) {
-    std::string principal = CertificatePrincipal(*auth);
+    std::string principal = CertificatePrincipal(*auth, security_.certificate_rules);
     if (!principal.empty()) return principal;
   }
   return std::string(security::kAnonymousPrincipal);
@@ -63,16 +76,40 @@ absl::StatusOr<std::string> CallGuard::PrincipalOf(const grpc::ServerContextBase
 
 absl::Status CallGuard::Check(grpc::ServerContextBase& ctx, security::ResourceType type,
                               absl::string_view name, security::Operation operation) const {
+  const bool audit_admin = security_.audit != nullptr && security::IsAdminOperation(operation);
   if (security_.tokens == nullptr && security_.jwt == nullptr && !authorizing() &&
-      security_.quotas == nullptr) {
+      security_.quotas == nullptr && !audit_admin) {
     return absl::OkStatus();
   }
   auto principal = PrincipalOf(ctx);
-  if (!principal.ok()) return principal.status();
+  if (!principal.ok()) {
+    if (security_.audit != nullptr) {
+      NoteAuditCheck(
+          ctx, "",
+          {type, std::string(name), operation, false, std::string(principal.status().message())});
+    }
+    return principal.status();
+  }
   if (absl::Status s = Charge(ctx, *principal, security::QuotaKind::kRequests, 1); !s.ok()) {
     return s;
   }
-  return Check(*principal, type, name, operation);
+  return Check(ctx, *principal, type, name, operation);
+}
+
+absl::Status CallGuard::Check(grpc::ServerContextBase& ctx, absl::string_view principal,
+                              security::ResourceType type, absl::string_view name,
+                              security::Operation operation) const {
+  security::Decision decision = Decide(principal, type, name, operation);
+  if (security_.audit != nullptr && (!decision.allowed || security::IsAdminOperation(operation))) {
+    NoteAuditCheck(ctx, principal,
+                   {type, std::string(name), operation, decision.allowed, decision.reason});
+  }
+  if (decision.allowed) return absl::OkStatus();
+  return Denial(principal, type, name, operation, decision.reason);
+}
+
+void CallGuard::AuditDetail(grpc::ServerContextBase& ctx, absl::string_view detail) const {
+  if (security_.audit != nullptr) NoteAuditDetail(ctx, detail);
 }
 
 absl::Status CallGuard::ChargeBytes(grpc::ServerContextBase& ctx, security::QuotaKind kind,
@@ -93,15 +130,18 @@ absl::Status CallGuard::Charge(grpc::ServerContextBase& ctx, absl::string_view p
   return security_.quotas->Refusal(principal, kind, verdict);
 }
 
+security::Decision CallGuard::Decide(absl::string_view principal, security::ResourceType type,
+                                     absl::string_view name, security::Operation operation) const {
+  if (!authorizing()) return {true, "authorisation is off"};
+  return security_.authorizer->Authorize(principal, type, name, operation);
+}
+
 absl::Status CallGuard::Check(absl::string_view principal, security::ResourceType type,
                               absl::string_view name, security::Operation operation) const {
   if (!authorizing()) return absl::OkStatus();
-  const security::Decision decision =
-      security_.authorizer->Authorize(principal, type, name, operation);
+  security::Decision decision = Decide(principal, type, name, operation);
   if (decision.allowed) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat(principal, " may not ", security::OperationName(operation), " ",
-                   security::ResourceTypeName(type), " '", name, "' (", decision.reason, ")"));
+  return Denial(principal, type, name, operation, decision.reason);
 }
 
 bool CallGuard::MayViewPayload(const grpc::ServerContextBase& ctx, security::ResourceType type,

@@ -37,6 +37,10 @@ ABSL_FLAG(double, quota_requests, 0, "Calls/s each principal may make; 0: no lim
 ABSL_FLAG(std::vector<std::string>, superusers, {},
           "Principals every check allows, comma separated (e.g. User:admin)");
 
+ABSL_FLAG(std::string, tls_principal_rules, "",
+          "How a TLS client certificate names its principal: ordered rules like Kafka's, e.g. "
+          "'URI:^spiffe://conduit\\.dev/(.*)$/\\1/,CN:^(.*)$/\\1/L,DEFAULT' "
+          "(common/security/principal_rules.h); empty: DEFAULT (URI SAN, DNS SAN, CN)");
 ABSL_FLAG(int32_t, auth_reload_seconds, 10,
           "How often --auth-token-file and --acl-file are checked for changes (replace them by a "
           "rename); 0: read at start only");
@@ -76,8 +80,16 @@ absl::StatusOr<std::shared_ptr<security::JwtVerifier>> JwtFromFlags(const time::
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(const time::Clock* clock) {
+absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(
+    const time::Clock* clock, std::shared_ptr<security::AuditRelay> audit) {
   CallSecurity security;
+  security.audit = std::move(audit);
+  auto rules = security::CertificatePrincipalRules::Parse(absl::GetFlag(FLAGS_tls_principal_rules));
+  if (!rules.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls-principal-rules: ", rules.status().message()));
+  }
+  security.certificate_rules = *std::move(rules);
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
     auto tokens = std::make_shared<security::TokenStore>();
     if (absl::Status s = tokens->Reload(path); !s.ok()) return s;

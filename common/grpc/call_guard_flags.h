@@ -11,8 +11,9 @@ namespace conduit::grpc_util {
 
 // The CallGuard the --auth-* and --acl-* flags describe, files read and checked (INVALID_ARGUMENT
 // or the file's error otherwise); without any of them, CallGuard::Open()'s equivalent. `clock`
-// checks JWT times and must outlive the guard.
-absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(const time::Clock* clock);
+// checks JWT times and must outlive the guard; `audit` (may be null) becomes its audit sink.
+absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(
+    const time::Clock* clock, std::shared_ptr<security::AuditRelay> audit = nullptr);
 
 // The identity this server presents to the servers it calls (--peer-tls-ca, --peer-tls-cert,
 // --peer-tls-key, --peer-token-file), set as the process's default DialSecurity.

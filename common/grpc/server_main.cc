@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
 #include "common/flags/flags.h"
+#include "common/grpc/audit_interceptor.h"
 #include "common/grpc/call_guard_flags.h"
 #include "common/grpc/server_runner.h"
 #include "common/grpc/server_tls.h"
@@ -75,7 +76,9 @@ int ServerMain(const std::string& name, int argc, char** argv,
   }
 
   runtime::Runtime runtime;  // outlives every component (teardown runs before it goes)
-  auto guard = CallGuardFromFlags(runtime.clock());
+  // The audit step: the guard notes, the interceptor records, the security component keeps.
+  auto audit = std::make_shared<security::AuditRelay>();
+  auto guard = CallGuardFromFlags(runtime.clock(), audit);
   if (guard.ok()) {
     if (absl::Status dial = SetDialSecurityFromFlags(); !dial.ok()) guard = dial;
   }
@@ -101,6 +104,9 @@ int ServerMain(const std::string& name, int argc, char** argv,
   ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.credentials = *credentials;
+  options.add_interceptors = [audit, clock = runtime.clock()](auto* interceptors) {
+    interceptors->push_back(AuditInterceptorFactory(audit, clock));
+  };
   size_t built = 0;
   auto teardown = [&] {
     while (built > 0) components[--built].teardown();

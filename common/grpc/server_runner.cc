@@ -1,9 +1,8 @@
 #include "common/grpc/server_runner.h"
 
-#include <signal.h>
-
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -38,21 +37,23 @@ absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen,
-                           options.credentials != nullptr ? options.credentials
-                                                          : grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(
+      options.listen,
+      options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
+      &port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  builder.AddChannelArgument(
+      GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(ParseFailureInterceptorFactory(options.health_services));
+  if (options.add_interceptors) options.add_interceptors(&interceptors);
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

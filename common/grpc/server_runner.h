@@ -1,11 +1,12 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/server_interceptor.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -26,13 +27,19 @@ struct ServerOptions {
   // They are also the services whose unparsable requests are answered INVALID_ARGUMENT
   // (parse_failure_interceptor.h); a method of any other service stays UNIMPLEMENTED.
   std::vector<std::string> health_services;
+  // Adds interceptors after the parse-failure one (ServerMain: the audit step,
+  // audit_interceptor.h). Null: none.
+  std::function<void(
+      std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>*)>
+      add_interceptors;
 };
 
 // A started gRPC server with health checking and server reflection (grpcurl) enabled.
 // Thread-safe; Shutdown may be called once from any thread.
 class RunningServer {
  public:
-  RunningServer(std::unique_ptr<grpc::Server> server, std::string host, int port, absl::Duration drain)
+  RunningServer(std::unique_ptr<grpc::Server> server, std::string host, int port,
+                absl::Duration drain)
       : server_(std::move(server)), host_(std::move(host)), port_(port), drain_(drain) {}
   ~RunningServer() { Shutdown(); }
 
@@ -55,8 +62,8 @@ class RunningServer {
 
 // Builds and starts a server hosting `services` (not owned; they must outlive the server).
 // INVALID_ARGUMENT for an unparsable listen address, UNAVAILABLE if the port cannot be bound.
-absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(const ServerOptions& options,
-                                                          const std::vector<grpc::Service*>& services);
+absl::StatusOr<std::unique_ptr<RunningServer>> StartServer(
+    const ServerOptions& options, const std::vector<grpc::Service*>& services);
 
 // Blocks SIGTERM and SIGINT in the calling thread (call first in main, before any thread
 // starts, so that every thread inherits the mask), and returns a function that waits for one of

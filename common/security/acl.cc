@@ -135,6 +135,11 @@ std::optional<Permission> ParsePermission(absl::string_view name) {
   return Parse<Permission>(name, kPermissionNames);
 }
 
+bool IsAdminOperation(Operation operation) {
+  return operation == Operation::kCreate || operation == Operation::kDelete ||
+         operation == Operation::kAlter || operation == Operation::kRedrive;
+}
+
 std::string OperationNames() { return absl::StrJoin(kOperationNames, ", "); }
 
 }  // namespace conduit::security

@@ -75,6 +75,10 @@ std::optional<PatternType> ParsePatternType(absl::string_view name);
 std::optional<Operation> ParseOperation(absl::string_view name);
 std::optional<Permission> ParsePermission(absl::string_view name);
 
+// Create, Delete, Alter and Redrive: the admin operations, whose calls the audit trail records
+// when allowed too (audit.h).
+bool IsAdminOperation(Operation operation);
+
 // Every operation's name joined by ", " (for "expected one of ..." messages).
 std::string OperationNames();
 

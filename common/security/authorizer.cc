@@ -37,16 +37,28 @@ bool AllowCovers(Operation granted, Operation requested) {
          granted == Operation::kDelete || granted == Operation::kAlter;
 }
 
-}  // namespace
-
-absl::Status Authorizer::ReplaceAcls(std::vector<AclEntry> acls) {
+absl::Status ValidateAll(const std::vector<AclEntry>& acls) {
   for (size_t i = 0; i < acls.size(); ++i) {
     if (absl::Status s = ValidateAclEntry(acls[i]); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("acl entry ", i, ": ", s.message()));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Authorizer::ReplaceAcls(std::vector<AclEntry> acls) {
+  if (absl::Status s = ValidateAll(acls); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   acls_ = std::move(acls);
+  return absl::OkStatus();
+}
+
+absl::Status Authorizer::ReplaceStoredAcls(std::vector<AclEntry> acls) {
+  if (absl::Status s = ValidateAll(acls); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  stored_ = std::move(acls);
   return absl::OkStatus();
 }
 
@@ -68,6 +80,11 @@ std::vector<AclEntry> Authorizer::Acls() const {
   return acls_;
 }
 
+std::vector<AclEntry> Authorizer::StoredAcls() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return stored_;
+}
+
 Decision Authorizer::Authorize(absl::string_view principal, ResourceType resource_type,
                                absl::string_view resource_name, Operation operation) const {
   if (principal.empty()) return {false, "the caller has no principal"};
@@ -76,14 +93,16 @@ Decision Authorizer::Authorize(absl::string_view principal, ResourceType resourc
     return {true, absl::StrCat("principal '", principal, "' is a superuser")};
   }
   const AclEntry* allow = nullptr;
-  for (const AclEntry& entry : acls_) {
-    if (!EntryMatches(entry, principal, resource_type, resource_name)) continue;
-    if (entry.permission == Permission::kDeny) {
-      if (entry.operation == operation) {
-        return {false, absl::StrCat("denied by acl '", FormatAclEntry(entry), "'")};
+  for (const std::vector<AclEntry>* set : {&acls_, &stored_}) {
+    for (const AclEntry& entry : *set) {
+      if (!EntryMatches(entry, principal, resource_type, resource_name)) continue;
+      if (entry.permission == Permission::kDeny) {
+        if (entry.operation == operation) {
+          return {false, absl::StrCat("denied by acl '", FormatAclEntry(entry), "'")};
+        }
+      } else if (allow == nullptr && AllowCovers(entry.operation, operation)) {
+        allow = &entry;  // keep scanning: a later deny still wins
       }
-    } else if (allow == nullptr && AllowCovers(entry.operation, operation)) {
-      allow = &entry;  // keep scanning: a later deny still wins
     }
   }
   if (allow != nullptr) {

@@ -45,16 +45,21 @@ class Authorizer {
   Authorizer(const Authorizer&) = delete;
   Authorizer& operator=(const Authorizer&) = delete;
 
-  // Replaces every ACL entry at once. Validates each first (ValidateAclEntry); on the first
-  // invalid one returns INVALID_ARGUMENT naming its index and keeps the old set.
+  // Replaces every ACL entry of the bootstrap file at once. Validates each first
+  // (ValidateAclEntry); on the first invalid one returns INVALID_ARGUMENT naming its index and
+  // keeps the old set.
   absl::Status ReplaceAcls(std::vector<AclEntry> acls);
+  // The same for the stored entries (the ACL RPCs', services/security). Checks consider both
+  // sets, the file's first.
+  absl::Status ReplaceStoredAcls(std::vector<AclEntry> acls);
 
   // Replaces the superusers at once. Each must be a concrete principal (ValidatePrincipal; `*`
   // is refused); otherwise returns INVALID_ARGUMENT and keeps the old set.
   absl::Status ReplaceSuperusers(std::vector<std::string> superusers);
 
-  // The current entries, in the order given to ReplaceAcls.
+  // The current entries, in the order given to ReplaceAcls (ReplaceStoredAcls).
   std::vector<AclEntry> Acls() const;
+  std::vector<AclEntry> StoredAcls() const;
 
   // The decision for `principal` performing `operation` on the resource `resource_name` of
   // `resource_type` (rules above). Never fails: an out-of-range enum is simply matched by no
@@ -65,6 +70,7 @@ class Authorizer {
  private:
   mutable absl::Mutex mu_;
   std::vector<AclEntry> acls_ ABSL_GUARDED_BY(mu_);
+  std::vector<AclEntry> stored_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> superusers_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -21,6 +21,28 @@ constexpr auto kTopic = ResourceType::kTopic;
 constexpr auto kGroup = ResourceType::kGroup;
 constexpr auto kQueue = ResourceType::kQueue;
 
+// The file's entries and the stored ones are one set: a stored deny wins over a file allow, each
+// set is replaced on its own.
+TEST(Authorizer, StoredAndFileEntriesDecideTogether) {
+  Authorizer authorizer;
+  ASSERT_TRUE(authorizer
+                  .ReplaceAcls({Entry(kAllow, "User:alice", kTopic, PatternType::kPrefixed,
+                                      "orders.", Operation::kWrite)})
+                  .ok());
+  ASSERT_TRUE(authorizer
+                  .ReplaceStoredAcls({Entry(kDeny, "User:alice", kTopic, PatternType::kLiteral,
+                                            "orders.pii", Operation::kWrite)})
+                  .ok());
+  EXPECT_FALSE(authorizer.Authorize("User:alice", kTopic, "orders.pii", Operation::kWrite).allowed);
+  EXPECT_TRUE(authorizer.Authorize("User:alice", kTopic, "orders.eu", Operation::kWrite).allowed);
+  ASSERT_TRUE(authorizer.ReplaceAcls({}).ok());  // the file emptied: the stored deny stays
+  EXPECT_EQ(authorizer.StoredAcls().size(), 1u);
+  EXPECT_FALSE(authorizer.Authorize("User:alice", kTopic, "orders.eu", Operation::kWrite).allowed);
+  AclEntry invalid = Entry(kAllow, "alice", kTopic, PatternType::kLiteral, "t", Operation::kRead);
+  EXPECT_FALSE(authorizer.ReplaceStoredAcls({invalid}).ok());
+  EXPECT_EQ(authorizer.StoredAcls().size(), 1u);  // kept
+}
+
 // Issue 19, test 5.
 TEST(Authorizer, DenyWinsOverAllow) {
   Authorizer authorizer;

@@ -1032,6 +1032,36 @@ def test_consume_rate():
     expect_usage(conduit("consume", topic, "--rate", -1, expect=None), "--rate")
 
 
+def test_acl_and_audit():
+    """The server runs open (no ACLs): ACL changes are refused with the reason; the audit trail
+    still records admin calls (who, method, resource, outcome), in a table and as JSON."""
+    topic = f"cli-audit-{SUFFIX}"
+    r = conduit("acl", "add", "allow", "User:bob", "topic", "prefixed", "orders.", "Write",
+                expect=None)
+    expect_error(r, "FAILED_PRECONDITION")
+    check("--authorization" in r.err, "the refusal says how to turn ACLs on", r)
+    expect_usage(conduit("acl", "add", "allow", "User:bob", "topic", expect=None), "fields")
+    expect_usage(conduit("acl", "rm", expect=None), "--all")
+    r = conduit("acl", "ls")
+    check_eq(table(r.out), [["SOURCE", "RULE"]], "no ACLs listed", r)
+
+    conduit("topic", "create", topic, "--partitions", 1)
+    conduit("topic", "delete", topic)
+    r = conduit("audit", "--resource", topic)
+    rows = table_after(r.out, "ID")[1:]  # (the CHECKS cells hold spaces: columns by position)
+    check_eq([row[4] for row in rows], ["CreateTopic", "DeleteTopic"], "audited calls", r)
+    check(all(row[2] == "User:ANONYMOUS" for row in rows), "anonymous callers", r)
+    r = conduit("audit", "--resource", topic, output="json")
+    entries = json.loads(r.out)["entries"]
+    check(all(e.get("statusCode", 0) == 0 for e in entries), "calls that succeeded", r)
+    check_eq([e["checks"][0]["operation"] for e in entries],
+             ["OPERATION_CREATE", "OPERATION_DELETE"], "checked operations", r)
+    check(all(e["peer"].startswith("ipv4:127.0.0.1:") for e in entries), "peer addresses", r)
+    r = conduit("audit", "--resource", topic, "--denied")
+    check_eq(table(r.out)[1:], [], "nothing refused", r)
+    expect_usage(conduit("audit", "--since", "yesterday", expect=None), "--since")
+
+
 def main():
     print(f"cli_test: {BIN} against {ADDR}", flush=True)
     start = time.monotonic()
@@ -1042,7 +1072,7 @@ def main():
                  test_bad_input,
                  test_group_max_commits_only_what_it_printed,
                  test_produce_to_a_missing_partition_fails, test_group_consume_prints_json,
-                 test_consume_rate):
+                 test_consume_rate, test_acl_and_audit):
         t0 = time.monotonic()
         try:
             test()

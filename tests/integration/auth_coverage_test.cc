@@ -1,5 +1,6 @@
 // Issue 19 test 10: every RPC of every Conduit service takes the authorise step. A real
-// conduit-standalone (all three services) runs with authorisation on and no ACL; the test
+// conduit-standalone (all three services and the security service) runs with authorisation on
+// and no ACL; the test
 // enumerates each service's methods from their descriptors (what server reflection serves) and
 // calls each one without credentials: every call is refused PERMISSION_DENIED (a stream before
 // any message), or, for the listings (ListQueues, ListTopics, ListGroups, GetMetadata),
@@ -21,6 +22,7 @@
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "conduit/queue/v1/bridge.grpc.pb.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
+#include "conduit/security/v1/security.grpc.pb.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/dynamic_message.h"
 #include "tests/integration/auth_fixture.h"
@@ -30,6 +32,7 @@ namespace {
 
 namespace lpb = ::conduit::log::v1;
 namespace cpb = ::conduit::coordinator::v1;
+namespace spb = ::conduit::security::v1;
 
 using StreamCall = std::function<grpc::StatusCode(grpc::Channel*)>;
 
@@ -99,7 +102,8 @@ TEST_F(AuthCoverageTest, EveryMethodOfEveryServiceIsRefusedWithoutAGrant) {
       {qpb::EnqueueRequest::descriptor()->file(), "conduit.queue.v1.WorkQueue"},
       {qpb::CreateBridgeRequest::descriptor()->file(), "conduit.queue.v1.Bridges"},
       {lpb::ProduceRequest::descriptor()->file(), "conduit.log.v1.LogService"},
-      {cpb::HeartbeatRequest::descriptor()->file(), "conduit.coordinator.v1.GroupCoordinator"}};
+      {cpb::HeartbeatRequest::descriptor()->file(), "conduit.coordinator.v1.GroupCoordinator"},
+      {spb::ListAclsRequest::descriptor()->file(), "conduit.security.v1.Security"}};
   for (const auto& [file, service] : services) {
     const google::protobuf::ServiceDescriptor* descriptor =
         file->pool()->FindServiceByName(service);

@@ -58,6 +58,7 @@ void AddQueueCommands(CLI::App& app, const Globals& g, Action* run);
 void AddDlqCommands(CLI::App& app, const Globals& g, Action* run);
 void AddClusterCommands(CLI::App& app, const Globals& g, Action* run);
 void AddBridgeCommands(CLI::App& app, const Globals& g, Action* run);
+void AddSecurityCommands(CLI::App& app, const Globals& g, Action* run);  // acl, audit
 
 // Prints "error: CODE: message" on stderr and returns kExitError.
 int Fail(const grpc::Status& status);

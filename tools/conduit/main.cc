@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   AddDlqCommands(app, globals, &run);
   AddClusterCommands(app, globals, &run);
   AddBridgeCommands(app, globals, &run);
+  AddSecurityCommands(app, globals, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

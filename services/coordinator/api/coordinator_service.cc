@@ -52,7 +52,20 @@ absl::Status CoordinatorService::AllowGroupAndTopics(grpc::CallbackServerContext
   if (topics.empty()) return AllowGroup(ctx, group_id, group_operation);
   auto caller = CallerOf(ctx);
   if (!caller.ok()) return caller.status();
-  return AllowGroupAndTopics(*caller, group_id, group_operation, topics, topic_operation);
+  // Open (no ACLs): nothing to refuse; the guard's Check still notes an admin operation.
+  if (!caller->has_value()) return AllowGroup(ctx, group_id, group_operation);
+  // Each check noted for the audit trail, the caller decided once.
+  if (auto s = guard_.Check(*ctx, **caller, ResourceType::kGroup, group_id, group_operation);
+      !s.ok()) {
+    return s;
+  }
+  for (absl::string_view topic : topics) {
+    if (auto s = guard_.Check(*ctx, **caller, ResourceType::kTopic, topic, topic_operation);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CoordinatorService::AllowGroupAndTopics(const std::optional<std::string>& caller,
@@ -232,19 +245,24 @@ grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerC
       !s.ok()) {
     return Refuse(ctx, s);
   }
-  return Run(ctx, *req, [this, req, resp, peer = ctx->peer()](absl::Time deadline) -> absl::Status {
-    auto in = FromProto(*req, peer);
-    if (!in.ok()) return in.status();
-    in->deadline = deadline;
-    auto out = coordinator_->ResetOffsets(*in);
-    if (!out.ok()) return out.status();
-    resp->set_executed(out->executed);
-    resp->set_topic(req->topic());
-    for (const PartitionReset& r : out->partitions) ToProto(r, resp->add_partitions());
-    resp->set_group_epoch(out->group_epoch);
-    resp->set_audit_id(out->audit_id);
-    return absl::OkStatus();
-  });
+  return Run(
+      ctx, *req, [this, ctx, req, resp, peer = ctx->peer()](absl::Time deadline) -> absl::Status {
+        auto in = FromProto(*req, peer);
+        if (!in.ok()) return in.status();
+        in->deadline = deadline;
+        auto out = coordinator_->ResetOffsets(*in);
+        if (!out.ok()) return out.status();
+        // The security audit trail points at the group's own audit record (ListGroupAudit).
+        guard_.AuditDetail(*ctx, absl::StrCat("group '", req->group_id(), "' offset reset ",
+                                              out->executed ? "executed" : "planned (dry run)",
+                                              ", group audit id ", out->audit_id));
+        resp->set_executed(out->executed);
+        resp->set_topic(req->topic());
+        for (const PartitionReset& r : out->partitions) ToProto(r, resp->add_partitions());
+        resp->set_group_epoch(out->group_epoch);
+        resp->set_audit_id(out->audit_id);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ListGroupAudit(grpc::CallbackServerContext* ctx,

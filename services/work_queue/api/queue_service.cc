@@ -1,6 +1,9 @@
 #include "services/work_queue/api/queue_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
@@ -8,6 +11,20 @@
 #include "services/work_queue/api/reactors.h"
 
 namespace conduit::work_queue::api {
+namespace {
+
+// "N jobs (1, 2, 3, ...)" for the audit trail: at most the first 20 ids.
+std::string IdsText(const std::vector<uint64_t>& ids) {
+  constexpr size_t kShown = 20;
+  std::string text = absl::StrCat(ids.size(), ids.size() == 1 ? " job" : " jobs");
+  if (ids.empty()) return text;
+  const std::vector<uint64_t> shown(ids.begin(), ids.begin() + std::min(ids.size(), kShown));
+  absl::StrAppend(&text, " (", absl::StrJoin(shown, ", "), ids.size() > kShown ? ", ..." : "", ")");
+  return text;
+}
+
+}  // namespace
+
 using grpc_util::FromDuration;
 using grpc_util::FromTimestamp;
 using grpc_util::SetDuration;
@@ -237,11 +254,13 @@ grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
   std::optional<std::string> replacement;
   if (request->has_replacement_payload()) replacement = request->replacement_payload();
   auto* reactor = ctx->DefaultReactor();
-  auto finish =
-      Finisher<RedriveResult>(reactor, [response, dry = selection.dry_run](const auto& r) {
+  auto finish = Finisher<RedriveResult>(
+      reactor, [this, ctx, response, dry = selection.dry_run](const auto& r) {
         for (uint64_t id : r.moved) response->add_job_ids(id);
         for (uint64_t id : r.refused) response->add_refused_job_ids(id);
         response->set_dry_run(dry);
+        guard_.AuditDetail(*ctx, absl::StrCat(dry ? "would redrive " : "redrove ", IdsText(r.moved),
+                                              "; refused ", IdsText(r.refused)));
       });
   if (request->has_to_topic()) {
     queue_->RedriveToTopic(request->queue(), selection, replacement, request->to_topic().topic(),
@@ -260,12 +279,15 @@ grpc::ServerUnaryReactor* QueueService::DiscardDeadLetters(
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   const DeadLetterSelection selection = Selection(*request);
   auto* reactor = ctx->DefaultReactor();
-  queue_->Discard(request->queue(), selection, request->reason(),
-                  Finisher<std::vector<uint64_t>>(
-                      reactor, [response, dry = selection.dry_run](const auto& ids) {
-                        for (uint64_t id : ids) response->add_job_ids(id);
-                        response->set_dry_run(dry);
-                      }));
+  queue_->Discard(
+      request->queue(), selection, request->reason(),
+      Finisher<std::vector<uint64_t>>(
+          reactor, [this, ctx, request, response, dry = selection.dry_run](const auto& ids) {
+            for (uint64_t id : ids) response->add_job_ids(id);
+            response->set_dry_run(dry);
+            guard_.AuditDetail(*ctx, absl::StrCat(dry ? "would discard " : "discarded ",
+                                                  IdsText(ids), "; reason: ", request->reason()));
+          }));
   return reactor;
 }
 
