@@ -4,13 +4,17 @@
 #
 #   1. Helm: `helm lint` and `helm template` of helm/conduit for the default values and every
 #      tests/deploy/values/*.yaml (standalone, monitoring, standalone-monitoring, all-services,
-#      hardened, cluster with the in-chart etcd, cluster-external-etcd); values the schema and
-#      the templates must reject are rejected.
+#      hardened, cluster with the in-chart etcd, cluster-external-etcd; security: secure — TLS,
+#      mTLS, tokens, JWTs, ACLs, quotas —, secure-cluster, tls-only); values the schema and the
+#      templates must reject are rejected.
 #   2. Every rendered manifest validated against the Kubernetes / Prometheus Operator schemas
-#      (kubernetes-models) plus the chart's own rules (tests/deploy/validate-manifests.js).
+#      (kubernetes-models) plus the chart's own rules (tests/deploy/validate-manifests.js; the
+#      security flags, Secret mounts and ACL file: tests/deploy/check-security-manifests.js).
 #   3. docker-compose: its schema (`docker-compose config -q`, with and without the cluster
-#      profile) and the images, binaries, flags, ports, mounts and cluster-mode broker ids it names
-#      (tests/deploy/check-compose.js); `promtool check config` on the Prometheus config.
+#      profile, alone and with the secure override docker-compose.secure.yml) and the images,
+#      binaries, flags, ports, mounts and cluster-mode broker ids it names
+#      (tests/deploy/check-compose.js; the secure variant's certificates, tokens and ACLs:
+#      tests/deploy/check-compose-security.js); `promtool check config` on the Prometheus config.
 #   4. Alerts: `promtool check rules`, `promtool test rules tests/deploy/alerts_test.yml`, the
 #      metric contract (tests/deploy/check-metrics.js) and the dashboard's queries through promtool.
 #   5. The Dockerfile's build packages cover scripts/install-deps.sh's.
@@ -92,6 +96,18 @@ reject "an even etcd member count" --set cluster.enabled=true --set etcd.replica
 reject "cluster mode in standalone" --set cluster.enabled=true --set standalone.enabled=true
 reject "cluster mode without the broker" --set cluster.enabled=true --set broker.enabled=false
 reject "cluster mode before Kubernetes 1.28 (no pod-index label)" --set cluster.enabled=true --kube-version 1.27.0
+reject "a misspelt defaults key" --set defaults.grpcport=7000
+reject "TLS without its Secret" --set security.tls.enabled=true
+reject "an unknown TLS client auth" --set security.tls.enabled=true --set security.tls.secretName=tls --set security.tls.clientAuth=optional
+reject "a security flag also in extraFlags" --set security.tls.enabled=true --set security.tls.secretName=tls --set broker.extraFlags.tls_cert=/x.pem
+reject "JWT keys without issuer and audience" --set security.auth.jwt.secretName=jwt --set 'security.auth.jwt.keys[0].algorithm=EdDSA' --set 'security.auth.jwt.keys[0].key=k.pem'
+reject "a JWT algorithm the servers refuse" --set security.auth.jwt.secretName=jwt --set 'security.auth.jwt.keys[0].algorithm=HS256' --set 'security.auth.jwt.keys[0].key=k.pem' --set security.auth.jwt.issuer=i --set security.auth.jwt.audience=a
+reject "a superuser that is no principal" --set security.authorization.enabled=true --set 'security.authorization.superusers={alice}'
+acl=(--set security.authorization.enabled=true --set 'security.authorization.acls[0].permission=allow' --set 'security.authorization.acls[0].principal=User:alice' --set 'security.authorization.acls[0].resourceType=topic')
+reject "an ACL with pattern any and a name" "${acl[@]}" --set 'security.authorization.acls[0].patternType=any' --set 'security.authorization.acls[0].name=orders' --set 'security.authorization.acls[0].operations={Read}'
+reject "an ACL with no name" "${acl[@]}" --set 'security.authorization.acls[0].patternType=literal' --set 'security.authorization.acls[0].operations={Read}'
+reject "an ACL with an unknown operation" "${acl[@]}" --set 'security.authorization.acls[0].patternType=literal' --set 'security.authorization.acls[0].name=orders' --set 'security.authorization.acls[0].operations={Wrte}'
+reject "a negative quota" --set security.quotas.requests=-1
 
 step "manifests against Kubernetes schemas"
 [ ${#manifest_args[@]} -gt 0 ] && run node tests/deploy/validate-manifests.js "${manifest_args[@]}" && cat "$out/cmd.log"
@@ -102,6 +118,15 @@ run docker-compose -f deploy/docker-compose.yml config -q &&
 run docker-compose -f deploy/docker-compose.yml --profile cluster config -q &&
   echo "docker-compose --profile cluster config: valid"
 run node tests/deploy/check-compose.js && cat "$out/cmd.log"
+secure=(-f deploy/docker-compose.yml -f deploy/docker-compose.secure.yml)
+run docker-compose "${secure[@]}" config -q &&
+  echo "docker-compose -f docker-compose.yml -f docker-compose.secure.yml config: valid"
+# The merged secure variant, cluster profile included, as docker-compose resolves it (stdout only).
+if run docker-compose "${secure[@]}" --profile cluster config -q &&
+  docker-compose "${secure[@]}" --profile cluster config >"$out/compose-secure.yml" 2>/dev/null; then
+  echo "docker-compose -f docker-compose.yml -f docker-compose.secure.yml --profile cluster config: valid"
+  run node tests/deploy/check-compose.js --secure "$out/compose-secure.yml" && cat "$out/cmd.log"
+fi
 run promtool check config deploy/prometheus/prometheus.yml &&
   echo "promtool check config deploy/prometheus/prometheus.yml: valid, $(grep -o '[0-9]* rule files found' "$out/cmd.log")"
 

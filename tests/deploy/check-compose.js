@@ -14,6 +14,11 @@
 //     numbered services (broker-1, broker-2 of the cluster profile) share their base's job
 //     (conduit-broker); always-running services as static targets, services behind a profile
 //     through DNS; a job scrapes nothing else.
+//
+// Usage: node check-compose.js                  deploy/docker-compose.yml as written
+//        node check-compose.js --secure FILE     FILE: `docker-compose -f deploy/docker-compose.yml
+//          -f deploy/docker-compose.secure.yml --profile cluster config`, the merged secure variant:
+//          the checks above (make certs' certs/dev may be missing) plus check-compose-security.js.
 'use strict';
 
 const fs = require('fs');
@@ -23,9 +28,14 @@ const {
   ROOT, conduitBinaries, serverFlags, appVersion, PENDING_BINARIES, Report,
 } = require('./repo_facts');
 
-const report = new Report('compose');
+const { checkSecureCompose, CERTS_DIR } = require('./check-compose-security');
+
+const secureIndex = process.argv.indexOf('--secure');
+const secureFile = secureIndex > 0 ? process.argv[secureIndex + 1] : null;
+const report = new Report(secureFile ? 'compose --secure' : 'compose');
 const DEPLOY = path.join(ROOT, 'deploy');
-const compose = YAML.parse(fs.readFileSync(path.join(DEPLOY, 'docker-compose.yml'), 'utf8'), { merge: true });
+const compose = YAML.parse(fs.readFileSync(secureFile || path.join(DEPLOY, 'docker-compose.yml'), 'utf8'),
+  { merge: true });
 const prometheus = YAML.parse(fs.readFileSync(path.join(DEPLOY, 'prometheus/prometheus.yml'), 'utf8'));
 const binaries = conduitBinaries();
 const flags = serverFlags();
@@ -63,7 +73,9 @@ for (const [name, svc] of Object.entries(services)) {
   for (const v of svc.volumes || []) {
     const source = String(v).split(':')[0];
     if (source.startsWith('.') || source.startsWith('/')) {
-      report.check(fs.existsSync(path.resolve(DEPLOY, source)), `${where}: bind mount ${source} does not exist`);
+      // make certs writes certs/dev; a checkout need not have run it.
+      const made = secureFile && path.resolve(DEPLOY, source) === path.join(ROOT, CERTS_DIR);
+      report.check(made || fs.existsSync(path.resolve(DEPLOY, source)), `${where}: bind mount ${source} does not exist`);
     } else {
       report.check(compose.volumes && source in compose.volumes, `${where}: volume ${source} is not declared`);
     }
@@ -72,7 +84,9 @@ for (const [name, svc] of Object.entries(services)) {
     report.check(dep in services, `${where}: depends_on ${dep}, which is not a service`);
   }
 
-  if (image.startsWith('conduit:') || image === 'conduit') {
+  if (secureFile && image.startsWith('conduit:') && (svc.command || [])[0] === '/bin/sh') {
+    // The secure variant's certificate setup job: check-compose-security.js.
+  } else if (image.startsWith('conduit:') || image === 'conduit') {
     report.check(image === conduitImage, `${where}: image ${image}, but make image builds ${conduitImage}`);
     const command = svc.command || [];
     report.check(Array.isArray(command) && command.length > 0, `${where}: command must be a list naming the binary`);
@@ -156,6 +170,13 @@ for (const [jobName, job] of jobs) {
   }
 }
 
+let secured = '';
+if (secureFile) {
+  const isConduitServer = (svc) => (svc.image || '').startsWith('conduit:') && binaries.has((svc.command || [])[0]);
+  const n = checkSecureCompose(report, services, { root: ROOT, isConduitServer });
+  secured = `; ${n} Conduit servers on TLS with tokens and ACLs`;
+}
+
 for (const n of notes) console.log(`note compose: ${n}`);
 report.finish(`${Object.keys(services).length} services (${conduitServices.size} Conduit: ` +
-  `${[...conduitServices.keys()].join(', ')}), ${hostPorts.size} host ports, ${jobs.size} scrape jobs`);
+  `${[...conduitServices.keys()].join(', ')}), ${hostPorts.size} host ports, ${jobs.size} scrape jobs${secured}`);

@@ -7,7 +7,7 @@
 //     prometheus-operator) schema of its apiVersion/kind: types and required fields;
 //   * for pods: non-root, read-only root filesystem, no privilege escalation, all capabilities
 //     dropped, RuntimeDefault seccomp, resources, gRPC probes (readiness on the service's own
-//     health name), a pinned image, a binary CMake defines (a pending one only in a case marked
+//     health name; tcpSocket with TLS), a pinned image, a binary CMake defines (a pending one only in a case marked
 //     pendingBinaries; none is today), flag files naming only flags the servers define, and
 //     the coordinator's --broker_address naming the broker client Service's gRPC port;
 //   * references: StatefulSet → headless Service, ConfigMap, ServiceAccount; Services and
@@ -17,6 +17,9 @@
 //     deploy/grafana/dashboards/conduit.json;
 //   * cluster mode (tests/deploy/check-cluster-manifests.js): broker identities and etcd
 //     endpoints, and the in-chart etcd's bootstrap; replica counts as each case expects.
+//   * security (tests/deploy/check-security-manifests.js): TLS, token, JWT and peer flags naming
+//     files of read-only Secret mounts, the ACL ConfigMap's file equal to the values' entries,
+//     quotas; no security flag or mount the values do not ask for; with TLS, tcpSocket probes.
 'use strict';
 
 const fs = require('fs');
@@ -26,6 +29,7 @@ const {
   ROOT, conduitBinaries, serverFlags, PENDING_BINARIES, Report,
 } = require('./repo_facts');
 const { checkBroker, checkEtcd } = require('./check-cluster-manifests');
+const { checkSecurity } = require('./check-security-manifests');
 
 const HEALTH = {
   broker: 'conduit.log.v1.LogService',
@@ -45,6 +49,9 @@ const EXPECT = {
   hardened: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
   cluster: { services: ['broker', 'coordinator', 'queue'], monitoring: true, replicas: { broker: 3, etcd: 3 } },
   'cluster-external-etcd': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 5 } },
+  secure: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
+  'secure-cluster': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 3, etcd: 3 } },
+  'tls-only': { services: ['standalone'], monitoring: false },
 };
 
 // The values file of a case ({} for default).
@@ -184,15 +191,8 @@ for (const arg of process.argv.slice(2)) {
       report.fail(`${where}: runs ${binary}, which no CMakeLists.txt defines`);
     }
     const grpcPort = (c.ports.find((p) => p.name === 'grpc') || {}).containerPort;
-    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
-      const p = c[probe];
-      report.check(p && p.grpc && p.grpc.port === grpcPort, `${where}: ${probe} must be a gRPC probe on port ${grpcPort}`);
-    }
-    if (c.readinessProbe && c.readinessProbe.grpc) {
-      report.check(c.readinessProbe.grpc.service === HEALTH[component],
-        `${where}: readiness asks for ${c.readinessProbe.grpc.service}, expected ${HEALTH[component]}`);
-    }
     report.check(mounts.get('data') === '/var/lib/conduit', `${where}: data must mount at /var/lib/conduit`);
+    let tls = false;
     const flagVolume = pod.volumes.find((v) => v.name === 'flags');
     const cm = flagVolume && configMaps.get(flagVolume.configMap.name);
     if (report.check(cm, `${where}: flag ConfigMap ${flagVolume && flagVolume.configMap.name} is not rendered`)) {
@@ -209,6 +209,11 @@ for (const arg of process.argv.slice(2)) {
         }
       }
       const value = (n) => (lines.find((l) => l.startsWith(`--${n}=`)) || '').split('=')[1];
+      const whole = (n) => {
+        const l = lines.find((x) => x.startsWith(`--${n}=`));
+        return l === undefined ? undefined : l.slice(n.length + 3);
+      };
+      tls = checkSecurity(report, s, whole, { values: caseValues(name), configMaps, services });
       report.check(value('data_dir') === '/var/lib/conduit', `${cm.metadata.name}: --data_dir must be the volume`);
       report.check((value('listen') || '').endsWith(`:${grpcPort}`), `${cm.metadata.name}: --listen port is not the container's grpc port`);
       const metricsPort = (c.ports.find((p) => p.name === 'metrics') || {}).containerPort;
@@ -228,6 +233,21 @@ for (const arg of process.argv.slice(2)) {
             `${cm.metadata.name}: --broker_address=${address}, expected the broker Service ${broker.metadata.name}:${port}`);
         }
       }
+    }
+    // Probes: the kubelet's gRPC probe on the gRPC port (readiness on the service's own health
+    // name); with TLS, which that probe cannot speak, tcpSocket on the gRPC port.
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+      const p = c[probe];
+      if (tls) {
+        report.check(p && !p.grpc && p.tcpSocket && p.tcpSocket.port === grpcPort,
+          `${where}: ${probe} must be a tcpSocket probe on port ${grpcPort} (TLS: the kubelet's gRPC probe has no TLS)`);
+      } else {
+        report.check(p && p.grpc && p.grpc.port === grpcPort, `${where}: ${probe} must be a gRPC probe on port ${grpcPort}`);
+      }
+    }
+    if (!tls && c.readinessProbe && c.readinessProbe.grpc) {
+      report.check(c.readinessProbe.grpc.service === HEALTH[component],
+        `${where}: readiness asks for ${c.readinessProbe.grpc.service}, expected ${HEALTH[component]}`);
     }
   }
 

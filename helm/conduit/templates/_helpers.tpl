@@ -102,6 +102,8 @@ service table entry. Call with (dict "root" $ "name" "broker"); returns YAML (us
 The coordinator's extraFlags gain broker_address: coordinator.brokerAddress, else an
 extraFlags.broker_address of its own, else this release's broker client Service
 (<fullname>-broker.<namespace>.svc:<broker grpcPort>, which routes to the ready broker only).
+With security.tls.enabled, conduit-standalone's gains broker_address: its own client Service (a
+name the certificate holds). securityFlags: conduit.securityFlags, which extraFlags may not repeat.
 */}}
 {{- define "conduit.serviceValues" -}}
 {{- $own := deepCopy (index .root.Values .name) -}}
@@ -136,6 +138,23 @@ extraFlags.broker_address of its own, else this release's broker client Service
 {{- $_ := set $merged "extraFlags" $flags -}}
 {{- $_ := unset $merged "brokerAddress" -}}
 {{- end -}}
+{{- if and (eq .name "standalone") .root.Values.security.tls.enabled -}}
+{{- /* Its coordinator asks the log service on the server's own listen address (0.0.0.0), a name
+no certificate holds: with TLS it dials the client Service, which the certificate names. */ -}}
+{{- $flags := default (dict) $merged.extraFlags -}}
+{{- if not (hasKey $flags "broker_address") -}}
+{{- $_ := set $flags "broker_address" (printf "%s.%s.svc:%v" $merged.objectName .root.Release.Namespace $merged.grpcPort) -}}
+{{- end -}}
+{{- $_ := set $merged "extraFlags" $flags -}}
+{{- end -}}
+{{- $security := include "conduit.securityFlags" .root | fromYamlArray -}}
+{{- range $flag := $security -}}
+{{- $flagName := first (splitList "=" $flag) -}}
+{{- if hasKey (default (dict) $merged.extraFlags) $flagName -}}
+{{- fail (printf "%s.extraFlags.%s: the security values set --%s; set it there, not in extraFlags" $.name $flagName $flagName) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $merged "securityFlags" $security -}}
 {{- toYaml $merged -}}
 {{- end -}}
 
@@ -150,6 +169,9 @@ service values from conduit.serviceValues.
 --log_level={{ .logLevel }}
 {{- range $flag, $value := .extraFlags }}
 --{{ $flag }}={{ $value }}
+{{- end }}
+{{- range .securityFlags }}
+--{{ . }}
 {{- end }}
 {{- end -}}
 
@@ -202,5 +224,151 @@ true
 {{- join "," $members -}}
 {{- else -}}
 {{- join "," .Values.etcd.endpoints -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Security (values security.*, issue 19). Every Conduit container gets the same settings: Secrets
+and the ACL ConfigMap mounted read-only as whole directories under /etc/conduit-security/ (Secret
+and ConfigMap volumes are swapped atomically, which the servers' file reloading relies on; a
+subPath mount would never update), and the flags naming those files. Off by default: nothing is
+rendered.
+*/}}
+{{- define "conduit.securityDir" -}}/etc/conduit-security{{- end -}}
+
+{{/* The ACL bootstrap file's ConfigMap (one per release). */}}
+{{- define "conduit.aclConfigMapName" -}}
+{{- printf "%s-acls" (include "conduit.fullname" .) -}}
+{{- end -}}
+
+{{/* One ACL entry (values security.authorization.acls[]) as an ACL file line. */}}
+{{- define "conduit.aclLine" -}}
+{{- $name := default "*" .name -}}
+{{- printf "%s %s %s %s %s %s" .permission .principal .resourceType .patternType $name (join "," .operations) -}}
+{{- end -}}
+
+{{/*
+The security flags as a YAML list of "name=value" (underscored names, as the flag file wants),
+in a fixed order; [] when security is off. Fails on settings that cannot work together.
+*/}}
+{{- define "conduit.securityFlags" -}}
+{{- $s := .Values.security -}}
+{{- $dir := include "conduit.securityDir" . -}}
+{{- $flags := list -}}
+{{- if $s.tls.enabled -}}
+{{- if not $s.tls.secretName -}}
+{{- fail "security.tls.enabled needs security.tls.secretName: a kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt)" -}}
+{{- end -}}
+{{- $tls := printf "%s/tls" $dir -}}
+{{- $flags = append $flags (printf "tls_cert=%s/tls.crt" $tls) -}}
+{{- $flags = append $flags (printf "tls_key=%s/tls.key" $tls) -}}
+{{- $auth := default "none" $s.tls.clientAuth -}}
+{{- if ne $auth "none" -}}
+{{- $flags = append $flags (printf "tls_client_ca=%s/ca.crt" $tls) -}}
+{{- end -}}
+{{- $flags = append $flags (printf "tls_client_auth=%s" $auth) -}}
+{{- $flags = append $flags (printf "tls_refresh_seconds=%d" (int (default 60 $s.tls.refreshSeconds))) -}}
+{{- /* The servers dial each other over TLS, trusting the same CA; with mTLS they present their own certificate. */ -}}
+{{- $flags = append $flags (printf "peer_tls_ca=%s/ca.crt" $tls) -}}
+{{- if eq $auth "require" -}}
+{{- $flags = append $flags (printf "peer_tls_cert=%s/tls.crt" $tls) -}}
+{{- $flags = append $flags (printf "peer_tls_key=%s/tls.key" $tls) -}}
+{{- end -}}
+{{- end -}}
+{{- if $s.auth.peerTokenSecretName -}}
+{{- $flags = append $flags (printf "peer_token_file=%s/peer-token/token" $dir) -}}
+{{- end -}}
+{{- if $s.auth.tokenSecretName -}}
+{{- $flags = append $flags (printf "auth_token_file=%s/tokens/tokens" $dir) -}}
+{{- end -}}
+{{- with $s.auth.jwt -}}
+{{- if .keys -}}
+{{- if not (and .secretName .issuer .audience) -}}
+{{- fail "security.auth.jwt.keys needs security.auth.jwt.secretName, issuer and audience" -}}
+{{- end -}}
+{{- $keys := list -}}
+{{- range .keys -}}
+{{- $keys = append $keys (printf "%s:%s/jwt/%s" .algorithm $dir .key) -}}
+{{- end -}}
+{{- $flags = append $flags (printf "auth_jwt_keys=%s" (join "," $keys)) -}}
+{{- $flags = append $flags (printf "auth_jwt_issuer=%s" .issuer) -}}
+{{- $flags = append $flags (printf "auth_jwt_audience=%s" .audience) -}}
+{{- end -}}
+{{- end -}}
+{{- $z := $s.authorization -}}
+{{- if $z.enabled -}}
+{{- $flags = append $flags "authorization=true" -}}
+{{- with $z.acls -}}
+{{- $flags = append $flags (printf "acl_file=%s/acls/acls" $dir) -}}
+{{- end -}}
+{{- with $z.superusers -}}
+{{- $flags = append $flags (printf "superusers=%s" (join "," .)) -}}
+{{- end -}}
+{{- end -}}
+{{- if or $s.auth.tokenSecretName (and $z.enabled $z.acls) -}}
+{{- $flags = append $flags (printf "auth_reload_seconds=%d" (int $s.auth.reloadSeconds)) -}}
+{{- end -}}
+{{- range $key, $flag := dict "produceBytes" "quota_produce_bytes" "fetchBytes" "quota_fetch_bytes" "requests" "quota_requests" -}}
+{{- $rate := index $s.quotas $key -}}
+{{- if $rate -}}
+{{- /* Values are float64: print whole rates as integers (1048576, not 1.048576e+06). */ -}}
+{{- $text := ternary (printf "%d" (int64 $rate)) (printf "%v" $rate) (eq (float64 $rate) (float64 (int64 $rate))) -}}
+{{- $flags = append $flags (printf "%s=%s" $flag $text) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $flags -}}
+{{- end -}}
+
+{{/* The security volumes of a pod (a YAML list, [] when security is off). */}}
+{{- define "conduit.securityVolumes" -}}
+{{- $s := .Values.security -}}
+{{- $volumes := list -}}
+{{- /* With the pod's fsGroup the files are root:<fsGroup> 0440 (288): readable by the server's
+group only. Without one, Kubernetes' default mode (0644), or uid 10001 could not read them. */ -}}
+{{- $secret := dict -}}
+{{- if .Values.podSecurityContext.fsGroup -}}
+{{- $secret = dict "defaultMode" 288 -}}
+{{- end -}}
+{{- if $s.tls.enabled -}}
+{{- $volumes = append $volumes (dict "name" "tls" "secret" (merge (dict "secretName" $s.tls.secretName) $secret)) -}}
+{{- end -}}
+{{- if $s.auth.tokenSecretName -}}
+{{- $volumes = append $volumes (dict "name" "auth-tokens" "secret" (merge (dict "secretName" $s.auth.tokenSecretName "items" (list (dict "key" "tokens" "path" "tokens"))) $secret)) -}}
+{{- end -}}
+{{- if $s.auth.jwt.keys -}}
+{{- $volumes = append $volumes (dict "name" "jwt-keys" "secret" (merge (dict "secretName" $s.auth.jwt.secretName) $secret)) -}}
+{{- end -}}
+{{- if $s.auth.peerTokenSecretName -}}
+{{- $volumes = append $volumes (dict "name" "peer-token" "secret" (merge (dict "secretName" $s.auth.peerTokenSecretName "items" (list (dict "key" "token" "path" "token"))) $secret)) -}}
+{{- end -}}
+{{- if and $s.authorization.enabled $s.authorization.acls -}}
+{{- $volumes = append $volumes (dict "name" "acls" "configMap" (merge (dict "name" (include "conduit.aclConfigMapName" .)) $secret)) -}}
+{{- end -}}
+{{- toYaml $volumes -}}
+{{- end -}}
+
+{{/* The container's mounts of those volumes, read-only (a YAML list). */}}
+{{- define "conduit.securityVolumeMounts" -}}
+{{- $dir := include "conduit.securityDir" . -}}
+{{- $paths := dict "tls" "tls" "auth-tokens" "tokens" "jwt-keys" "jwt" "peer-token" "peer-token" "acls" "acls" -}}
+{{- $mounts := list -}}
+{{- range $v := include "conduit.securityVolumes" . | fromYamlArray -}}
+{{- $mounts = append $mounts (dict "name" $v.name "mountPath" (printf "%s/%s" $dir (index $paths $v.name)) "readOnly" true) -}}
+{{- end -}}
+{{- toYaml $mounts -}}
+{{- end -}}
+
+{{/*
+grpcurl and its transport arguments for a port-forward to one service (NOTES.txt): plaintext, or
+TLS trusting ca.crt and checking the client Service's name, with a client certificate unless
+clientAuth is none. Call with (dict "root" $ "v" <service values>).
+*/}}
+{{- define "conduit.grpcurl" -}}
+{{- $tls := .root.Values.security.tls -}}
+{{- if $tls.enabled -}}
+grpcurl -cacert ca.crt -servername {{ .v.objectName }}.{{ .root.Release.Namespace }}.svc
+{{- if ne $tls.clientAuth "none" }} -cert client.crt -key client.key{{ end }}
+{{- else -}}
+grpcurl -plaintext
 {{- end -}}
 {{- end -}}
