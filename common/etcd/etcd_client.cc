@@ -1,12 +1,12 @@
 #include "common/etcd/etcd_client.h"
 
-#include <algorithm>
-#include <utility>
-
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -34,7 +34,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   // Keep pinging an idle watch stream (gRPC stops after 2 pings without data by default).
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetMaxReceiveMessageSize(-1);  // a range answer has no size limit in etcd
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(
+      address,
+      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials(),
+      args);
 }
 
 // One unary call on `stub`, bounded by `deadline`; the gRPC status verbatim.
@@ -62,11 +65,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::vector<std::string>
   std::vector<std::unique_ptr<Endpoint>> made;
   for (const std::string& given : endpoints) {
     absl::string_view address = given;
-    if (absl::StartsWith(address, "https://")) {
+    const bool tls = options.credentials != nullptr;
+    if (absl::ConsumePrefix(&address, "https://") && !tls) {
       return absl::InvalidArgumentError(
-          absl::StrCat("etcd endpoint '", given, "': TLS is not supported"));
+          absl::StrCat("etcd endpoint '", given, "': https needs TLS credentials (--etcd-tls-ca)"));
     }
-    absl::ConsumePrefix(&address, "http://");
+    if (absl::ConsumePrefix(&address, "http://") && tls) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd endpoint '", given, "': http, but TLS credentials are set"));
+    }
     if (address.empty()) return absl::InvalidArgumentError("etcd client: empty endpoint");
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->address = std::string(address);

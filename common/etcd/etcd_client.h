@@ -14,6 +14,10 @@
 #include "common/etcd/txn.h"
 #include "common/etcd/types.h"
 
+namespace grpc {
+class ChannelCredentials;
+}  // namespace grpc
+
 namespace conduit::etcd {
 
 // How a Client (below) times and checks its calls.
@@ -33,6 +37,9 @@ struct ClientOptions {
   // calling thread; must not block.
   std::function<void(absl::string_view method, absl::Duration latency, const absl::Status& status)>
       on_request;
+  // TLS to etcd (grpc::SslCredentials with etcd's CA, and a client certificate when etcd runs
+  // with --client-cert-auth); null: plaintext. With it, endpoints may be written https://.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
 
 // What a watch hands its owner. All three must be set. They run on gRPC's callback threads, one

@@ -8,6 +8,7 @@
 #include "common/flags/flags.h"
 #include "common/grpc/audit_interceptor.h"
 #include "common/grpc/call_guard_flags.h"
+#include "common/grpc/quota_metrics.h"
 #include "common/grpc/server_runner.h"
 #include "common/grpc/server_tls.h"
 #include "common/logging/logging.h"
@@ -92,6 +93,10 @@ int ServerMain(const std::string& name, int argc, char** argv,
   ReloadCallGuardFiles(**guard, &reloads);
 
   metrics::MetricsHub metrics;
+  // Quota use and throttling per principal, observed from before the first call.
+  if (const auto& quotas = (*guard)->security().quotas; quotas != nullptr) {
+    quotas->SetObserver(std::make_shared<QuotaMetrics>(metrics.registry()));
+  }
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {
     if (auto s = metrics.Serve(metrics_listen); !s.ok()) {

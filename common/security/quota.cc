@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,28 +36,45 @@ double QuotaRates::Of(QuotaKind kind) const {
 QuotaBook::Verdict QuotaBook::Charge(absl::string_view principal, QuotaKind kind, double amount) {
   const double rate = rates_.Of(kind);
   if (rate <= 0 || amount <= 0) return Verdict{};
-  const absl::Duration now = clock_->Monotonic();
-  absl::MutexLock lock(&mu_);
-  auto [it, added] = buckets_.try_emplace(absl::StrCat(principal, "\n", static_cast<int>(kind)),
-                                          Bucket{rate, now});
-  Bucket& b = it->second;
-  b.tokens = std::min(rate, b.tokens + rate * absl::ToDoubleSeconds(now - b.refilled_at));
-  b.refilled_at = now;
-  const double needed =
-      std::min(amount, rate);  // a request over a whole bucket waits for a full one
-  if (b.tokens >= needed) {
-    b.tokens -= amount;  // may go below zero: the excess is paid back before the next request
-    return Verdict{};
+  Verdict verdict;
+  std::shared_ptr<QuotaObserver> observer;
+  {
+    absl::MutexLock lock(&mu_);
+    observer = observer_;
+    Bucket& b = Refill(principal, kind, rate);
+    const double needed =
+        std::min(amount, rate);  // a request over a whole bucket waits for a full one
+    if (b.tokens >= needed) {
+      b.tokens -= amount;  // may go below zero: the excess is paid back before the next request
+    } else {
+      verdict = Verdict{false, absl::Milliseconds(std::ceil((needed - b.tokens) / rate * 1000))};
+    }
   }
-  const double seconds = (needed - b.tokens) / rate;
-  return Verdict{false, absl::Milliseconds(std::ceil(seconds * 1000))};
+  if (observer != nullptr) {
+    if (verdict.allowed) {
+      observer->OnUsed(principal, kind, amount);
+    } else {
+      observer->OnThrottled(principal, kind, verdict.retry_after);
+    }
+  }
+  return verdict;
 }
 
 void QuotaBook::Debit(absl::string_view principal, QuotaKind kind, double amount) {
   const double rate = rates_.Of(kind);
   if (rate <= 0 || amount <= 0) return;
+  std::shared_ptr<QuotaObserver> observer;
+  {
+    absl::MutexLock lock(&mu_);
+    observer = observer_;
+    Refill(principal, kind, rate).tokens -= amount;
+  }
+  if (observer != nullptr) observer->OnUsed(principal, kind, amount);
+}
+
+void QuotaBook::SetObserver(std::shared_ptr<QuotaObserver> observer) {
   absl::MutexLock lock(&mu_);
-  Refill(principal, kind, rate).tokens -= amount;
+  observer_ = std::move(observer);
 }
 
 QuotaBook::Bucket& QuotaBook::Refill(absl::string_view principal, QuotaKind kind, double rate) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +26,20 @@ struct QuotaRates {
   double Of(QuotaKind kind) const;
 };
 
+// Told what a QuotaBook takes and refuses, for metrics (common/grpc/quota_metrics.h exports them
+// to Prometheus; this library knows no Prometheus). Only kinds with a rate set are observed.
+// Called on the charging thread, outside the book's lock: implementations are thread-safe and
+// quick (a counter bump), and must not call back into the book.
+class QuotaObserver {
+ public:
+  virtual ~QuotaObserver() = default;
+  // `amount` of `kind` was taken from `principal`'s bucket: a Charge let through, or a Debit.
+  virtual void OnUsed(absl::string_view principal, QuotaKind kind, double amount) = 0;
+  // A Charge was refused and the caller told to retry after `retry_after`.
+  virtual void OnThrottled(absl::string_view principal, QuotaKind kind,
+                           absl::Duration retry_after) = 0;
+};
+
 // Token buckets per (principal, kind), each holding at most one second of its rate: a principal
 // may burst up to a second's worth, then is held to the rate. Charge takes `amount` from the
 // bucket when the bucket holds it, else takes nothing and says how long until it will
@@ -32,7 +47,8 @@ struct QuotaRates {
 // never touches another's bucket. An amount larger than a whole bucket is let through once the
 // bucket is full (and empties it), so a large request is slowed, never refused forever.
 //
-// Time comes from the injected clock's monotonic reading. Thread-safe.
+// Time comes from the injected clock's monotonic reading. Thread-safe; the observer (if any) is
+// told of every charge, debit and refusal.
 class QuotaBook {
  public:
   QuotaBook(QuotaRates rates, const time::Clock* clock) : rates_(rates), clock_(clock) {}
@@ -51,6 +67,10 @@ class QuotaBook {
 
   const QuotaRates& rates() const { return rates_; }
 
+  // Sets (or, with null, removes) the observer told of later charges, debits and refusals; set
+  // it before the book is used so that no decision goes unobserved. The book shares ownership.
+  void SetObserver(std::shared_ptr<QuotaObserver> observer);
+
  private:
   struct Bucket {
     double tokens = 0;
@@ -64,6 +84,7 @@ class QuotaBook {
   const time::Clock* const clock_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);  // principal + kind
+  std::shared_ptr<QuotaObserver> observer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace conduit::security

@@ -2,8 +2,38 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
 namespace conduit::security {
 namespace {
+
+// Writes down what the book tells it, one line per call.
+class RecordingObserver final : public QuotaObserver {
+ public:
+  void OnUsed(absl::string_view principal, QuotaKind kind, double amount) override {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(absl::StrCat("used ", principal, " ", QuotaKindName(kind), " ", amount));
+  }
+  void OnThrottled(absl::string_view principal, QuotaKind kind,
+                   absl::Duration retry_after) override {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(absl::StrCat("throttled ", principal, " ", QuotaKindName(kind), " ",
+                                   absl::FormatDuration(retry_after)));
+  }
+  std::vector<std::string> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
+};
 
 TEST(QuotaBook, ABurstOfOneSecondThenTheRateAndAWaitThatIsEnough) {
   time::FakeClock clock;
@@ -53,6 +83,30 @@ TEST(QuotaBook, UseMeasuredAfterTheFactIsPaidBackBeforeTheNextCharge) {
   EXPECT_EQ(next.retry_after, absl::Milliseconds(2001));
   clock.Advance(absl::Milliseconds(2001));
   EXPECT_TRUE(book.Charge("User:a", QuotaKind::kFetchBytes, 1).allowed);
+}
+
+TEST(QuotaBook, TheObserverIsToldWhatEachPrincipalUsedAndHowLongItWasToldToWait) {
+  time::FakeClock clock;
+  QuotaBook book(QuotaRates{.fetch_bytes = 1000, .requests = 1}, &clock);
+  auto observer = std::make_shared<RecordingObserver>();
+  book.SetObserver(observer);
+  ASSERT_TRUE(book.Charge("User:a", QuotaKind::kFetchBytes, 1).allowed);
+  book.Debit("User:a", QuotaKind::kFetchBytes, 2999);
+  ASSERT_FALSE(book.Charge("User:a", QuotaKind::kFetchBytes, 1).allowed);
+  ASSERT_TRUE(book.Charge("User:b", QuotaKind::kFetchBytes, 1).allowed);
+  ASSERT_TRUE(book.Charge("User:a", QuotaKind::kRequests, 1).allowed);
+  ASSERT_FALSE(book.Charge("User:a", QuotaKind::kRequests, 1).allowed);
+  ASSERT_TRUE(book.Charge("User:a", QuotaKind::kProduceBytes, 500).allowed);  // no limit set
+  EXPECT_EQ(
+      observer->events(),
+      (std::vector<std::string>{"used User:a fetch_bytes 1", "used User:a fetch_bytes 2999",
+                                "throttled User:a fetch_bytes 2.001s", "used User:b fetch_bytes 1",
+                                "used User:a requests 1", "throttled User:a requests 1s"}))
+      << "a kind without a rate is neither limited nor observed";
+
+  book.SetObserver(nullptr);
+  ASSERT_FALSE(book.Charge("User:a", QuotaKind::kRequests, 1).allowed);
+  EXPECT_EQ(observer->events().size(), 6u) << "removed observers hear nothing more";
 }
 
 }  // namespace

@@ -102,6 +102,15 @@ class EtcdProcess {
     if (pid_ > 0) ::kill(pid_, SIGCONT);
   }
 
+  // Serves clients over TLS (before the first Start): `cert`/`key` its certificate, and with a
+  // non-empty `client_ca` it requires client certificates signed by that CA
+  // (--client-cert-auth). Health and metrics then come from a plaintext metrics port.
+  void UseTls(std::string cert, std::string key, std::string client_ca = "") {
+    tls_cert_ = std::move(cert);
+    tls_key_ = std::move(key);
+    tls_client_ca_ = std::move(client_ca);
+  }
+
   bool running() const { return pid_ > 0; }
   // "127.0.0.1:<client port>", the form etcd::Client::Connect takes. Stable across restarts.
   std::string endpoint() const { return absl::StrCat("127.0.0.1:", client_port_); }
@@ -160,10 +169,11 @@ class EtcdProcess {
   }
 
   bool ChooseFreePorts() {
-    const std::vector<int> ports = FreePorts(2);
+    const std::vector<int> ports = FreePorts(3);
     if (ports.empty()) return false;
     client_port_ = ports[0];
     peer_port_ = ports[1];
+    if (!tls_cert_.empty()) metrics_port_ = ports[2];
     return true;
   }
 
@@ -172,7 +182,8 @@ class EtcdProcess {
   // Starts the process (without waiting for it to serve). The --initial-cluster* flags matter
   // only for a fresh data dir: a restarted member reads its cluster from its data dir.
   bool Spawn() {
-    const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
+    const std::string client =
+        absl::StrCat(tls_cert_.empty() ? "http" : "https", "://127.0.0.1:", client_port_);
     const std::string peer = peer_url();
     std::vector<std::string> args = {
         Binary(),
@@ -186,6 +197,15 @@ class EtcdProcess {
             (initial_cluster_.empty() ? absl::StrCat(name_, "=", peer) : initial_cluster_),
         "--heartbeat-interval=50",
         "--election-timeout=500"};
+    if (!tls_cert_.empty()) {
+      args.push_back("--cert-file=" + tls_cert_);
+      args.push_back("--key-file=" + tls_key_);
+      args.push_back(absl::StrCat("--listen-metrics-urls=http://127.0.0.1:", metrics_port_));
+      if (!tls_client_ca_.empty()) {
+        args.push_back("--trusted-ca-file=" + tls_client_ca_);
+        args.push_back("--client-cert-auth");
+      }
+    }
     if (!token_.empty()) {
       args.push_back("--initial-cluster-state=new");
       args.push_back("--initial-cluster-token=" + token_);
@@ -233,7 +253,8 @@ class EtcdProcess {
         absl::StrCat("etcd not healthy within 20 s on ", endpoint(), "; see ", log_path()));
   }
 
-  // The body (with headers) of an HTTP/1.0 GET on the client port; "" on any failure.
+  // The body (with headers) of an HTTP/1.0 GET on the client port (the metrics port with TLS);
+  // "" on any failure.
   std::string HttpGet(const std::string& path) const {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return "";
@@ -243,7 +264,7 @@ class EtcdProcess {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(client_port_));
+    addr.sin_port = htons(static_cast<uint16_t>(metrics_port_ != 0 ? metrics_port_ : client_port_));
     std::string response;
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
       const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
@@ -264,6 +285,8 @@ class EtcdProcess {
   const std::string token_;            // "": etcd's default
   int client_port_ = 0;
   int peer_port_ = 0;
+  int metrics_port_ = 0;  // with TLS only
+  std::string tls_cert_, tls_key_, tls_client_ca_;
   pid_t pid_ = -1;
 };
 

@@ -8,17 +8,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/etcd/etcd_flags.h"
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/status/status_macros.h"
 
 ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
           "How often the log broker applies retention, compaction and dedup expiry");
-ABSL_FLAG(std::vector<std::string>, etcd_endpoints, {},
-          "Cluster mode: etcd host:port list (comma-separated). Empty: a single node. A broker "
-          "follows the cluster's metadata: local topics it does not know are deleted, so use a "
-          "new data dir, not a single node's");
 ABSL_FLAG(int32_t, broker_id, 0, "Cluster mode: this broker's id, unique in the cluster (>= 0)");
-ABSL_FLAG(std::string, cluster_name, "default", "Cluster mode: keys live under /conduit/<name>/");
 ABSL_FLAG(std::string, advertise_address, "",
           "Cluster mode: host:port other brokers and clients reach this broker at (default: the "
           "address it serves on)");
@@ -43,12 +39,15 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
     BrokerOptions options;
     options.maintenance_interval = absl::GetFlag(FLAGS_log_maintenance_interval);
     options.replica_lag_time = absl::GetFlag(FLAGS_replica_lag_time);
+    auto etcd = etcd::EtcdFlagsFromCommandLine();
+    if (!etcd.ok()) return etcd.status();
     std::optional<cluster::EtcdClusterOptions> cluster;
-    if (!absl::GetFlag(FLAGS_etcd_endpoints).empty()) {
+    if (etcd->enabled()) {
       cluster.emplace();
-      cluster->endpoints = absl::GetFlag(FLAGS_etcd_endpoints);
+      cluster->endpoints = etcd->endpoints;
+      cluster->etcd.credentials = etcd->credentials;
       cluster->broker_id = absl::GetFlag(FLAGS_broker_id);
-      cluster->cluster = absl::GetFlag(FLAGS_cluster_name);
+      cluster->cluster = etcd->cluster;
       cluster->lease_ttl = absl::GetFlag(FLAGS_etcd_lease_ttl);
       cluster->leader_rebalance_interval = absl::GetFlag(FLAGS_leader_rebalance_interval);
     }

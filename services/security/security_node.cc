@@ -19,7 +19,14 @@ absl::StatusOr<std::unique_ptr<SecurityNode>> SecurityNode::Open(
   auto store = RocksDbSecurityStore::Open(data_dir + "/security");
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
-  node->acls_ = std::make_unique<AclRegistry>(node->store_.get(), guard.security().authorizer);
+  AclStore* acl_store = node->store_.get();
+  if (options.etcd.enabled()) {
+    auto etcd = EtcdAclStore::Connect(options.etcd);
+    if (!etcd.ok()) return etcd.status();
+    node->etcd_acls_ = *std::move(etcd);
+    acl_store = node->etcd_acls_.get();
+  }
+  node->acls_ = std::make_unique<AclRegistry>(acl_store, guard.security().authorizer);
   CONDUIT_RETURN_IF_ERROR(node->acls_->Load());
   node->audit_ = std::make_shared<AuditTrail>(node->store_.get());
   CONDUIT_RETURN_IF_ERROR(node->audit_->Open());
@@ -33,6 +40,21 @@ absl::StatusOr<std::unique_ptr<SecurityNode>> SecurityNode::Open(
   node->scope_->Every(options.trim_interval, [self, clock, retention = options.audit_retention] {
     self->TrimAudit(clock->Now(), retention);
   });
+  if (node->etcd_acls_ != nullptr) {
+    AclRegistry* acls = node->acls_.get();
+    runtime::Scope* scope = node->scope_.get();
+    CONDUIT_RETURN_IF_ERROR(node->etcd_acls_->Follow([acls, scope] {
+      const bool queued = scope->Submit([acls] {
+        if (absl::Status s = acls->Load(); !s.ok()) {
+          spdlog::error("stored ACLs: reading etcd failed, the previous set stays: {}",
+                        s.ToString());
+        }
+      });
+      if (!queued) spdlog::warn("stored ACLs: reload not queued (the pool is full)");
+    }));
+    EtcdAclStore* etcd = node->etcd_acls_.get();
+    node->scope_->Every(absl::Seconds(1), [etcd] { etcd->Poll(); });
+  }
   return node;
 }
 
@@ -52,6 +74,7 @@ void SecurityNode::TrimAudit(absl::Time now, absl::Duration retention) {
 }
 
 SecurityNode::~SecurityNode() {
+  if (etcd_acls_ != nullptr) etcd_acls_->Stop();  // no reload is queued after this
   scope_.reset();
   if (relay_ != nullptr) relay_->SetSink(nullptr);
 }
@@ -64,6 +87,9 @@ grpc_util::ServerComponent SecurityNode::Component() {
                            std::vector<grpc::Service*>* services) -> absl::Status {
     SecurityNodeOptions options;
     options.audit_retention = absl::GetFlag(FLAGS_audit_retention);
+    auto etcd = etcd::EtcdFlagsFromCommandLine();
+    if (!etcd.ok()) return etcd.status();
+    options.etcd = *std::move(etcd);
     auto opened = Open(data_dir, runtime, options, guard);
     if (!opened.ok()) return opened.status();
     *node = *std::move(opened);

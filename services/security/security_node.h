@@ -5,10 +5,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/etcd/etcd_flags.h"
 #include "common/grpc/call_guard.h"
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
 #include "services/security/api/security_service.h"
+#include "services/security/cluster/etcd_acl_store.h"
 #include "services/security/domain/acl_registry.h"
 #include "services/security/domain/audit_trail.h"
 #include "services/security/storage/rocksdb_security_store.h"
@@ -19,11 +21,16 @@ struct SecurityNodeOptions {
   // Audit records older than this are removed (checked every trim_interval).
   absl::Duration audit_retention = absl::Hours(24 * 30);
   absl::Duration trim_interval = absl::Minutes(10);
+  // Cluster mode (--etcd-endpoints): the stored ACLs live in etcd, shared by every server of
+  // the cluster, followed by a watch (a broken watch restarts every second); the audit trail
+  // stays local. Empty: RocksDB.
+  etcd::EtcdFlags etcd;
 };
 
-// The security service wired together: RocksDB under <data_dir>/security, the stored ACLs
-// loaded into the guard's Authorizer, the audit trail set as the guard's audit sink, the gRPC
-// service, and the trail's retention on a Scope. Every Conduit server binary hosts it.
+// The security service wired together: RocksDB under <data_dir>/security (or etcd for the
+// stored ACLs in cluster mode), the stored ACLs loaded into the guard's Authorizer, the audit trail
+// set as the guard's audit sink, the gRPC service, and the trail's retention on a Scope. Every
+// Conduit server binary hosts it.
 class SecurityNode {
  public:
   static absl::StatusOr<std::unique_ptr<SecurityNode>> Open(const std::string& data_dir,
@@ -43,6 +50,7 @@ class SecurityNode {
   void TrimAudit(absl::Time now, absl::Duration retention);
 
   std::unique_ptr<RocksDbSecurityStore> store_;
+  std::unique_ptr<EtcdAclStore> etcd_acls_;  // cluster mode only
   std::unique_ptr<AclRegistry> acls_;
   std::shared_ptr<AuditTrail> audit_;
   std::shared_ptr<security::AuditRelay> relay_;

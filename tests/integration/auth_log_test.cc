@@ -1,10 +1,23 @@
 // Issue 19 on a real conduit-standalone's log: the fetch byte quota, which is known only after
 // a fetch — the answer is debited, and the caller's next fetch waits until the debt is paid
-// (RESOURCE_EXHAUSTED with grpc-retry-pushback-ms); another principal is unaffected — and
+// (RESOURCE_EXHAUSTED with grpc-retry-pushback-ms), its next Tail message is held back as long;
+// another principal is unaffected; the throttling is counted per principal on /metrics — and
 // record values withheld from a reader without ViewPayload.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
@@ -46,6 +59,50 @@ class AuthLogTest : public AuthTest {
     }
     return s;
   }
+  // The server's /metrics page (the port from its startup log line, at --log-level info); empty
+  // when it cannot be read.
+  std::string Metrics() {
+    std::ifstream in(dir_.Sub("server.log"));
+    std::stringstream log;
+    log << in.rdbuf();
+    static const std::regex kServing("metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics");
+    std::smatch m;
+    const std::string text = log.str();
+    if (!std::regex_search(text, m, kServing)) return "";
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return "";
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(m[1])));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval timeout{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    std::string out;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+      if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+        char buf[8192];
+        for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, n);
+      }
+    }
+    ::close(fd);
+    return out;
+  }
+  // The value of quota counter `name` for `principal` and `kind` in `page`; -1 when absent.
+  static double QuotaCounter(const std::string& page, const std::string& name,
+                             const std::string& principal, const std::string& kind) {
+    for (absl::string_view line : absl::StrSplit(page, '\n')) {
+      if (!absl::StartsWith(line, absl::StrCat(name, "{")) ||
+          !absl::StrContains(line, absl::StrCat("principal=\"", principal, "\"")) ||
+          !absl::StrContains(line, absl::StrCat("kind=\"", kind, "\""))) {
+        continue;
+      }
+      double value = 0;
+      if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) return value;
+    }
+    return -1;
+  }
+
   std::unique_ptr<lpb::LogService::Stub> log_;
 };
 
@@ -67,6 +124,68 @@ TEST_F(AuthLogTest, AFetchIsDebitedAfterTheFactAndTheNextWaitsForTheDebt) {
   EXPECT_TRUE(Fetch("bob-token", &bobs).ok()) << "bob's bucket is his own";
   absl::SleepFor(absl::Milliseconds(wait_ms));
   EXPECT_TRUE(Fetch("alice-token", &second).ok()) << "after the pushback";
+}
+
+// Kafka delays a throttled fetch's answer rather than failing it: a Tail over its quota is held
+// back until the debt is paid, then goes on. Another principal's Tail is not held back, and
+// /metrics counts the throttling per principal.
+TEST_F(AuthLogTest, ATailOverItsFetchQuotaIsHeldBackAndAnotherPrincipalsIsNot) {
+  ASSERT_NO_FATAL_FAILURE(Start(
+      {"--quota-fetch-bytes", "2000", "--metrics-listen", "127.0.0.1:0", "--log-level", "info"}));
+  lpb::ProduceRequest produce;  // 5 records of 1000 bytes in all
+  produce.set_topic("t");
+  for (int i = 0; i < 2; ++i) produce.add_records()->set_value(std::string(1000, 'w'));
+  lpb::ProduceResponse produced;
+  ASSERT_TRUE(log_->Produce(As("root-token").get(), produce, &produced).ok());
+  lpb::FetchResponse fetched;
+  ASSERT_TRUE(Fetch("alice-token", &fetched).ok());
+  ASSERT_EQ(fetched.records_size(), 5);
+  // Alice owes about 3000 bytes now: 1.5 s at 2000/s.
+  const double answered = static_cast<double>(fetched.ByteSizeLong());
+  const absl::Duration debt = absl::Seconds((answered + 1 - 2000) / 2000);
+
+  const absl::Time started = absl::Now();
+  auto alice_ctx = As("alice-token");
+  lpb::TailRequest alice_req;
+  alice_req.set_topic("t");
+  auto alice = log_->Tail(alice_ctx.get(), alice_req);
+  // Bob tails the same records while alice is held back; without ViewPayload he is sent no
+  // values, so his messages stay within his own bucket and he is never paused.
+  auto bob_ctx = As("bob-token");
+  lpb::TailRequest bob_req;
+  bob_req.set_topic("t");
+  auto bob = log_->Tail(bob_ctx.get(), bob_req);
+  lpb::TailResponse bobs;
+  ASSERT_TRUE(bob->Read(&bobs));
+  const absl::Duration bob_waited = absl::Now() - started;
+  ASSERT_EQ(bobs.records_size(), 5);
+  lpb::TailResponse alices;
+  ASSERT_TRUE(alice->Read(&alices)) << "the stream goes on once the debt is paid";
+  const absl::Duration alice_waited = absl::Now() - started;
+  ASSERT_EQ(alices.records_size(), 5);
+  EXPECT_GE(alice_waited, debt - absl::Milliseconds(300)) << "held back until the debt is paid";
+  EXPECT_LT(bob_waited, alice_waited) << "bob's bucket is his own";
+  EXPECT_LT(bob_waited, absl::Seconds(1));
+
+  // Alice is in debt again (5 records sent): her stream is paused when she leaves it.
+  alice_ctx->TryCancel();
+  bob_ctx->TryCancel();
+  EXPECT_EQ(alice->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(bob->Finish().error_code(), grpc::StatusCode::CANCELLED);
+
+  const std::string page = Metrics();
+  ASSERT_FALSE(page.empty()) << "see " << dir_.path() << "/server.log";
+  EXPECT_GE(QuotaCounter(page, "conduit_quota_throttled_total", "User:alice", "fetch_bytes"), 1)
+      << page;
+  EXPECT_GE(QuotaCounter(page, "conduit_quota_throttle_seconds_total", "User:alice", "fetch_bytes"),
+            absl::ToDoubleSeconds(debt) - 0.3);
+  EXPECT_GE(QuotaCounter(page, "conduit_quota_used_total", "User:alice", "fetch_bytes"),
+            2 * answered - 100)
+      << "the fetch and the tail message (the same records)";
+  EXPECT_EQ(QuotaCounter(page, "conduit_quota_throttled_total", "User:bob", "fetch_bytes"), 0);
+  EXPECT_GT(QuotaCounter(page, "conduit_quota_used_total", "User:bob", "fetch_bytes"),
+            static_cast<double>(bobs.ByteSizeLong()))
+      << "his message and the byte charged before it";
 }
 
 TEST_F(AuthLogTest, RecordValuesNeedViewPayload) {

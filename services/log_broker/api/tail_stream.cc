@@ -1,5 +1,10 @@
 // LogService.Tail: a partition streamed to the caller as it grows.
 
+#include <grpcpp/alarm.h>
+
+#include <algorithm>
+#include <memory>
+
 #include "absl/time/clock.h"
 #include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
@@ -11,7 +16,8 @@ namespace {
 
 using grpc_util::ToGrpcStatus;
 
-// Each Tail wait is bounded so that a cancelled or shutting-down stream ends promptly.
+// Each Tail wait (for records, or out a quota pause) is bounded so that a cancelled or
+// shutting-down stream ends promptly.
 constexpr absl::Duration kTailWait = absl::Seconds(1);
 
 }  // namespace
@@ -19,6 +25,13 @@ constexpr absl::Duration kTailWait = absl::Seconds(1);
 // Streams a partition: fetch (long-poll) → write → on write done, fetch again. One message is in
 // flight at a time and the next fetch starts only when gRPC has taken the previous one, so a
 // slow reader holds back the stream (HTTP/2 flow control) instead of growing a buffer.
+//
+// The fetch-byte quota, as Fetch takes it: each message sent is debited after the fact, and
+// before each fetch the caller is charged a byte. A caller over its quota is paused — no fetch,
+// no message — until its debt is paid, then the stream goes on: Kafka delays a throttled
+// fetch's answer rather than failing it, and a stream has no retry to push back. The pause is
+// counted as a throttle (QuotaObserver) with the wait it was given; it waits on a gRPC alarm
+// in steps of at most kTailWait (to see a shutdown), cancelled with the call.
 class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailResponse> {
  public:
   TailReactor(LogService* service, grpc::CallbackServerContext* ctx, const pb::TailRequest& request)
@@ -29,6 +42,10 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
       return;
     }
     payloads_ = service_->MayViewPayload(ctx_, request.topic());
+    if (service_->guard_.has_quotas()) {
+      principal_ = service_->guard_.PrincipalOf(*ctx_).value_or("");
+      if (!principal_.empty()) quotas_ = service_->guard_.security().quotas.get();
+    }
     if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) {
       Finish(ToGrpcStatus(s));
       return;
@@ -54,7 +71,7 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
                           "start must be OFFSET_SPEC_EARLIEST or OFFSET_SPEC_LATEST when set"));
       return;
     }
-    FetchNext();
+    Next();
   }
 
   void OnWriteDone(bool ok) override {
@@ -62,7 +79,7 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed"));
       return;
     }
-    FetchNext();
+    Next();
   }
   void OnCancel() override {
     cancelled_.store(true);
@@ -70,12 +87,61 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
     {
       absl::MutexLock lock(&mu_);
       pending = pending_;
+      // End a quota pause now: its callback then finishes the stream. Its callbacks run on
+      // gRPC's executor, never inside Set or Cancel, so holding mu_ here is safe.
+      if (alarm_ != nullptr) alarm_->Cancel();
     }
     if (pending) pending->Cancel();  // end the wait now rather than at its deadline
   }
   void OnDone() override { delete this; }
 
  private:
+  // The next fetch, once the caller is within its fetch-byte quota; a pause until then.
+  void Next() {
+    if (quotas_ != nullptr) {
+      const security::QuotaBook::Verdict verdict =
+          quotas_->Charge(principal_, security::QuotaKind::kFetchBytes, 1);
+      if (!verdict.allowed) {
+        resume_at_ = absl::Now() + verdict.retry_after;
+        Pause();
+        return;
+      }
+    }
+    FetchNext();
+  }
+
+  // Waits towards resume_at_, at most kTailWait at a time; then OnPaused. A fresh alarm each
+  // time: this may run inside the previous alarm's callback, which must not be set again while
+  // it runs (the previous alarm goes once its callback returns).
+  void Pause() {
+    const absl::Duration wait = std::min(resume_at_ - absl::Now(), kTailWait);
+    std::unique_ptr<grpc::Alarm> previous;  // destroyed after mu_ is released
+    absl::MutexLock lock(&mu_);
+    previous = std::move(alarm_);
+    alarm_ = std::make_unique<grpc::Alarm>();
+    alarm_->Set(absl::ToChronoTime(absl::Now() + wait),
+                [this](bool expired) { OnPaused(expired); });
+    if (cancelled_.load()) alarm_->Cancel();  // OnCancel ran before this alarm existed
+  }
+
+  void OnPaused(bool expired) {
+    // Waits for Pause to release mu_: the stream may end below, and `this` with it.
+    { absl::MutexLock lock(&mu_); }
+    if (!expired || cancelled_.load()) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "tail cancelled"));
+      return;
+    }
+    if (service_->shutting_down_.load()) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
+    if (absl::Now() < resume_at_) {
+      Pause();
+      return;
+    }
+    Next();
+  }
+
   // Must not touch `this` after a successful Fetch: its callback may already have finished
   // the stream (and OnDone deleted the reactor).
   void FetchNext() {
@@ -121,6 +187,11 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
     }
     response_.set_high_watermark(result->high_watermark);
     args_.offset = result->records.back().offset + 1;
+    // Debited as sent, paid back before the next fetch (Next).
+    if (quotas_ != nullptr) {
+      quotas_->Debit(principal_, security::QuotaKind::kFetchBytes,
+                     static_cast<double>(response_.ByteSizeLong()));
+    }
     StartWrite(&response_);
   }
 
@@ -128,10 +199,15 @@ class LogService::TailReactor final : public grpc::ServerWriteReactor<pb::TailRe
   grpc::CallbackServerContext* const ctx_;
   FetchArgs args_;
   bool payloads_ = false;  // whether the caller may see record values (ViewPayload), from the start
+  // The fetch-byte quota: the guard's book (null without quotas) and the caller, from the start.
+  security::QuotaBook* quotas_ = nullptr;
+  std::string principal_;
+  absl::Time resume_at_;  // the end of the current quota pause
   pb::TailResponse response_;
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
   std::shared_ptr<PendingFetch> pending_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);  // the current quota pause's
 };
 
 grpc::ServerWriteReactor<pb::TailResponse>* LogService::Tail(grpc::CallbackServerContext* ctx,

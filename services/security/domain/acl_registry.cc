@@ -24,9 +24,13 @@ absl::Status AclRegistry::Writable() const {
 }
 
 absl::Status AclRegistry::Load() {
+  absl::MutexLock lock(&mu_);
+  return Refresh();
+}
+
+absl::Status AclRegistry::Refresh() {
   auto stored = store_->LoadAcls();
   if (!stored.ok()) return stored.status();
-  absl::MutexLock lock(&mu_);
   stored_ = *std::move(stored);
   if (authorizer_ == nullptr) return absl::OkStatus();
   return authorizer_->ReplaceStoredAcls(stored_);
@@ -44,6 +48,7 @@ absl::StatusOr<size_t> AclRegistry::Create(std::vector<security::AclEntry> entri
     }
   }
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = Refresh(); !s.ok()) return s;
   absl::flat_hash_set<std::string> known;
   for (const security::AclEntry& e : stored_) known.insert(security::FormatAclEntry(e));
   std::vector<security::AclEntry> added;
@@ -69,6 +74,7 @@ absl::StatusOr<std::vector<security::AclEntry>> AclRegistry::Delete(
         absl::StrCat("filters: give 1..", kMaxFiltersPerCall, ", got ", filters.size()));
   }
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = Refresh(); !s.ok()) return s;
   std::vector<security::AclEntry> kept, removed;
   for (const security::AclEntry& e : stored_) {
     bool match = false;

@@ -39,7 +39,7 @@ inline constexpr size_t kMaxFiltersPerCall = 100;
 // Most entries the store holds (checks scan them all).
 inline constexpr size_t kMaxStoredAcls = 10000;
 
-// The stored ACL entries (the ACL RPCs'): durable in a SecurityStore and, after every change,
+// The stored ACL entries (the ACL RPCs'): durable in an AclStore and, after every change,
 // swapped whole into the Authorizer every call checks (Authorizer::ReplaceStoredAcls), so a
 // created deny applies to the next call. The bootstrap file's entries stay the Authorizer's own
 // (reloaded from the file); listings show both.
@@ -50,10 +50,11 @@ class AclRegistry {
  public:
   // `authorizer` null: authorisation is off on this server, and changes are refused
   // (FAILED_PRECONDITION) since they would have no effect.
-  AclRegistry(SecurityStore* store, std::shared_ptr<security::Authorizer> authorizer)
+  AclRegistry(AclStore* store, std::shared_ptr<security::Authorizer> authorizer)
       : store_(store), authorizer_(std::move(authorizer)) {}
 
-  // Reads the stored entries and hands them to the Authorizer.
+  // Reads the stored entries and hands them to the Authorizer. Also how a change another server
+  // made to a shared store (etcd) is taken in.
   absl::Status Load();
 
   // Stores the entries not stored yet; returns how many were new. INVALID_ARGUMENT (an invalid
@@ -68,7 +69,11 @@ class AclRegistry {
  private:
   absl::Status Writable() const;
 
-  SecurityStore* const store_;
+  // Under mu_: the store's entries (read again first, so a shared store's changes by other
+  // servers count), then the change written, then stored_ and the Authorizer.
+  absl::Status Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  AclStore* const store_;
   const std::shared_ptr<security::Authorizer> authorizer_;
   mutable absl::Mutex mu_;
   std::vector<security::AclEntry> stored_ ABSL_GUARDED_BY(mu_);

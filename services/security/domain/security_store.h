@@ -12,18 +12,23 @@
 
 namespace conduit::security_service {
 
-// Where the security service keeps the stored ACL entries and the audit trail
-// (storage/rocksdb_security_store.h on one node). Thread-safe.
-class SecurityStore {
+// Where the stored ACL entries live: the server's RocksDB on one node
+// (storage/rocksdb_security_store.h), etcd in a cluster (cluster/etcd_acl_store.h), so that
+// every broker decides by the same entries. Thread-safe.
+class AclStore {
  public:
-  virtual ~SecurityStore() = default;
+  virtual ~AclStore() = default;
 
   // Every stored entry, in a stable order.
   virtual absl::StatusOr<std::vector<security::AclEntry>> LoadAcls() = 0;
   // Adds `add` and removes `remove` in one durable write.
   virtual absl::Status WriteAcls(const std::vector<security::AclEntry>& add,
                                  const std::vector<security::AclEntry>& remove) = 0;
+};
 
+// The server's own store: its ACL entries (on one node) and its audit trail. Thread-safe.
+class SecurityStore : public AclStore {
+ public:
   // The highest audit id stored, 0 when none.
   virtual absl::StatusOr<uint64_t> LastAuditId() = 0;
   // Appends records whose ids are set and above every stored one.
