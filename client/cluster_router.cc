@@ -251,7 +251,7 @@ void ClusterRouter::ApplyLocked(const lpb::GetMetadataResponse& response, const 
 ClusterRouter::Stub* ClusterRouter::StubLocked(const std::string& address) {
   auto [it, made] = stubs_.try_emplace(address);
   if (made) {
-    it->second = lpb::LogService::NewStub(grpc_util::Dial(address));
+    it->second = lpb::LogService::NewStub(grpc_util::Dial(address, options_.security));
   }
   return it->second.get();
 }

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -8,12 +10,11 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc/dial.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 
 namespace conduit::client {
@@ -49,6 +50,9 @@ struct RouterOptions {
   // an unreachable leader (doubled each time).
   int max_attempts = 5;
   absl::Duration retry_backoff = absl::Milliseconds(50);
+  // How to reach the servers: TLS, a client certificate, a bearer token
+  // (grpc_util::DialSecurity); unset: the process default (grpc_util::SetDefaultDialSecurity).
+  std::optional<grpc_util::DialSecurity> security;
 };
 
 // Routes a client's log calls by the cluster's metadata: which broker leads each partition

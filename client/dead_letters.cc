@@ -92,7 +92,7 @@ DeadLetterHandler::DeadLetterHandler(RetryPolicy policy, DeadLetterTarget target
       target_(std::move(target)),
       group_(std::move(group)),
       worker_(std::move(worker)),
-      stub_(qpb::WorkQueue::NewStub(grpc_util::Dial(target_.queue_address))) {}
+      stub_(qpb::WorkQueue::NewStub(grpc_util::Dial(target_.queue_address, target_.security))) {}
 
 absl::Status DeadLetterHandler::Handle(const ConsumedRecord& record, const Handler& handle) {
   std::vector<FailedAttempt> attempts;

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/grpc/dial.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 
 namespace conduit::client {
@@ -36,6 +38,9 @@ struct DeadLetterTarget {
   std::string consumer_version;
   std::string schema_version_header = "schema-version";
   absl::Duration request_timeout = absl::Seconds(10);
+  // How to reach the servers: TLS, a client certificate, a bearer token
+  // (grpc_util::DialSecurity); unset: the process default (grpc_util::SetDefaultDialSecurity).
+  std::optional<grpc_util::DialSecurity> security;
 };
 
 // A handler's answer that retrying cannot help (a malformed record, a missing field): the record

@@ -61,7 +61,8 @@ absl::StatusOr<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(
   }
   auto router =
       ClusterRouter::Create({.bootstrap = BootstrapList(options.address, options.bootstrap),
-                             .request_timeout = options.request_timeout});
+                             .request_timeout = options.request_timeout,
+                             .security = options.security});
   if (!router.ok()) return router.status();
   if (options.coordinator_address.empty()) {
     options.coordinator_address = (*router)->answered_address();
@@ -88,7 +89,8 @@ GroupConsumer::GroupConsumer(ConsumerOptions options, PartitionsCallback on_assi
     limiter_.emplace(options_.max_records_per_second, options_.max_records_per_second,
                      time::SystemClock::Get());
   }
-  coordinator_ = cpb::GroupCoordinator::NewStub(grpc_util::Dial(options_.coordinator_address));
+  coordinator_ = cpb::GroupCoordinator::NewStub(
+      grpc_util::Dial(options_.coordinator_address, options_.security));
 }
 
 GroupConsumer::~GroupConsumer() { Close(); }

@@ -17,6 +17,7 @@
 #include "client/cluster_router.h"
 #include "client/dead_letters.h"
 #include "client/rate_limiter.h"
+#include "common/grpc/dial.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 
@@ -53,6 +54,9 @@ struct ConsumerOptions {
   // Where a partition without a committed offset starts.
   enum class Start { kEarliest, kLatest } start = Start::kEarliest;
   absl::Duration request_timeout = absl::Seconds(10);
+  // How to reach the servers: TLS, a client certificate, a bearer token
+  // (grpc_util::DialSecurity); unset: the process default (grpc_util::SetDefaultDialSecurity).
+  std::optional<grpc_util::DialSecurity> security;
 };
 
 struct ConsumedRecord {
@@ -85,9 +89,9 @@ class GroupConsumer {
   // Reads the cluster's metadata from the first bootstrap broker that answers and joins the
   // group; the first assignment is in place when this returns. INVALID_ARGUMENT without a group
   // or topics; UNAVAILABLE when no bootstrap broker answers; the coordinator's error otherwise.
-  static absl::StatusOr<std::unique_ptr<GroupConsumer>> Create(
-      ConsumerOptions options, PartitionsCallback on_assigned = {},
-      PartitionsCallback on_revoked = {});
+  static absl::StatusOr<std::unique_ptr<GroupConsumer>> Create(ConsumerOptions options,
+                                                               PartitionsCallback on_assigned = {},
+                                                               PartitionsCallback on_revoked = {});
   ~GroupConsumer();  // Close()
 
   // Records from owned partitions, at most max_poll_records (and what max_records_per_second

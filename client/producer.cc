@@ -17,7 +17,8 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
   auto router =
       ClusterRouter::Create({.bootstrap = BootstrapList(options.address, options.bootstrap),
                              .request_timeout = options.request_timeout,
-                             .retry_backoff = options.retry_backoff});
+                             .retry_backoff = options.retry_backoff,
+                             .security = options.security});
   if (!router.ok()) return router.status();
   absl::StatusOr<int32_t> partitions = (*router)->PartitionCount(options.topic);
   if (!partitions.ok()) return partitions.status();
@@ -40,8 +41,7 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
   return p;
 }
 
-Producer::Producer(ProducerOptions options, int32_t partitions, int64_t producer_id,
-                   int32_t epoch)
+Producer::Producer(ProducerOptions options, int32_t partitions, int64_t producer_id, int32_t epoch)
     : options_(std::move(options)),
       partitions_(partitions),
       producer_id_(producer_id),
@@ -69,8 +69,9 @@ void Producer::Send(ProducerRecord record, Callback done) {
   if (record.partition) {
     partition = *record.partition;
     if (partition < 0 || partition >= partitions_) {
-      absl::Status bad = absl::InvalidArgumentError(absl::StrCat(
-          "topic '", options_.topic, "' has ", partitions_, " partitions; there is no ", partition));
+      absl::Status bad =
+          absl::InvalidArgumentError(absl::StrCat("topic '", options_.topic, "' has ", partitions_,
+                                                  " partitions; there is no ", partition));
       {
         absl::MutexLock lock(&mu_);
         if (first_error_.ok()) first_error_ = bad;  // Flush reports it too

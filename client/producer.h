@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/cluster_router.h"
+#include "common/grpc/dial.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 
 namespace conduit::client {
@@ -41,15 +42,19 @@ struct ProducerOptions {
   int max_retries = 8;
   // Batches of one partition in flight at once, 1..5 (idempotent producers; a plain producer
   // sends one at a time, as nothing else would keep its order; the broker remembers the last 5
-  // batches per partition, which bounds how far back a resend can be recognised). Order holds across retries: the
-  // broker refuses a batch that overtakes an earlier one (ABORTED, a sequence gap), and it is
-  // resent after that one, as Kafka's producer does with max.in.flight.requests.per.connection.
+  // batches per partition, which bounds how far back a resend can be recognised). Order holds
+  // across retries: the broker refuses a batch that overtakes an earlier one (ABORTED, a sequence
+  // gap), and it is resent after that one, as Kafka's producer does with
+  // max.in.flight.requests.per.connection.
   int max_in_flight = 5;
   absl::Duration retry_backoff = absl::Milliseconds(50);
   absl::Duration request_timeout = absl::Seconds(10);
   // When a batch is answered: ACKS_ALL (replicated to the in-sync set) or ACKS_LEADER;
   // unspecified: the topic's setting.
   ::conduit::log::v1::Acks acks = ::conduit::log::v1::ACKS_UNSPECIFIED;
+  // How to reach the servers: TLS, a client certificate, a bearer token
+  // (grpc_util::DialSecurity); unset: the process default (grpc_util::SetDefaultDialSecurity).
+  std::optional<grpc_util::DialSecurity> security;
 };
 
 struct ProducerRecord {

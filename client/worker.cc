@@ -12,7 +12,7 @@ namespace qpb = ::conduit::queue::v1;
 
 Worker::Worker(WorkerOptions options, Handler handler)
     : options_(std::move(options)), handler_(std::move(handler)) {
-  stub_ = qpb::WorkQueue::NewStub(grpc_util::Dial(options_.address));
+  stub_ = qpb::WorkQueue::NewStub(grpc_util::Dial(options_.address, options_.security));
 }
 
 Worker::~Worker() { Stop(); }

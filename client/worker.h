@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc/dial.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 
 namespace conduit::client {
@@ -35,6 +36,9 @@ struct WorkerOptions {
   absl::Duration visibility_timeout = absl::Seconds(30);
   absl::Duration lease_wait = absl::Seconds(2);  // long-poll per Lease call
   absl::Duration request_timeout = absl::Seconds(10);
+  // How to reach the servers: TLS, a client certificate, a bearer token
+  // (grpc_util::DialSecurity); unset: the process default (grpc_util::SetDefaultDialSecurity).
+  std::optional<grpc_util::DialSecurity> security;
 };
 
 struct Job {
@@ -108,7 +112,7 @@ class Worker {
   const Handler handler_;
   std::unique_ptr<conduit::queue::v1::WorkQueue::Stub> stub_;
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // no new leases
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;         // no new leases
   bool keeper_stopping_ ABSL_GUARDED_BY(mu_) = false;  // set once every handler has finished
   std::map<std::string, Running> running_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);

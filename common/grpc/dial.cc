@@ -53,11 +53,23 @@ void SetDefaultDialSecurity(DialSecurity security) {
 
 std::shared_ptr<grpc::Channel> Dial(const std::string& address,
                                     const grpc::ChannelArguments& args) {
-  DialSecurity security;
+  return Dial(address, std::optional<DialSecurity>(), args);
+}
+
+std::shared_ptr<grpc::Channel> Dial(const std::string& address,
+                                    const std::optional<DialSecurity>& security,
+                                    const grpc::ChannelArguments& args) {
+  if (security.has_value()) return Dial(address, *security, args);
+  DialSecurity fallback;
   {
     absl::MutexLock lock(&default_mu);
-    security = Default();
+    fallback = Default();
   }
+  return Dial(address, fallback, args);
+}
+
+std::shared_ptr<grpc::Channel> Dial(const std::string& address, const DialSecurity& security,
+                                    const grpc::ChannelArguments& args) {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!security.ca_pem.empty()) {
     grpc::SslCredentialsOptions ssl;

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace conduit::grpc_util {
@@ -22,8 +23,16 @@ struct DialSecurity {
 // coordinator to broker, bridges, replication, redrive to a topic), or by a client program.
 void SetDefaultDialSecurity(DialSecurity security);
 
-// A channel to `address` with the default DialSecurity (a token through a client interceptor,
-// so it works on plaintext and TLS channels alike).
+// A channel to `address` with `security` (a token through a client interceptor, so it works on
+// plaintext and TLS channels alike).
+std::shared_ptr<grpc::Channel> Dial(const std::string& address, const DialSecurity& security,
+                                    const grpc::ChannelArguments& args = {});
+// The same with `security` when set, else the process default: what the client library's
+// options carry (ProducerOptions::security and the others).
+std::shared_ptr<grpc::Channel> Dial(const std::string& address,
+                                    const std::optional<DialSecurity>& security,
+                                    const grpc::ChannelArguments& args = {});
+// The same with the default DialSecurity.
 std::shared_ptr<grpc::Channel> Dial(const std::string& address,
                                     const grpc::ChannelArguments& args = {});
 
