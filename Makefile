@@ -21,7 +21,7 @@ JOBS ?= $(shell nproc)
 
 IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
 
-.PHONY: all deps configure build run cluster test fuzz bench bench-peers clean deploy-deps deploy-check image image-smoke certs
+.PHONY: all deps configure build run cluster test fuzz bench bench-peers bench-security clean deploy-deps deploy-check image image-smoke certs
 
 all: build
 
@@ -59,6 +59,11 @@ bench: build
 # Conduit side by side with Redis Streams, NATS JetStream and beanstalkd; writes docs/BENCHMARKS.md.
 bench-peers: build
 	@./scripts/bench-peers.sh
+
+# peer_bench's producer-1, tail-1 and batch-cycle-8 against plaintext and mTLS + token + ACLs;
+# prints rates and the overhead (target <= 15%). BENCH_SECURITY_ARGS: e.g. --secure=tls.
+bench-security: build
+	@CONDUIT_BIN_DIR=$(BUILD_DIR)/bin ./scripts/bench-security.sh $(BENCH_SECURITY_ARGS)
 
 deploy-deps: deps
 	@./scripts/deploy-deps.sh

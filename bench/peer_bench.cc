@@ -3,7 +3,14 @@
 // builds docs/BENCHMARKS.md from the lines).
 //
 //   peer_bench --system=conduit|redis|nats|beanstalkd|ceiling --port=P [--durability=sync]
-//              [--seconds=3] [--value_bytes=100]
+//              [--seconds=3] [--value_bytes=100] [--only=PREFIX]
+//              [--tls-ca=ca.pem [--tls-cert=c.pem --tls-key=c.key]] [--token-file=FILE]
+//
+// The --tls-* and --token-file flags set the process default DialSecurity (common/grpc/dial.h),
+// which every Conduit channel of the workloads goes through, the client library's included
+// (scripts/bench-security.sh: the same workloads against a plaintext and a secured server).
+// Without them: plaintext, no token. The address is always 127.0.0.1 (in the server
+// certificate of scripts/make-certs.sh).
 //
 // RESULT <tab> workload <tab> ops/s <tab> p50 ms <tab> p99 ms <tab> errors
 // Workloads (same names for every system that has them):
@@ -32,12 +39,15 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "absl/status/status.h"
 #include "bench/log_bench.h"
 #include "bench/peers/conduit_peer.h"
 #include "bench/peers/peer.h"
+#include "common/flags/flags.h"
+#include "common/grpc/dial.h"
 
 ABSL_FLAG(std::string, system, "conduit", "conduit | redis | nats | beanstalkd | ceiling");
 ABSL_FLAG(int, port, 0, "the system's port on 127.0.0.1");
@@ -48,6 +58,12 @@ ABSL_FLAG(double, prefill_rate, 0,
           "beanstalkd: jobs per second of run to pre-fill for the consume cycles (0: enough for "
           "the best rate seen; at -f 0 every put is fsynced, so a lower figure saves minutes)");
 ABSL_FLAG(std::string, only, "", "run only the workloads whose name starts with this");
+ABSL_FLAG(std::string, tls_ca, "",
+          "Conduit: PEM CA of the server's certificate: TLS instead of plaintext");
+ABSL_FLAG(std::string, tls_cert, "", "Conduit: PEM client certificate for mTLS, with --tls-key");
+ABSL_FLAG(std::string, tls_key, "", "Conduit: PEM key of --tls-cert");
+ABSL_FLAG(std::string, token_file, "",
+          "Conduit: file holding the bearer token sent as 'authorization: Bearer' on every call");
 
 namespace conduit::bench {
 namespace {
@@ -58,6 +74,19 @@ void Report(const std::string& workload, const peers::Figures& f) {
               static_cast<unsigned long long>(f.errors));
   if (!f.error.empty()) std::fprintf(stderr, "%s: %s\n", workload.c_str(), f.error.c_str());
   std::fflush(stdout);
+}
+
+// Sets the process default DialSecurity from --tls-ca, --tls-cert, --tls-key and --token-file,
+// before any channel is made. Returns INVALID_ARGUMENT for a certificate without its key or
+// without --tls-ca, and the read error of a file that cannot be read.
+absl::Status SetDialSecurityFromFlags() {
+  auto security =
+      grpc_util::ReadDialSecurity({absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+                                   absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_token_file)},
+                                  "--tls");
+  if (!security.ok()) return security.status();
+  grpc_util::SetDefaultDialSecurity(*std::move(security));
+  return absl::OkStatus();
 }
 
 bool Wanted(const std::string& workload) {
@@ -74,6 +103,10 @@ int Run() {
     if (Wanted(workload)) Report(workload, fn());
   };
   if (system == "conduit") {
+    if (absl::Status s = SetDialSecurityFromFlags(); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 2;
+    }
     const std::string topic = "peer-" + absl::GetFlag(FLAGS_durability);
     if (!peers::ConduitSetUp(port, topic, absl::GetFlag(FLAGS_durability))) {
       std::fprintf(stderr, "cannot create topic %s on port %d\n", topic.c_str(), port);
@@ -124,9 +157,13 @@ int Run() {
     for (int batch : {1, 100}) {
       const std::string workload = "ceiling-b" + std::to_string(batch);
       if (!Wanted(workload)) continue;
-      Scenario s{.record_size = bytes, .partitions = 1, .producers = 1,
-                 .sync = absl::GetFlag(FLAGS_durability) == "sync", .batch = batch};
-      Settings settings{.measure = run, .warmup = absl::Milliseconds(200),
+      Scenario s{.record_size = bytes,
+                 .partitions = 1,
+                 .producers = 1,
+                 .sync = absl::GetFlag(FLAGS_durability) == "sync",
+                 .batch = batch};
+      Settings settings{.measure = run,
+                        .warmup = absl::Milliseconds(200),
                         .flush_interval = absl::Milliseconds(100)};
       auto c = RunCeiling(s, settings);
       if (!c.ok()) {
@@ -149,6 +186,6 @@ int Run() {
 }  // namespace conduit::bench
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  conduit::flags::Parse(argc, argv);  // --tls-ca and --tls_ca alike
   return conduit::bench::Run();
 }

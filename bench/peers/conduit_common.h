@@ -2,6 +2,10 @@
 
 // What the Conduit workloads of peer_bench share (conduit_peer.cc, conduit_streams.cc): channels,
 // deadlines, the measuring loop, and prefilled queues.
+//
+// Every channel of these workloads comes from grpc_util::Dial, as the client library's
+// (client::Producer, client::Worker) do: the process default DialSecurity (peer_bench's --tls-*
+// and --token-file flags; plaintext without them) applies to all of them alike.
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/peers/peer.h"
+#include "common/grpc/dial.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 
@@ -28,9 +33,8 @@ using Clock = std::chrono::steady_clock;
 inline const absl::Duration kWarmup = absl::Milliseconds(200);
 
 inline std::string Address(int port) { return "127.0.0.1:" + std::to_string(port); }
-inline std::shared_ptr<grpc::Channel> Channel(int port) {
-  return grpc::CreateChannel(Address(port), grpc::InsecureChannelCredentials());
-}
+// A channel to the server on 127.0.0.1:`port` with the process default DialSecurity.
+inline std::shared_ptr<grpc::Channel> Channel(int port) { return grpc_util::Dial(Address(port)); }
 inline void SetDeadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -37,7 +38,10 @@ bool ConduitSetUp(int port, const std::string& topic, const std::string& durabil
                                                             : lpb::DURABILITY_INTERVAL);
   lpb::CreateTopicResponse resp;
   const grpc::Status s = stub->CreateTopic(&ctx, req, &resp);
-  return s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS;  // a second run
+  if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return true;  // a second run
+  std::fprintf(stderr, "CreateTopic %s: code %d: %s\n", topic.c_str(),
+               static_cast<int>(s.error_code()), s.error_message().c_str());
+  return false;
 }
 
 Figures ConduitPing(int port, int clients, absl::Duration run) {

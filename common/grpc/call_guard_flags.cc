@@ -124,26 +124,12 @@ absl::StatusOr<std::shared_ptr<const CallGuard>> CallGuardFromFlags(
 }
 
 absl::Status SetDialSecurityFromFlags() {
-  DialSecurity security;
-  const std::pair<std::string, std::string*> files[] = {
-      {absl::GetFlag(FLAGS_peer_tls_ca), &security.ca_pem},
-      {absl::GetFlag(FLAGS_peer_tls_cert), &security.cert_pem},
-      {absl::GetFlag(FLAGS_peer_tls_key), &security.key_pem},
-      {absl::GetFlag(FLAGS_peer_token_file), &security.token}};
-  for (const auto& [path, out] : files) {
-    if (path.empty()) continue;
-    auto text = security::ReadTextFile(path, "--peer-* file");
-    if (!text.ok()) return text.status();
-    *out = *std::move(text);
-  }
-  absl::StripTrailingAsciiWhitespace(&security.token);
-  if (security.cert_pem.empty() != security.key_pem.empty()) {
-    return absl::InvalidArgumentError("--peer-tls-cert and --peer-tls-key go together");
-  }
-  if (!security.cert_pem.empty() && security.ca_pem.empty()) {
-    return absl::InvalidArgumentError("--peer-tls-cert needs --peer-tls-ca");
-  }
-  SetDefaultDialSecurity(std::move(security));
+  auto security =
+      ReadDialSecurity({absl::GetFlag(FLAGS_peer_tls_ca), absl::GetFlag(FLAGS_peer_tls_cert),
+                        absl::GetFlag(FLAGS_peer_tls_key), absl::GetFlag(FLAGS_peer_token_file)},
+                       "--peer-tls");
+  if (!security.ok()) return security.status();
+  SetDefaultDialSecurity(*std::move(security));
   return absl::OkStatus();
 }
 

@@ -5,7 +5,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security/text_file.h"
 
 namespace conduit::grpc_util {
 namespace {
@@ -45,6 +48,31 @@ class TokenInterceptorFactory final : public grpc::experimental::ClientIntercept
 };
 
 }  // namespace
+
+absl::StatusOr<DialSecurity> ReadDialSecurity(const DialSecurityFiles& files,
+                                              absl::string_view flag_prefix) {
+  DialSecurity security;
+  const std::pair<const std::string*, std::string*> read[] = {{&files.ca, &security.ca_pem},
+                                                              {&files.cert, &security.cert_pem},
+                                                              {&files.key, &security.key_pem},
+                                                              {&files.token, &security.token}};
+  for (const auto& [path, out] : read) {
+    if (path->empty()) continue;
+    auto text = security::ReadTextFile(*path, absl::StrCat(flag_prefix, "-* file"));
+    if (!text.ok()) return text.status();
+    *out = *std::move(text);
+  }
+  absl::StripAsciiWhitespace(&security.token);
+  if (security.cert_pem.empty() != security.key_pem.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag_prefix, "-cert and ", flag_prefix, "-key go together"));
+  }
+  if (!security.cert_pem.empty() && security.ca_pem.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag_prefix, "-cert needs ", flag_prefix, "-ca"));
+  }
+  return security;
+}
 
 void SetDefaultDialSecurity(DialSecurity security) {
   absl::MutexLock lock(&default_mu);

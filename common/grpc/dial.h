@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
 namespace conduit::grpc_util {
 
 // How this process's clients reach Conduit servers (issue 19): TLS when `ca_pem` is set (with a
@@ -17,6 +20,19 @@ struct DialSecurity {
   std::string key_pem;
   std::string token;
 };
+
+// Paths of the PEM files and the token file a DialSecurity is read from; empty: not used.
+struct DialSecurityFiles {
+  std::string ca;
+  std::string cert;
+  std::string key;
+  std::string token;  // a file holding the bearer token (surrounding whitespace dropped)
+};
+
+// Reads `files`: INVALID_ARGUMENT for a certificate without its key (or the reverse) or without
+// a CA, naming `flag_prefix` ("--peer-tls", "--tls"); a file's read error otherwise.
+absl::StatusOr<DialSecurity> ReadDialSecurity(const DialSecurityFiles& files,
+                                              absl::string_view flag_prefix);
 
 // The process-wide default, used by Dial. Set once at startup, before any channel is made: by
 // ServerMain from the --peer-* flags (the identity a server presents to the servers it calls:

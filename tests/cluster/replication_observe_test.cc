@@ -3,22 +3,19 @@
 // the leader, its /metrics and `conduit topic describe` follow a follower that stops (SIGSTOP)
 // and comes back (SIGCONT).
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/support/http_metrics.h"
 
 namespace conduit::testing {
 namespace {
@@ -27,28 +24,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kLagTime[] = "2s";
-
-// GET http://127.0.0.1:<port>/metrics; empty when it fails.
-std::string HttpGetMetrics(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
-      char buf[8192];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, n);
-    }
-  }
-  ::close(fd);
-  return out;
-}
 
 // The value of the first sample of `name` whose labels include every one of `labels`
 // (`key="value"` each); -1 when there is none.

@@ -4,9 +4,6 @@
 // another principal is unaffected; the throttling is counted per principal on /metrics — and
 // record values withheld from a reader without ViewPayload.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -22,6 +19,7 @@
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "tests/integration/auth_fixture.h"
+#include "tests/support/http_metrics.h"
 
 namespace conduit::testing {
 namespace {
@@ -69,24 +67,7 @@ class AuthLogTest : public AuthTest {
     std::smatch m;
     const std::string text = log.str();
     if (!std::regex_search(text, m, kServing)) return "";
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return "";
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(m[1])));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    timeval timeout{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    std::string out;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-      const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-      if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
-        char buf[8192];
-        for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, n);
-      }
-    }
-    ::close(fd);
-    return out;
+    return HttpGetMetrics(std::stoi(m[1]));
   }
   // The value of quota counter `name` for `principal` and `kind` in `page`; -1 when absent.
   static double QuotaCounter(const std::string& page, const std::string& name,

@@ -1,5 +1,8 @@
 #include "services/security/api/convert.h"
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc/proto_time.h"
 
@@ -17,63 +20,68 @@ absl::StatusOr<std::optional<T>> Enum(int value, T last, absl::string_view field
 }
 
 template <typename T>
-absl::StatusOr<T> Required(int value, T last, absl::string_view field) {
-  auto v = Enum<T>(value, last, field);
-  if (!v.ok()) return v.status();
-  if (!v->has_value()) return absl::InvalidArgumentError(absl::StrCat(field, " is required"));
-  return **v;
-}
-
-template <typename T>
 int ToEnum(T value) {
   return static_cast<int>(value) + 1;
+}
+
+// The four enum fields an entry and a filter share, unspecified ones nullopt; with `required`
+// an unspecified one is INVALID_ARGUMENT too.
+struct AclEnums {
+  std::optional<security::ResourceType> type;
+  std::optional<security::PatternType> pattern;
+  std::optional<security::Operation> operation;
+  std::optional<security::Permission> permission;
+};
+
+template <typename Message>
+absl::StatusOr<AclEnums> ReadEnums(const Message& m, absl::string_view field, bool required) {
+  AclEnums out;
+  absl::Status status;
+  auto read = [&](int value, auto last, const char* name, auto* into) {
+    if (!status.ok()) return;
+    const std::string path = absl::StrCat(field, ".", name);
+    auto v = Enum(value, last, path);
+    if (!v.ok()) {
+      status = v.status();
+    } else if (!v->has_value() && required) {
+      status = absl::InvalidArgumentError(absl::StrCat(path, " is required"));
+    } else {
+      *into = *v;
+    }
+  };
+  read(m.resource_type(), security::ResourceType::kCluster, "resource_type", &out.type);
+  read(m.pattern_type(), security::PatternType::kAny, "pattern_type", &out.pattern);
+  read(m.operation(), security::Operation::kViewPayload, "operation", &out.operation);
+  read(m.permission(), security::Permission::kDeny, "permission", &out.permission);
+  if (!status.ok()) return status;
+  return out;
 }
 
 }  // namespace
 
 absl::StatusOr<security::AclEntry> FromProto(const spb::AclEntry& e, absl::string_view field) {
+  auto enums = ReadEnums(e, field, /*required=*/true);
+  if (!enums.ok()) return enums.status();
   security::AclEntry out;
   out.principal = e.principal();
   out.resource_name = e.resource_name();
-  auto type = Required(e.resource_type(), security::ResourceType::kCluster,
-                       absl::StrCat(field, ".resource_type"));
-  auto pattern =
-      Required(e.pattern_type(), security::PatternType::kAny, absl::StrCat(field, ".pattern_type"));
-  auto op =
-      Required(e.operation(), security::Operation::kViewPayload, absl::StrCat(field, ".operation"));
-  auto permission =
-      Required(e.permission(), security::Permission::kDeny, absl::StrCat(field, ".permission"));
-  for (const absl::Status& s :
-       {type.status(), pattern.status(), op.status(), permission.status()}) {
-    if (!s.ok()) return s;
-  }
-  out.resource_type = *type;
-  out.pattern_type = *pattern;
-  out.operation = *op;
-  out.permission = *permission;
+  out.resource_type = *enums->type;
+  out.pattern_type = *enums->pattern;
+  out.operation = *enums->operation;
+  out.permission = *enums->permission;
   return out;
 }
 
 absl::StatusOr<AclFilter> FromProto(const spb::AclFilter& f, absl::string_view field) {
+  auto enums = ReadEnums(f, field, /*required=*/false);
+  if (!enums.ok()) return enums.status();
   AclFilter out;
   if (!f.principal().empty()) out.principal = f.principal();
   if (!f.resource_name().empty()) out.resource_name = f.resource_name();
-  auto type = Enum(f.resource_type(), security::ResourceType::kCluster,
-                   absl::StrCat(field, ".resource_type"));
-  auto pattern =
-      Enum(f.pattern_type(), security::PatternType::kAny, absl::StrCat(field, ".pattern_type"));
-  auto op =
-      Enum(f.operation(), security::Operation::kViewPayload, absl::StrCat(field, ".operation"));
-  auto permission =
-      Enum(f.permission(), security::Permission::kDeny, absl::StrCat(field, ".permission"));
-  for (const absl::Status& s :
-       {type.status(), pattern.status(), op.status(), permission.status()}) {
-    if (!s.ok()) return s;
-  }
-  out.resource_type = *type;
-  out.pattern_type = *pattern;
-  out.operation = *op;
-  out.permission = *permission;
+  out.resource_type = enums->type;
+  out.pattern_type = enums->pattern;
+  out.operation = enums->operation;
+  out.permission = enums->permission;
   return out;
 }
 
