@@ -5,16 +5,20 @@
 #   1. Helm: `helm lint` and `helm template` of helm/conduit for the default values and every
 #      tests/deploy/values/*.yaml (standalone, monitoring, standalone-monitoring, all-services,
 #      hardened, cluster with the in-chart etcd, cluster-external-etcd; security: secure — TLS,
-#      mTLS, tokens, JWTs, ACLs, quotas —, secure-cluster, tls-only); values the schema and the
-#      templates must reject are rejected.
+#      mTLS, metrics over HTTPS with client certificates, tokens, JWTs, ACLs, quotas —,
+#      secure-cluster (metrics plain HTTP), tls-only (metrics over HTTPS)); values the schema and
+#      the templates must reject are rejected.
 #   2. Every rendered manifest validated against the Kubernetes / Prometheus Operator schemas
 #      (kubernetes-models) plus the chart's own rules (tests/deploy/validate-manifests.js; the
-#      security flags, Secret mounts and ACL file: tests/deploy/check-security-manifests.js).
+#      security flags, Secret mounts, ACL file and the ServiceMonitor's scheme and TLS settings:
+#      tests/deploy/check-security-manifests.js).
 #   3. docker-compose: its schema (`docker-compose config -q`, with and without the cluster
 #      profile, alone and with the secure override docker-compose.secure.yml) and the images,
 #      binaries, flags, ports, mounts and cluster-mode broker ids it names
 #      (tests/deploy/check-compose.js; the secure variant's certificates, tokens and ACLs:
-#      tests/deploy/check-compose-security.js); `promtool check config` on the Prometheus config.
+#      tests/deploy/check-compose-security.js, the HTTPS metrics scrape included); `promtool check
+#      config` on the Prometheus configs (prometheus.yml, and prometheus.secure.yml for the secure
+#      variant).
 #   4. Alerts: `promtool check rules`, `promtool test rules tests/deploy/alerts_test.yml`, the
 #      metric contract (tests/deploy/check-metrics.js) and the dashboard's queries through promtool.
 #   5. The Dockerfile's build packages cover scripts/install-deps.sh's.
@@ -99,6 +103,7 @@ reject "cluster mode before Kubernetes 1.28 (no pod-index label)" --set cluster.
 reject "a misspelt defaults key" --set defaults.grpcport=7000
 reject "TLS without its Secret" --set security.tls.enabled=true
 reject "an unknown TLS client auth" --set security.tls.enabled=true --set security.tls.secretName=tls --set security.tls.clientAuth=optional
+reject "metrics over HTTPS without TLS" --set security.tls.metrics=true
 reject "a security flag also in extraFlags" --set security.tls.enabled=true --set security.tls.secretName=tls --set broker.extraFlags.tls_cert=/x.pem
 reject "JWT keys without issuer and audience" --set security.auth.jwt.secretName=jwt --set 'security.auth.jwt.keys[0].algorithm=EdDSA' --set 'security.auth.jwt.keys[0].key=k.pem'
 reject "a JWT algorithm the servers refuse" --set security.auth.jwt.secretName=jwt --set 'security.auth.jwt.keys[0].algorithm=HS256' --set 'security.auth.jwt.keys[0].key=k.pem' --set security.auth.jwt.issuer=i --set security.auth.jwt.audience=a
@@ -127,8 +132,10 @@ if run docker-compose "${secure[@]}" --profile cluster config -q &&
   echo "docker-compose -f docker-compose.yml -f docker-compose.secure.yml --profile cluster config: valid"
   run node tests/deploy/check-compose.js --secure "$out/compose-secure.yml" && cat "$out/cmd.log"
 fi
-run promtool check config deploy/prometheus/prometheus.yml &&
-  echo "promtool check config deploy/prometheus/prometheus.yml: valid, $(grep -o '[0-9]* rule files found' "$out/cmd.log")"
+for config in prometheus.yml prometheus.secure.yml; do
+  run promtool check config "deploy/prometheus/$config" &&
+    echo "promtool check config deploy/prometheus/$config: valid, $(grep -o '[0-9]* rule files found' "$out/cmd.log")"
+done
 
 step "alert rules and dashboard queries"
 run promtool check rules deploy/prometheus/rules/*.yml &&

@@ -18,7 +18,7 @@ PACKAGES=(
   etcd-server etcd-client golang-etcd-server-dev python3-etcd3
   postgresql libpq-dev
 )
-# clang: the thread-safety check of the lock annotations (scripts/check-thread-safety.sh);
+# clang: the thread-safety check of the lock annotations (scripts/check_thread_safety.py);
 # libclang-rt-14-dev: its libFuzzer and sanitizer runtimes (scripts/fuzz.sh).
 # prometheus: promtool for the alert rules; docker-compose: its schema check of
 # deploy/docker-compose.yml (`config` needs no container engine). See scripts/check-deploy.sh.

@@ -13,11 +13,18 @@
 #include "common/grpc/server_tls.h"
 #include "common/logging/logging.h"
 #include "common/metrics/metrics.h"
+#include "common/metrics/tls_exposer.h"
 
 ABSL_FLAG(std::string, data_dir, "./data", "Directory for the service's RocksDB data");
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "gRPC listen address host:port (port 0: any)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics listen address host:port (port 0: any; empty: off)");
+ABSL_FLAG(std::string, metrics_tls_cert, "",
+          "PEM certificate chain of the metrics port; with --metrics-tls-key it serves HTTPS "
+          "(default: HTTP). Looked at on every scrape: replace it by a rename");
+ABSL_FLAG(std::string, metrics_tls_key, "", "PEM private key of --metrics-tls-cert (unencrypted)");
+ABSL_FLAG(std::string, metrics_tls_client_ca, "",
+          "PEM CA bundle scrapers' client certificates must chain to (then required)");
 ABSL_FLAG(std::string, port_file, "", "If set, write the chosen gRPC port here once serving");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -99,7 +106,11 @@ int ServerMain(const std::string& name, int argc, char** argv,
   }
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {
-    if (auto s = metrics.Serve(metrics_listen); !s.ok()) {
+    const metrics::MetricsTlsFiles metrics_tls{
+        .cert_path = absl::GetFlag(FLAGS_metrics_tls_cert),
+        .key_path = absl::GetFlag(FLAGS_metrics_tls_key),
+        .client_ca_path = absl::GetFlag(FLAGS_metrics_tls_client_ca)};
+    if (auto s = metrics.Serve(metrics_listen, metrics_tls); !s.ok()) {
       spdlog::critical("{}: {}", name, s.ToString());
       return 1;
     }
@@ -137,7 +148,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
   spdlog::info("{} callers: {}", name, DescribeCallGuardFlags());
   spdlog::info("{} serving gRPC ({}) on {} (data in {}){}", name, DescribeServerTls(tls),
                (*server)->address(), data_dir,
-               metrics.port() ? fmt::format(", metrics on http://{}:{}/metrics",
+               metrics.port() ? fmt::format(", metrics on {}://{}:{}/metrics", metrics.scheme(),
                                             metrics_listen.substr(0, metrics_listen.rfind(':')),
                                             metrics.port())
                               : "");

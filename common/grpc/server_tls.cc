@@ -2,126 +2,21 @@
 
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <vector>
-
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls/pem.h"
 
 namespace conduit::grpc_util {
 namespace {
 
 constexpr int kMaxRefreshSeconds = 86400;
-// Far above any certificate chain or CA bundle; a bound on what a mistaken path makes us read.
-constexpr size_t kMaxPemFileBytes = 4 << 20;
-
-struct BioFree {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct X509Free {
-  void operator()(X509* cert) const { X509_free(cert); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
-absl::Status FileError(absl::string_view flag, const std::string& path, int err) {
-  const std::string message =
-      absl::StrCat(flag, " file '", path, "' cannot be read: ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-  return absl::InvalidArgumentError(message);
-}
-
-// The whole file named by `flag`.
-absl::StatusOr<std::string> ReadPemFile(absl::string_view flag, const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return FileError(flag, path, errno);
-  std::string content;
-  char buffer[16384];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    content.append(buffer, n);
-    if (content.size() > kMaxPemFileBytes) break;
-  }
-  const int err = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (err != 0) return FileError(flag, path, err);
-  if (content.size() > kMaxPemFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, " file '", path, "' is larger than ",
-                                                   kMaxPemFileBytes, " bytes: not a PEM file"));
-  }
-  return content;
-}
-
-BioPtr MemoryBio(const std::string& data) {
-  return BioPtr(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
-}
-
-// Every certificate of a PEM text, in order (other PEM blocks are skipped).
-std::vector<X509Ptr> ParseCertificates(const std::string& pem) {
-  BioPtr bio = MemoryBio(pem);
-  std::vector<X509Ptr> certs;
-  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
-    certs.emplace_back(cert);
-  }
-  ERR_clear_error();  // the end of the input is reported as an error
-  return certs;
-}
-
-// Refuses to prompt for a passphrase: gRPC cannot use an encrypted key either.
-int NoPassphrase(char*, int, int, void*) { return -1; }
 
 absl::Status CheckIdentity(const ServerTlsOptions& options) {
-  auto cert_pem = ReadPemFile("--tls-cert", options.cert_path);
-  if (!cert_pem.ok()) return cert_pem.status();
-  std::vector<X509Ptr> chain = ParseCertificates(*cert_pem);
-  if (chain.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tls-cert file '", options.cert_path, "' holds no PEM certificate"));
-  }
-  auto key_pem = ReadPemFile("--tls-key", options.key_path);
-  if (!key_pem.ok()) return key_pem.status();
-  BioPtr bio = MemoryBio(*key_pem);
-  PkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, NoPassphrase, nullptr));
-  ERR_clear_error();
-  if (key == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tls-key file '", options.key_path, "' holds no ",
-        absl::StrContains(*key_pem, "ENCRYPTED") ? "unencrypted (gRPC cannot use an encrypted key) "
-                                                 : "",
-        "PEM private key"));
-  }
-  const bool match = X509_check_private_key(chain.front().get(), key.get()) == 1;
-  ERR_clear_error();
-  if (!match) {
-    return absl::InvalidArgumentError(absl::StrCat("--tls-key file '", options.key_path,
-                                                   "' is not the key of the first certificate in "
-                                                   "--tls-cert file '",
-                                                   options.cert_path, "'"));
-  }
-  return absl::OkStatus();
+  return tls::LoadKeyPair("--tls-cert", options.cert_path, "--tls-key", options.key_path).status();
 }
 
 absl::Status CheckClientCa(const ServerTlsOptions& options) {
-  auto pem = ReadPemFile("--tls-client-ca", options.client_ca_path);
-  if (!pem.ok()) return pem.status();
-  if (ParseCertificates(*pem).empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--tls-client-ca file '", options.client_ca_path,
-                                                   "' holds no PEM certificate"));
-  }
-  return absl::OkStatus();
+  return tls::LoadCertificates("--tls-client-ca", options.client_ca_path).status();
 }
 
 absl::Status CheckCombination(const ServerTlsOptions& options) {

@@ -1,34 +1,44 @@
 #pragma once
 
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <prometheus/exposer.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 
 namespace conduit::metrics {
+
+class TlsExposer;
+struct MetricsTlsFiles;
 
 // The process's one Prometheus registry, and optionally the HTTP exposer serving it at
 // /metrics. Services register their *Metrics families on registry(). Thread-safe (prometheus-cpp
 // families are).
 class MetricsHub {
  public:
-  MetricsHub() : registry_(std::make_shared<prometheus::Registry>()) {}
+  MetricsHub();
+  ~MetricsHub();
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
-  // Serves /metrics on host:port (port 0 picks one). UNAVAILABLE when it cannot bind.
+  // Serves /metrics on host:port (port 0 picks one): over HTTPS when `tls` names files (see
+  // TlsExposer), else plain HTTP. UNAVAILABLE when it cannot bind; TlsExposer::Start's errors
+  // for the files.
   absl::Status Serve(const std::string& listen);
+  absl::Status Serve(const std::string& listen, const MetricsTlsFiles& tls);
   // The bound port, or 0 when not serving.
   int port() const;
+  // "https" or "http".
+  const char* scheme() const;
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<TlsExposer> tls_exposer_;
 };
 
 // Latency buckets in seconds, 50 µs .. ~26 s, exponential ×2: fine enough for fsync-bound

@@ -14,7 +14,13 @@
 //     repository; the token file and the ACL file parse as the servers parse them; the peer
 //     token is in the token file, and its principal is a superuser;
 //   * every name a server dials another by (--broker-address, --advertise-address) is a DNS SAN
-//     of the server certificate scripts/make-certs.sh writes.
+//     of the server certificate scripts/make-certs.sh writes;
+//   * every server serves /metrics over HTTPS with that volume's server.pem and server.key
+//     (--metrics-tls-cert/--metrics-tls-key; --metrics-tls-client-ca, if set, its ca.pem), and
+//     Prometheus waits for the setup job, mounts the volume read-only and scrapes every conduit-*
+//     job with scheme https, tls_config.ca_file that volume's ca.pem, no insecure_skip_verify, a
+//     client certificate if a server asks for one, and by names server.pem holds (server_name, or
+//     every target's host; DNS-discovered targets relabelled to their name, not their IP).
 'use strict';
 
 const crypto = require('crypto');
@@ -65,7 +71,44 @@ function parseTokens(report, file) {
   return entries;
 }
 
-function checkSecureCompose(report, services, { root, isConduitServer }) {
+// Prometheus (`prometheus`: {name, svc, config}) scraping the servers' metrics over HTTPS from
+// the certificate volume `volume`; `clientCerts`: whether a server asks scrapers for a certificate.
+function checkSecureScrape(report, prometheus, { volume, jobName, certNames, clientCerts }) {
+  if (!report.check(prometheus, 'secure: no Prometheus service')) return;
+  const { name, svc, config } = prometheus;
+  const w = `secure: service ${name}`;
+  const dep = (svc.depends_on || {})[jobName];
+  report.check(dep && dep.condition === 'service_completed_successfully', `${w}: must wait for ${jobName} to complete`);
+  const jobs = (config.scrape_configs || []).filter((j) => j.job_name.startsWith('conduit-'));
+  report.check(jobs.length > 0, `${w}: its config has no conduit-* job`);
+  for (const job of jobs) {
+    const where = `${w}: job ${job.job_name}`;
+    const t = job.tls_config || {};
+    report.check(job.scheme === 'https', `${where}: scheme ${job.scheme || 'http'}, expected https`);
+    const m = mountOf(svc, t.ca_file);
+    report.check(m && m.source === volume && m.readOnly && path.basename(t.ca_file) === 'ca.pem',
+      `${where}: tls_config.ca_file=${t.ca_file} must be ca.pem of the volume ${volume}, mounted read-only`);
+    report.check(!t.insecure_skip_verify, `${where}: insecure_skip_verify`);
+    if (clientCerts) {
+      report.check(t.cert_file && t.key_file, `${where}: a server requires a client certificate (--metrics-tls-client-ca); tls_config has none`);
+    }
+    const hosts = t.server_name ? [t.server_name] : [
+      ...(job.static_configs || []).flatMap((c) => c.targets.map((x) => x.split(':')[0])),
+      ...(job.dns_sd_configs || []).flatMap((d) => d.names),
+    ];
+    for (const h of hosts) {
+      report.check(certNames.includes(h), `${where}: ${h} is not a DNS SAN of make certs' server.pem (${certNames.join(', ')})`);
+    }
+    if ((job.dns_sd_configs || []).length && !t.server_name) {
+      // A DNS-discovered target's address is the IP the name resolved to, which server.pem lacks.
+      report.check((job.relabel_configs || []).some((r) => (r.source_labels || []).includes('__meta_dns_name') &&
+        r.target_label === '__address__'),
+      `${where}: DNS-discovered targets must be relabelled to their name (__meta_dns_name → __address__): their IP is no name of server.pem`);
+    }
+  }
+}
+
+function checkSecureCompose(report, services, { root, isConduitServer, prometheus }) {
   // The setup job.
   const jobs = Object.entries(services).filter(([, s]) => (s.image || '').startsWith('conduit:') &&
     (s.command || [])[0] === '/bin/sh');
@@ -93,6 +136,7 @@ function checkSecureCompose(report, services, { root, isConduitServer }) {
   const certNames = serverCertNames(root);
   report.check(certNames.length > 0, 'secure: no DNS SAN found for the server certificate in scripts/make-certs.sh');
   let servers = 0;
+  let clientCerts = false;
   for (const [name, svc] of Object.entries(services)) {
     if (!isConduitServer(svc)) continue;
     servers += 1;
@@ -109,6 +153,12 @@ function checkSecureCompose(report, services, { root, isConduitServer }) {
     certFile('tls-cert', 'server.pem');
     certFile('tls-key', 'server.key');
     certFile('peer-tls-ca', 'ca.pem');
+    certFile('metrics-tls-cert', 'server.pem');
+    certFile('metrics-tls-key', 'server.key');
+    if (flagValue(command, 'metrics-tls-client-ca') !== undefined) {
+      certFile('metrics-tls-client-ca', 'ca.pem');
+      clientCerts = true;
+    }
     const clientAuth = flagValue(command, 'tls-client-auth');
     report.check(['none', 'request', 'require'].includes(clientAuth), `${w}: --tls-client-auth=${clientAuth}`);
     if (clientAuth !== 'none') certFile('tls-client-ca', 'ca.pem');
@@ -153,6 +203,9 @@ function checkSecureCompose(report, services, { root, isConduitServer }) {
         `${w}: --${flag}=${address}: ${host} is not a DNS SAN of make certs' server.pem (${certNames.join(', ')})`);
     }
   }
+  checkSecureScrape(report, prometheus, {
+    volume: target.source, jobName, certNames, clientCerts,
+  });
   return servers;
 }
 

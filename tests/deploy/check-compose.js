@@ -1,4 +1,4 @@
-// Checks deploy/docker-compose.yml and deploy/prometheus/prometheus.yml against the repository
+// Checks deploy/docker-compose.yml and its Prometheus config against the repository
 // (scripts/check-deploy.sh runs docker-compose's own schema check first):
 //   * Conduit services use the image `make image` builds (conduit:<appVersion>), run a binary
 //     CMake defines — or, behind a profile of the service's name, one that is pending — with
@@ -10,15 +10,19 @@
 //   * etcd is conduit-etcd:<appVersion>, built from docker/etcd.Dockerfile;
 //   * other images are pinned to a version; bind mounts exist; named volumes and depends_on
 //     targets are declared;
-//   * Prometheus scrapes every Conduit service on its metrics port as job conduit-<service>, where
+//   * Prometheus loads the config its --config.file names through its bind mount
+//     (prometheus/prometheus.yml; the secure variant's prometheus/prometheus.secure.yml) and
+//     scrapes every Conduit service on its metrics port as job conduit-<service>, where
 //     numbered services (broker-1, broker-2 of the cluster profile) share their base's job
 //     (conduit-broker); always-running services as static targets, services behind a profile
-//     through DNS; a job scrapes nothing else.
+//     through DNS; a job scrapes nothing else; with scheme https exactly when the services serve
+//     metrics over TLS (--metrics-tls-cert), else http (none does in the plain file).
 //
 // Usage: node check-compose.js                  deploy/docker-compose.yml as written
 //        node check-compose.js --secure FILE     FILE: `docker-compose -f deploy/docker-compose.yml
 //          -f deploy/docker-compose.secure.yml --profile cluster config`, the merged secure variant:
-//          the checks above (make certs' certs/dev may be missing) plus check-compose-security.js.
+//          the checks above (make certs' certs/dev may be missing) plus check-compose-security.js
+//          (TLS on every server's gRPC and metrics ports; Prometheus scraping https trusting ca.pem).
 'use strict';
 
 const fs = require('fs');
@@ -36,7 +40,6 @@ const report = new Report(secureFile ? 'compose --secure' : 'compose');
 const DEPLOY = path.join(ROOT, 'deploy');
 const compose = YAML.parse(fs.readFileSync(secureFile || path.join(DEPLOY, 'docker-compose.yml'), 'utf8'),
   { merge: true });
-const prometheus = YAML.parse(fs.readFileSync(path.join(DEPLOY, 'prometheus/prometheus.yml'), 'utf8'));
 const binaries = conduitBinaries();
 const flags = serverFlags();
 const conduitImage = `conduit:${appVersion()}`;
@@ -44,6 +47,7 @@ const conduitImage = `conduit:${appVersion()}`;
 const services = compose.services || {};
 const hostPorts = new Map();
 const conduitServices = new Map(); // name → metrics port
+const metricsTls = new Set(); // Conduit services serving metrics over HTTPS
 const notes = [];
 
 function flagValue(command, flag) {
@@ -117,6 +121,7 @@ for (const [name, svc] of Object.entries(services)) {
     report.check(svc.build || Object.values(services).some((s) => s.image === image && s.build),
       `${where}: no service builds ${image}`);
     conduitServices.set(name, metrics);
+    if (flagValue(command, 'metrics-tls-cert')) metricsTls.add(name);
     const etcd = flagValue(command, 'etcd-endpoints');
     if (binary === 'conduit-broker' && etcd) {
       const id = flagValue(command, 'broker-id');
@@ -143,6 +148,26 @@ for (const [name, svc] of Object.entries(services)) {
   }
 }
 
+// The Prometheus config: the file the Prometheus service's --config.file names, through its bind
+// mount (sources: relative in the file as written, absolute in `docker-compose config` output).
+const promEntry = Object.entries(services).find(([, s]) => (s.image || '').startsWith('prom/prometheus:'));
+let prometheus = {};
+let prometheusFile = null;
+if (report.check(promEntry, 'no Prometheus service (image prom/prometheus)')) {
+  const [promName, promSvc] = promEntry;
+  const configFile = flagValue(promSvc.command || [], 'config.file');
+  const mount = (promSvc.volumes || []).map((v) => String(v).split(':'))
+    .find(([source, target]) => (source.startsWith('.') || source.startsWith('/')) &&
+      configFile && configFile.startsWith(`${target}/`));
+  prometheusFile = mount && path.resolve(DEPLOY, mount[0], configFile.slice(mount[1].length + 1));
+  if (report.check(prometheusFile && fs.existsSync(prometheusFile),
+    `service ${promName}: --config.file=${configFile} is no file of a bind mount`)) {
+    prometheus = YAML.parse(fs.readFileSync(prometheusFile, 'utf8'));
+  }
+}
+
+const promConfigName = path.basename(prometheusFile || 'prometheus.yml');
+
 // Prometheus jobs ↔ Conduit services.
 const jobOf = (name) => `conduit-${name.replace(/-\d+$/, '')}`;
 const jobs = new Map((prometheus.scrape_configs || []).map((j) => [j.job_name, j]));
@@ -150,7 +175,7 @@ const staticTargets = (job) => (job.static_configs || []).flatMap((c) => c.targe
 const dnsTargets = (job) => (job.dns_sd_configs || []).flatMap((d) => d.names.map((n) => `${n}:${d.port}`));
 for (const [name, metricsPort] of conduitServices) {
   const job = jobs.get(jobOf(name));
-  if (!report.check(job, `prometheus.yml has no job ${jobOf(name)} for service ${name}`)) continue;
+  if (!report.check(job, `${promConfigName} has no job ${jobOf(name)} for service ${name}`)) continue;
   const optional = (services[name].profiles || []).length > 0;
   const target = `${name}:${metricsPort}`;
   const [want, not] = optional ? [dnsTargets(job), staticTargets(job)] : [staticTargets(job), dnsTargets(job)];
@@ -158,25 +183,31 @@ for (const [name, metricsPort] of conduitServices) {
     `job ${jobOf(name)} must scrape ${target} ${optional
       ? 'through dns_sd_configs only (a service behind a profile runs only sometimes)'
       : 'as a static target only (an always-running service must show as down when it stops)'}`);
+  const scheme = metricsTls.has(name) ? 'https' : 'http';
+  report.check((job.scheme || 'http') === scheme,
+    `job ${jobOf(name)} scrapes ${job.scheme || 'http'}, but service ${name} serves its metrics over ${scheme}`);
 }
 for (const [jobName, job] of jobs) {
   if (!jobName.startsWith('conduit-')) continue;
   const targets = [...staticTargets(job), ...dnsTargets(job)];
-  report.check(targets.length > 0, `prometheus.yml job ${jobName} scrapes nothing`);
+  report.check(targets.length > 0, `${promConfigName} job ${jobName} scrapes nothing`);
   for (const t of targets) {
     const name = t.split(':')[0];
     report.check(conduitServices.get(name) === Number(t.split(':')[1]) && jobOf(name) === jobName,
-      `prometheus.yml job ${jobName} scrapes ${t}, which is no metrics port of a service of that job`);
+      `${promConfigName} job ${jobName} scrapes ${t}, which is no metrics port of a service of that job`);
   }
 }
 
 let secured = '';
 if (secureFile) {
   const isConduitServer = (svc) => (svc.image || '').startsWith('conduit:') && binaries.has((svc.command || [])[0]);
-  const n = checkSecureCompose(report, services, { root: ROOT, isConduitServer });
-  secured = `; ${n} Conduit servers on TLS with tokens and ACLs`;
+  const n = checkSecureCompose(report, services, {
+    root: ROOT, isConduitServer, prometheus: promEntry && { name: promEntry[0], svc: promEntry[1], config: prometheus },
+  });
+  secured = `; ${n} Conduit servers on TLS with tokens and ACLs, metrics scraped over https`;
 }
 
 for (const n of notes) console.log(`note compose: ${n}`);
 report.finish(`${Object.keys(services).length} services (${conduitServices.size} Conduit: ` +
-  `${[...conduitServices.keys()].join(', ')}), ${hostPorts.size} host ports, ${jobs.size} scrape jobs${secured}`);
+  `${[...conduitServices.keys()].join(', ')}), ${hostPorts.size} host ports, ${jobs.size} scrape jobs ` +
+  `(${path.relative(ROOT, prometheusFile || '?')})${secured}`);

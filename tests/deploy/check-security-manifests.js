@@ -7,6 +7,12 @@
 //     as set, --tls_client_ca that Secret's ca.crt unless none; the servers dial each other with
 //     --peer_tls_ca ca.crt and, with require, present tls.crt/tls.key (--peer_tls_cert/_key);
 //     conduit-standalone's coordinator dials its client Service by name;
+//   * tls.metrics (with tls.enabled): --metrics_tls_cert and --metrics_tls_key are the same
+//     tls.crt and tls.key, and with require --metrics_tls_client_ca that Secret's ca.crt;
+//     checkServiceMonitor: the ServiceMonitor then scrapes https trusting the Secret's ca.crt,
+//     checking a client Service's name (one the certificate must carry), presenting tls.crt and
+//     tls.key with require only; without tls.metrics it scrapes http with no tlsConfig
+//     (validate-manifests.js: the Services' metrics ports declare appProtocol https or http);
 //   * tokens, JWT keys and the peer token: each flag names a key of its Secret through a
 //     read-only mount; JWT issuer and audience as set;
 //   * authorization: --authorization=true, --superusers as listed, and --acl_file names the key
@@ -23,6 +29,7 @@ const SECURITY_DIR = '/etc/conduit-security';
 // Every flag the security values own; none may appear without its value set.
 const SECURITY_FLAGS = [
   'tls_cert', 'tls_key', 'tls_client_ca', 'tls_client_auth', 'tls_refresh_seconds',
+  'metrics_tls_cert', 'metrics_tls_key', 'metrics_tls_client_ca',
   'peer_tls_ca', 'peer_tls_cert', 'peer_tls_key', 'peer_token_file',
   'auth_token_file', 'auth_jwt_keys', 'auth_jwt_issuer', 'auth_jwt_audience',
   'authorization', 'acl_file', 'superusers', 'auth_reload_seconds',
@@ -118,6 +125,11 @@ function checkSecurity(report, set, flagValue, { values, configMaps, services })
       file('peer_tls_cert', 'tls.crt');
       file('peer_tls_key', 'tls.key');
     }
+    if (tls.metrics) {
+      file('metrics_tls_cert', 'tls.crt');
+      file('metrics_tls_key', 'tls.key');
+      if (clientAuth === 'require') file('metrics_tls_client_ca', 'ca.crt');
+    }
     expectFlag('tls_client_auth', clientAuth);
     expectFlag('tls_refresh_seconds', String(tls.refreshSeconds || 60));
     if (component === 'standalone') {
@@ -207,4 +219,48 @@ function checkSecurity(report, set, flagValue, { values, configMaps, services })
   return Boolean(tls.enabled);
 }
 
-module.exports = { checkSecurity, aclLineProblems };
+// The metrics port's scheme for the case's values: https with security.tls.enabled and .metrics.
+function metricsScheme(values) {
+  const tls = (values.security || {}).tls || {};
+  return tls.enabled && tls.metrics ? 'https' : 'http';
+}
+
+// The ServiceMonitor `sm` against the case's values: https with the TLS Secret's files when the
+// metrics port serves TLS, else http without tlsConfig. `services`: the client Services it selects.
+function checkServiceMonitor(report, sm, { values, services }) {
+  const tls = (values.security || {}).tls || {};
+  const scheme = metricsScheme(values);
+  const https = scheme === 'https';
+  const ref = (r) => (r ? `${r.name}/${r.key}` : 'none');
+  for (const [i, e] of sm.spec.endpoints.entries()) {
+    const where = `ServiceMonitor/${sm.metadata.name} endpoint ${i}`;
+    report.check(e.scheme === scheme, `${where}: scheme ${e.scheme}, expected ${scheme}`);
+    const t = e.tlsConfig;
+    if (!https) {
+      report.check(!t, `${where}: tlsConfig on an http scrape`);
+      continue;
+    }
+    if (!report.check(t, `${where}: https without a tlsConfig`)) continue;
+    const ca = t.ca && t.ca.secret;
+    report.check(ca && ca.name === tls.secretName && ca.key === 'ca.crt',
+      `${where}: tlsConfig.ca ${ref(ca)}, expected ${tls.secretName}/ca.crt`);
+    report.check(!t.insecureSkipVerify && !t.caFile, `${where}: must verify against the Secret's ca.crt`);
+    const names = services.map((s) => `${s.metadata.name}.${NAMESPACE}.svc`);
+    report.check(names.includes(t.serverName),
+      `${where}: serverName ${t.serverName}, expected a client Service name the certificate carries (${names.join(', ')})`);
+    const cert = t.cert && t.cert.secret;
+    if (tls.clientAuth === 'require') {
+      report.check(cert && cert.name === tls.secretName && cert.key === 'tls.crt',
+        `${where}: tlsConfig.cert ${ref(cert)}, expected ${tls.secretName}/tls.crt (clientAuth require)`);
+      report.check(t.keySecret && t.keySecret.name === tls.secretName && t.keySecret.key === 'tls.key',
+        `${where}: tlsConfig.keySecret ${ref(t.keySecret)}, expected ${tls.secretName}/tls.key (clientAuth require)`);
+    } else {
+      report.check(!t.cert && !t.keySecret && !t.certFile && !t.keyFile,
+        `${where}: a client certificate, but the metrics port asks for none (clientAuth ${tls.clientAuth || 'none'})`);
+    }
+  }
+}
+
+module.exports = {
+  checkSecurity, checkServiceMonitor, metricsScheme, aclLineProblems,
+};

@@ -13,6 +13,10 @@
 //   * references: StatefulSet → headless Service, ConfigMap, ServiceAccount; Services and
 //     PodDisruptionBudgets select pods that exist, target ports the container declares;
 //     the ServiceMonitor selects the client Services by their metrics port;
+//   * the metrics port's scheme as each case expects (metricsScheme, default http): every flag
+//     file has --metrics_tls_cert and --metrics_tls_key exactly when it is https, the
+//     ServiceMonitor scrapes with that scheme (and its tlsConfig: check-security-manifests.js),
+//     and the Services' metrics ports declare it as appProtocol;
 //   * PrometheusRule groups equal deploy/prometheus/rules/, the dashboard ConfigMap equals
 //     deploy/grafana/dashboards/conduit.json;
 //   * cluster mode (tests/deploy/check-cluster-manifests.js): broker identities and etcd
@@ -29,7 +33,7 @@ const {
   ROOT, conduitBinaries, serverFlags, PENDING_BINARIES, Report,
 } = require('./repo_facts');
 const { checkBroker, checkEtcd } = require('./check-cluster-manifests');
-const { checkSecurity } = require('./check-security-manifests');
+const { checkSecurity, checkServiceMonitor, metricsScheme } = require('./check-security-manifests');
 
 const HEALTH = {
   broker: 'conduit.log.v1.LogService',
@@ -38,8 +42,9 @@ const HEALTH = {
   standalone: 'conduit.log.v1.LogService',
 };
 
-// What each values combination must render: the services (StatefulSets), the monitoring kinds
-// and the replica counts other than 1 (cluster mode; etcd: the in-chart etcd StatefulSet).
+// What each values combination must render: the services (StatefulSets), the monitoring kinds,
+// the replica counts other than 1 (cluster mode; etcd: the in-chart etcd StatefulSet) and the
+// metrics port's scheme when it is not http (security.tls.metrics).
 const EXPECT = {
   default: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
   standalone: { services: ['standalone'], monitoring: false },
@@ -49,9 +54,9 @@ const EXPECT = {
   hardened: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
   cluster: { services: ['broker', 'coordinator', 'queue'], monitoring: true, replicas: { broker: 3, etcd: 3 } },
   'cluster-external-etcd': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 5 } },
-  secure: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
-  'secure-cluster': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 3, etcd: 3 } },
-  'tls-only': { services: ['standalone'], monitoring: false },
+  secure: { services: ['broker', 'coordinator', 'queue'], monitoring: true, metricsScheme: 'https' },
+  'secure-cluster': { services: ['broker', 'coordinator', 'queue'], monitoring: true, replicas: { broker: 3, etcd: 3 } },
+  'tls-only': { services: ['standalone'], monitoring: true, metricsScheme: 'https' },
 };
 
 // The values file of a case ({} for default).
@@ -105,6 +110,10 @@ for (const arg of process.argv.slice(2)) {
   if (!expect) {
     report.fail(`no expectations for case ${name} in validate-manifests.js`);
   }
+  const values = caseValues(name);
+  const scheme = (expect && expect.metricsScheme) || 'http';
+  report.check(metricsScheme(values) === scheme,
+    `the values serve metrics over ${metricsScheme(values)}, but the case expects ${scheme}`);
   const docs = YAML.parseAllDocuments(fs.readFileSync(file, 'utf8'))
     .map((d) => d.toJS()).filter((d) => d && Object.keys(d).length);
   const byKind = {};
@@ -213,13 +222,17 @@ for (const arg of process.argv.slice(2)) {
         const l = lines.find((x) => x.startsWith(`--${n}=`));
         return l === undefined ? undefined : l.slice(n.length + 3);
       };
-      tls = checkSecurity(report, s, whole, { values: caseValues(name), configMaps, services });
+      tls = checkSecurity(report, s, whole, { values, configMaps, services });
+      for (const f of ['metrics_tls_cert', 'metrics_tls_key']) {
+        report.check((whole(f) !== undefined) === (scheme === 'https'),
+          `${cm.metadata.name}: --${f}=${whole(f)}, but the metrics port is to serve ${scheme}`);
+      }
       report.check(value('data_dir') === '/var/lib/conduit', `${cm.metadata.name}: --data_dir must be the volume`);
       report.check((value('listen') || '').endsWith(`:${grpcPort}`), `${cm.metadata.name}: --listen port is not the container's grpc port`);
       const metricsPort = (c.ports.find((p) => p.name === 'metrics') || {}).containerPort;
       report.check((value('metrics_listen') || '').endsWith(`:${metricsPort}`), `${cm.metadata.name}: --metrics_listen port is not the container's metrics port`);
       if (component === 'broker') {
-        checkBroker(report, s, value, { sets, values: caseValues(name), serverFlags: flags });
+        checkBroker(report, s, value, { sets, values, serverFlags: flags });
       }
       if (component === 'coordinator') {
         // The broker it asks: this release's broker client Service (only ready pods), gRPC port.
@@ -260,6 +273,9 @@ for (const arg of process.argv.slice(2)) {
     for (const p of svc.spec.ports) {
       report.check(targets.every((s) => s.spec.template.spec.containers[0].ports.some((cp) => cp.name === p.targetPort)),
         `${where}: targetPort ${p.targetPort} is not a container port`);
+      if (p.name === 'metrics') {
+        report.check(p.appProtocol === scheme, `${where}: metrics port appProtocol ${p.appProtocol}, expected ${scheme}`);
+      }
     }
   }
   for (const pdb of kinds('PodDisruptionBudget')) {
@@ -279,6 +295,9 @@ for (const arg of process.argv.slice(2)) {
       report.check(/^conduit-(broker|coordinator|queue|standalone)$/.test(s.metadata.labels[sm.spec.jobLabel] || ''),
         `${s.metadata.name}: job label ${sm.spec.jobLabel} must name the job the alert rules use`);
     }
+    report.check(sm.spec.endpoints.every((e) => e.scheme === scheme),
+      `ServiceMonitor scrapes ${sm.spec.endpoints.map((e) => e.scheme)}, expected ${scheme}`);
+    checkServiceMonitor(report, sm, { values, services: selected });
   }
   for (const rule of kinds('PrometheusRule')) {
     const expected = [...deployRules[0], ...deployRules[1]];
@@ -295,7 +314,7 @@ for (const arg of process.argv.slice(2)) {
 
   total += docs.length;
   const counts = Object.entries(byKind).map(([k, v]) => `${v.length} ${k}`).join(', ');
-  summary.push(`${name}: ${docs.length} (${counts})`);
+  summary.push(`${name}: ${docs.length} (${counts})${scheme === 'https' ? '; metrics over https' : ''}`);
   if (report.failures.length) {
     failed = true;
     for (const f of report.failures) console.error(`FAIL ${report.name}: ${f}`);

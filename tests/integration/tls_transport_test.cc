@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <regex>
 
 #include "tests/integration/tls_fixture.h"
+#include "tests/support/http_metrics.h"
+#include "tests/support/https_get.h"
 
 namespace conduit::testing {
 namespace {
@@ -17,6 +20,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 // Issue 19 test 1: no client certificate where one is required → the handshake fails, the call
 // is UNAVAILABLE and its handler never ran (the queue it would have created does not exist).
@@ -114,6 +118,50 @@ TEST_F(TlsTransportTest, BadFlagCombinationsFailAtStartup) {
             1);
   EXPECT_THAT(log, HasSubstr("is not the key of the first certificate"));
   EXPECT_FALSE(std::filesystem::exists(dir_.Sub("data"))) << "no data was opened";
+}
+
+// The metrics port over HTTPS (--metrics-tls-*, its own files): a scrape of the real server with
+// a client certificate from the metrics client CA is served; without one, or in plain HTTP, it
+// gets nothing; a metrics certificate without its key stops the server at startup.
+TEST_F(TlsTransportTest, MetricsPortServesHttpsToScrapersWithACertificate) {
+  StartServer({"--metrics-listen", "127.0.0.1:0", "--metrics-tls-cert", one_.server.cert,
+               "--metrics-tls-key", one_.server.key, "--metrics-tls-client-ca", one_.ca,
+               "--log-level", "info"});
+  static const std::regex kServing("metrics on https://127\\.0\\.0\\.1:([0-9]+)/metrics");
+  std::smatch m;
+  std::string log;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    absl::SleepFor(absl::Milliseconds(20));  // the line follows the port file
+    log = ReadFileOrEmpty(dir_.Sub("server.log"));
+  } while (!std::regex_search(log, m, kServing) && absl::Now() < deadline);
+  ASSERT_EQ(m.size(), 2u) << log;
+  const int port = std::stoi(m[1]);
+
+  // A queue with a job, so that the page has its series.
+  ASSERT_TRUE(CreateQueue(Channel(one_.ca, &one_.worker), "scraped").ok());
+  grpc::ClientContext ctx;
+  qpb::EnqueueRequest enqueue;
+  enqueue.set_queue("scraped");
+  enqueue.add_jobs()->set_payload("job");
+  qpb::EnqueueResponse enqueued;
+  ASSERT_TRUE(qpb::WorkQueue::NewStub(Channel(one_.ca, &one_.worker))
+                  ->Enqueue(&ctx, enqueue, &enqueued)
+                  .ok());
+  auto page = HttpsGet(port, one_.ca, one_.worker.cert, one_.worker.key);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("200 OK"));
+  EXPECT_THAT(*page, HasSubstr("conduit_queue_jobs{queue=\"scraped\",state=\"ready\"} 1"));
+  auto without = HttpsGet(port, one_.ca);
+  EXPECT_FALSE(without.ok()) << *without;
+  EXPECT_THAT(HttpGetMetrics(port), Not(HasSubstr("200 OK")));
+
+  std::string startup;
+  EXPECT_EQ(RunExpectingStartupFailure(
+                dir_, {"--metrics-listen", "127.0.0.1:0", "--metrics-tls-cert", one_.server.cert},
+                &startup),
+            1);
+  EXPECT_THAT(startup, HasSubstr("--metrics-tls-cert is set without --metrics-tls-key"));
 }
 
 }  // namespace

@@ -236,6 +236,11 @@ rendered.
 */}}
 {{- define "conduit.securityDir" -}}/etc/conduit-security{{- end -}}
 
+{{/* "true" when the metrics port serves HTTPS (security.tls.enabled and security.tls.metrics), else "". */}}
+{{- define "conduit.metricsTls" -}}
+{{- if and .Values.security.tls.enabled .Values.security.tls.metrics -}}true{{- end -}}
+{{- end -}}
+
 {{/* The ACL bootstrap file's ConfigMap (one per release). */}}
 {{- define "conduit.aclConfigMapName" -}}
 {{- printf "%s-acls" (include "conduit.fullname" .) -}}
@@ -255,6 +260,9 @@ in a fixed order; [] when security is off. Fails on settings that cannot work to
 {{- $s := .Values.security -}}
 {{- $dir := include "conduit.securityDir" . -}}
 {{- $flags := list -}}
+{{- if and $s.tls.metrics (not $s.tls.enabled) -}}
+{{- fail "security.tls.metrics needs security.tls.enabled: the metrics port serves HTTPS with the TLS Secret's files" -}}
+{{- end -}}
 {{- if $s.tls.enabled -}}
 {{- if not $s.tls.secretName -}}
 {{- fail "security.tls.enabled needs security.tls.secretName: a kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt)" -}}
@@ -273,6 +281,14 @@ in a fixed order; [] when security is off. Fails on settings that cannot work to
 {{- if eq $auth "require" -}}
 {{- $flags = append $flags (printf "peer_tls_cert=%s/tls.crt" $tls) -}}
 {{- $flags = append $flags (printf "peer_tls_key=%s/tls.key" $tls) -}}
+{{- end -}}
+{{- /* The metrics port over HTTPS, same files (read on every scrape); with require, scrapers present a certificate of ca.crt. */ -}}
+{{- if $s.tls.metrics -}}
+{{- $flags = append $flags (printf "metrics_tls_cert=%s/tls.crt" $tls) -}}
+{{- $flags = append $flags (printf "metrics_tls_key=%s/tls.key" $tls) -}}
+{{- if eq $auth "require" -}}
+{{- $flags = append $flags (printf "metrics_tls_client_ca=%s/ca.crt" $tls) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if $s.auth.peerTokenSecretName -}}

@@ -1,0 +1,182 @@
+// The HTTPS /metrics port (issue 19 item 1, "the metrics port can use TLS too"): scraped with a
+// real TLS client; client certificates required with a client CA; files replaced by a rename
+// are used from the next scrape; bad files stop it at start, and a bad replacement keeps the
+// files before it.
+
+#include "common/metrics/tls_exposer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <prometheus/counter.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "common/testing/temp_dir.h"
+#include "tests/support/http_metrics.h"
+#include "tests/support/https_get.h"
+#include "tests/support/test_certs.h"
+
+namespace conduit::metrics {
+namespace {
+
+using ::conduit::testing::HttpsGet;
+using ::conduit::testing::MakeTestCerts;
+using ::conduit::testing::ReplaceFileAtomically;
+using ::conduit::testing::TempDir;
+using ::conduit::testing::TestCertSet;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+class TlsExposerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    certs_dir_ = new TempDir();
+    auto one = MakeTestCerts(certs_dir_->Sub("one"));
+    auto two = MakeTestCerts(certs_dir_->Sub("two"));
+    ASSERT_TRUE(one.ok()) << one.status();
+    ASSERT_TRUE(two.ok()) << two.status();
+    one_ = *one;
+    two_ = *two;
+  }
+  static void TearDownTestSuite() {
+    delete certs_dir_;
+    certs_dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_FALSE(one_.ca.empty()) << "the suite's certificates were not made";
+    ASSERT_TRUE(ReplaceFileAtomically(one_.server.cert, cert_));
+    ASSERT_TRUE(ReplaceFileAtomically(one_.server.key, key_));
+    ASSERT_TRUE(ReplaceFileAtomically(one_.ca, client_ca_));
+    prometheus::BuildCounter()
+        .Name("conduit_test_scrapes_total")
+        .Register(*registry_)
+        .Add({})
+        .Increment(3);
+  }
+
+  void Start(bool with_client_ca) {
+    MetricsTlsFiles files{.cert_path = cert_, .key_path = key_};
+    if (with_client_ca) files.client_ca_path = client_ca_;
+    auto exposer = TlsExposer::Start("127.0.0.1:0", files, registry_);
+    ASSERT_TRUE(exposer.ok()) << exposer.status();
+    exposer_ = std::move(*exposer);
+    ASSERT_GT(exposer_->port(), 0);
+  }
+
+  static inline TempDir* certs_dir_ = nullptr;
+  static inline TestCertSet one_;
+  static inline TestCertSet two_;
+  TempDir dir_;
+  const std::string cert_ = dir_.Sub("server.pem");
+  const std::string key_ = dir_.Sub("server.key");
+  const std::string client_ca_ = dir_.Sub("client-ca.pem");
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<TlsExposer> exposer_;
+};
+
+TEST_F(TlsExposerTest, ServesTheRegistryOverTls) {
+  Start(/*with_client_ca=*/false);
+  auto page = HttpsGet(exposer_->port(), one_.ca);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(*page, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_THAT(*page, HasSubstr("\nconduit_test_scrapes_total 3\n"));
+
+  auto other = HttpsGet(exposer_->port(), one_.ca, "", "", "/other");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(*other, StartsWith("HTTP/1.1 404 Not Found"));
+  auto post = HttpsGet(exposer_->port(), one_.ca, "", "", "/metrics", "POST");
+  ASSERT_TRUE(post.ok()) << post.status();
+  EXPECT_THAT(*post, StartsWith("HTTP/1.1 405"));
+}
+
+// Plain HTTP gets no page, and a client that does not trust the server's CA refuses it.
+TEST_F(TlsExposerTest, PlainHttpAndAnotherCaGetNothing) {
+  Start(/*with_client_ca=*/false);
+  EXPECT_THAT(testing::HttpGetMetrics(exposer_->port()), Not(HasSubstr("200 OK")));
+  auto stranger = HttpsGet(exposer_->port(), two_.ca);
+  EXPECT_FALSE(stranger.ok()) << *stranger;
+  EXPECT_TRUE(HttpsGet(exposer_->port(), one_.ca).ok()) << "the port still serves";
+}
+
+TEST_F(TlsExposerTest, AClientCaRequiresAClientCertificateFromIt) {
+  Start(/*with_client_ca=*/true);
+  auto without = HttpsGet(exposer_->port(), one_.ca);
+  EXPECT_FALSE(without.ok()) << *without;
+  auto foreign = HttpsGet(exposer_->port(), one_.ca, two_.worker.cert, two_.worker.key);
+  EXPECT_FALSE(foreign.ok()) << *foreign;
+  auto page = HttpsGet(exposer_->port(), one_.ca, one_.worker.cert, one_.worker.key);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("conduit_test_scrapes_total 3"));
+}
+
+// Rotation (replace by rename): the next connection is served with the new certificate, with no
+// restart; a client that trusts only the old CA now refuses the server.
+TEST_F(TlsExposerTest, ReplacedFilesAreUsedFromTheNextScrape) {
+  Start(/*with_client_ca=*/false);
+  ASSERT_TRUE(HttpsGet(exposer_->port(), one_.ca).ok());
+  ASSERT_FALSE(HttpsGet(exposer_->port(), two_.ca).ok());
+  ASSERT_TRUE(ReplaceFileAtomically(two_.server.cert, cert_));
+  ASSERT_TRUE(ReplaceFileAtomically(two_.server.key, key_));
+  auto page = HttpsGet(exposer_->port(), two_.ca);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("conduit_test_scrapes_total 3"));
+  EXPECT_FALSE(HttpsGet(exposer_->port(), one_.ca).ok());
+}
+
+// A replacement that does not load (a key of another certificate) keeps the files before it.
+TEST_F(TlsExposerTest, AReplacementThatDoesNotLoadKeepsThePreviousFiles) {
+  Start(/*with_client_ca=*/false);
+  ASSERT_TRUE(ReplaceFileAtomically(two_.server.key, key_));
+  auto page = HttpsGet(exposer_->port(), one_.ca);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("200 OK"));
+  ASSERT_TRUE(ReplaceFileAtomically(one_.server.key, key_));  // fixed: loads again
+  EXPECT_TRUE(HttpsGet(exposer_->port(), one_.ca).ok());
+}
+
+// A client that connects and says nothing delays the next scrape by at most the per-connection
+// budget (5 s), it does not stop the port.
+TEST_F(TlsExposerTest, ASilentClientDoesNotStopThePort) {
+  Start(/*with_client_ca=*/false);
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(exposer_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  auto page = HttpsGet(exposer_->port(), one_.ca);  // waits in the backlog, then is served
+  ::close(silent);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("200 OK"));
+}
+
+TEST_F(TlsExposerTest, BadFilesAndAddressesFailAtStart) {
+  auto start = [&](MetricsTlsFiles files, const std::string& listen = "127.0.0.1:0") {
+    return TlsExposer::Start(listen, files, registry_).status();
+  };
+  absl::Status s = start({.cert_path = cert_});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--metrics-tls-cert is set without --metrics-tls-key"));
+  s = start({.key_path = key_});
+  EXPECT_THAT(s.message(), HasSubstr("need --metrics-tls-cert"));
+  s = start({.cert_path = cert_, .key_path = two_.server.key});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("is not the key of the first certificate in "
+                                     "--metrics-tls-cert"));
+  s = start({.cert_path = dir_.Sub("missing.pem"), .key_path = key_});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("--metrics-tls-cert file '" + dir_.Sub("missing.pem")));
+  s = start({.cert_path = cert_, .key_path = key_, .client_ca_path = key_});
+  EXPECT_THAT(s.message(),
+              HasSubstr("--metrics-tls-client-ca file '" + key_ + "' holds no PEM certificate"));
+  s = start({.cert_path = cert_, .key_path = key_}, "no-port");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace conduit::metrics
