@@ -77,10 +77,24 @@ void QuotaBook::SetObserver(std::shared_ptr<QuotaObserver> observer) {
   observer_ = std::move(observer);
 }
 
+size_t QuotaBook::buckets() const {
+  absl::MutexLock lock(&mu_);
+  return buckets_.size();
+}
+
+void QuotaBook::ForgetFull(absl::Duration now) {
+  absl::erase_if(buckets_, [now](const auto& entry) {
+    const Bucket& b = entry.second;
+    return b.tokens + b.rate * absl::ToDoubleSeconds(now - b.refilled_at) >= b.rate;
+  });
+  sweep_at_ = std::max(kFirstSweep, 2 * buckets_.size());
+}
+
 QuotaBook::Bucket& QuotaBook::Refill(absl::string_view principal, QuotaKind kind, double rate) {
   const absl::Duration now = clock_->Monotonic();
-  auto [it, added] = buckets_.try_emplace(absl::StrCat(principal, "\n", static_cast<int>(kind)),
-                                          Bucket{rate, now});
+  std::string key = absl::StrCat(principal, "\n", static_cast<int>(kind));
+  if (buckets_.size() >= sweep_at_ && !buckets_.contains(key)) ForgetFull(now);
+  auto [it, added] = buckets_.try_emplace(std::move(key), Bucket{rate, now, rate});
   Bucket& b = it->second;
   b.tokens = std::min(rate, b.tokens + rate * absl::ToDoubleSeconds(now - b.refilled_at));
   b.refilled_at = now;

@@ -47,6 +47,11 @@ class QuotaObserver {
 // never touches another's bucket. An amount larger than a whole bucket is let through once the
 // bucket is full (and empties it), so a large request is slowed, never refused forever.
 //
+// Memory: a bucket that has refilled to full is the same as no bucket, so full buckets are
+// forgotten whenever the book has doubled since it last looked (from 1024 on): a flood of
+// distinct principals (JWT subjects, say) costs memory for the last second's callers and those
+// in debt, not for every principal ever seen.
+//
 // Time comes from the injected clock's monotonic reading. Thread-safe; the observer (if any) is
 // told of every charge, debit and refusal.
 class QuotaBook {
@@ -71,19 +76,27 @@ class QuotaBook {
   // it before the book is used so that no decision goes unobserved. The book shares ownership.
   void SetObserver(std::shared_ptr<QuotaObserver> observer);
 
+  // The buckets held now (for tests and the memory bound above).
+  size_t buckets() const;
+
  private:
+  static constexpr size_t kFirstSweep = 1024;
   struct Bucket {
     double tokens = 0;
     absl::Duration refilled_at;
+    double rate = 0;
   };
   // The refilled bucket of (principal, kind) at `rate`.
   Bucket& Refill(absl::string_view principal, QuotaKind kind, double rate)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the buckets that are full at `now`.
+  void ForgetFull(absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const QuotaRates rates_;
   const time::Clock* const clock_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);  // principal + kind
+  size_t sweep_at_ ABSL_GUARDED_BY(mu_) = kFirstSweep;  // ForgetFull when buckets_ passes it
   std::shared_ptr<QuotaObserver> observer_ ABSL_GUARDED_BY(mu_);
 };
 

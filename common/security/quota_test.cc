@@ -109,5 +109,36 @@ TEST(QuotaBook, TheObserverIsToldWhatEachPrincipalUsedAndHowLongItWasToldToWait)
   EXPECT_EQ(observer->events().size(), 6u) << "removed observers hear nothing more";
 }
 
+// A flood of distinct principals does not grow the book without bound: buckets that refilled to
+// full are forgotten (a full bucket decides exactly as no bucket does), while a principal in
+// debt keeps its bucket and stays refused until the debt is paid.
+TEST(QuotaBook, FullBucketsAreForgottenAndDebtsAreNot) {
+  time::FakeClock clock;
+  QuotaBook book(QuotaRates{.fetch_bytes = 1000}, &clock);
+  book.Debit("User:debtor", QuotaKind::kFetchBytes, 5000);  // 4 s of debt past the burst
+  for (int i = 0; i < 100000; ++i) {
+    ASSERT_TRUE(book.Charge(absl::StrCat("User:jwt-", i), QuotaKind::kFetchBytes, 10).allowed);
+    if (i % 1000 == 999) clock.Advance(absl::Milliseconds(100));
+  }
+  // 10 s passed in steps; only about the last second's principals are not full yet.
+  EXPECT_LE(book.buckets(), 2 * 1024u + 2000u);
+  EXPECT_LT(clock.Monotonic(), absl::Seconds(11));
+  const QuotaBook::Verdict debtor = book.Charge("User:debtor", QuotaKind::kFetchBytes, 1);
+  EXPECT_TRUE(debtor.allowed) << "the 4 s debt is paid by now";
+
+  // A debt older than the flood is still owed afterwards.
+  book.Debit("User:late", QuotaKind::kFetchBytes, 100000);
+  for (int i = 0; i < 5000; ++i) {
+    book.Charge(absl::StrCat("User:other-", i), QuotaKind::kFetchBytes, 10);
+  }
+  clock.Advance(absl::Seconds(2));
+  for (int i = 0; i < 5000; ++i) {
+    book.Charge(absl::StrCat("User:later-", i), QuotaKind::kFetchBytes, 10);
+  }
+  const QuotaBook::Verdict late = book.Charge("User:late", QuotaKind::kFetchBytes, 1);
+  EXPECT_FALSE(late.allowed) << "its bucket was not forgotten";
+  EXPECT_GE(late.retry_after, absl::Seconds(90));
+}
+
 }  // namespace
 }  // namespace conduit::security
