@@ -183,7 +183,6 @@ class LogService::ProduceStreamReactor final
   // mu_ (which marks it started) and carried out by Run after mu_ is released.
   struct Steps {
     const pb::ProduceStreamResponse* write = nullptr;
-    bool more = false;  // another answer is ready behind `write`
     bool read = false;
     std::optional<grpc::Status> finish;
   };
@@ -192,9 +191,6 @@ class LogService::ProduceStreamReactor final
     if (!broken_ && !writing_ && !slots_.empty() && slots_.front().answered) {
       writing_ = true;
       steps.write = &slots_.front().response;
-      // The answer behind it is ready too, so another write follows this one at once: gRPC may
-      // hold this one back to send both in one frame (the last of a run is sent at once).
-      steps.more = slots_.size() > 1 && slots_[1].answered;
     }
     if (!broken_ && !reading_ && !reads_done_ && slots_.size() < kWindow) {
       reading_ = true;
@@ -209,10 +205,7 @@ class LogService::ProduceStreamReactor final
     return steps;
   }
   void Run(const Steps& steps) {
-    if (steps.write != nullptr) {
-      StartWrite(steps.write, steps.more ? grpc::WriteOptions().set_buffer_hint()
-                                         : grpc::WriteOptions());
-    }
+    if (steps.write != nullptr) StartWrite(steps.write);
     if (steps.read) StartRead(&request_);
     if (steps.finish) Finish(*steps.finish);
   }
