@@ -9,6 +9,7 @@
 
 #include "common/testing/temp_dir.h"
 #include "tests/support/test_certs.h"
+#include "tests/support/two_ca_test.h"
 
 namespace conduit::grpc_util {
 namespace {
@@ -16,24 +17,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // Two sets of material (CAs "one" and "two"), made once for the suite and only read.
-class ServerTlsTest : public ::testing::Test {
+class ServerTlsTest : public testing::TwoCaTest {
  protected:
-  static void SetUpTestSuite() {
-    certs_dir_ = new conduit::testing::TempDir();
-    auto one = testing::MakeTestCerts(certs_dir_->Sub("one"));
-    auto two = testing::MakeTestCerts(certs_dir_->Sub("two"));
-    ASSERT_TRUE(one.ok()) << one.status();
-    ASSERT_TRUE(two.ok()) << two.status();
-    one_ = *one;
-    two_ = *two;
-  }
-  static void TearDownTestSuite() {
-    delete certs_dir_;
-    certs_dir_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_FALSE(one_.ca.empty()) << "the suite's certificates were not made";
-  }
   ServerTlsOptions Valid() const {
     ServerTlsOptions o;
     o.cert_path = one_.server.cert;
@@ -50,9 +35,6 @@ class ServerTlsTest : public ::testing::Test {
     return made.status();
   }
 
-  static inline conduit::testing::TempDir* certs_dir_ = nullptr;
-  static inline testing::TestCertSet one_;
-  static inline testing::TestCertSet two_;
   conduit::testing::TempDir dir_;  // this test's own files
 };
 

@@ -17,37 +17,23 @@
 #include "tests/support/http_metrics.h"
 #include "tests/support/https_get.h"
 #include "tests/support/test_certs.h"
+#include "tests/support/two_ca_test.h"
 
 namespace conduit::metrics {
 namespace {
 
 using ::conduit::testing::HttpsGet;
-using ::conduit::testing::MakeTestCerts;
 using ::conduit::testing::ReplaceFileAtomically;
 using ::conduit::testing::TempDir;
-using ::conduit::testing::TestCertSet;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-class TlsExposerTest : public ::testing::Test {
+class TlsExposerTest : public testing::TwoCaTest {
  protected:
-  static void SetUpTestSuite() {
-    certs_dir_ = new TempDir();
-    auto one = MakeTestCerts(certs_dir_->Sub("one"));
-    auto two = MakeTestCerts(certs_dir_->Sub("two"));
-    ASSERT_TRUE(one.ok()) << one.status();
-    ASSERT_TRUE(two.ok()) << two.status();
-    one_ = *one;
-    two_ = *two;
-  }
-  static void TearDownTestSuite() {
-    delete certs_dir_;
-    certs_dir_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_FALSE(one_.ca.empty()) << "the suite's certificates were not made";
+    TwoCaTest::SetUp();
+    if (HasFatalFailure()) return;
     ASSERT_TRUE(ReplaceFileAtomically(one_.server.cert, cert_));
     ASSERT_TRUE(ReplaceFileAtomically(one_.server.key, key_));
     ASSERT_TRUE(ReplaceFileAtomically(one_.ca, client_ca_));
@@ -67,9 +53,6 @@ class TlsExposerTest : public ::testing::Test {
     ASSERT_GT(exposer_->port(), 0);
   }
 
-  static inline TempDir* certs_dir_ = nullptr;
-  static inline TestCertSet one_;
-  static inline TestCertSet two_;
   TempDir dir_;
   const std::string cert_ = dir_.Sub("server.pem");
   const std::string key_ = dir_.Sub("server.key");

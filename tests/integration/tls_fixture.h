@@ -14,6 +14,7 @@
 #include "conduit/queue/v1/queue.grpc.pb.h"
 #include "tests/support/server_process.h"
 #include "tests/support/test_certs.h"
+#include "tests/support/two_ca_test.h"
 
 namespace conduit::testing {
 
@@ -30,24 +31,11 @@ inline std::string QueueBinary() {
 // only read), and the server's watched files in <tmp>/watched, first copies of set one's.
 // Clients are built per call on a channel of their own, so every call makes a fresh connection
 // and handshake.
-class TlsTransportTest : public ::testing::Test {
+class TlsTransportTest : public TwoCaTest {
  protected:
-  static void SetUpTestSuite() {
-    certs_dir_ = new TempDir();
-    auto one = MakeTestCerts(certs_dir_->Sub("one"));
-    auto two = MakeTestCerts(certs_dir_->Sub("two"));
-    ASSERT_TRUE(one.ok()) << one.status();
-    ASSERT_TRUE(two.ok()) << two.status();
-    one_ = *one;
-    two_ = *two;
-  }
-  static void TearDownTestSuite() {
-    delete certs_dir_;
-    certs_dir_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_FALSE(one_.ca.empty()) << "the suite's certificates were not made";
+    TwoCaTest::SetUp();
+    if (HasFatalFailure()) return;
     std::filesystem::create_directories(dir_.Sub("watched"));
     ASSERT_TRUE(ReplaceFileAtomically(one_.server.cert, watched_cert_));
     ASSERT_TRUE(ReplaceFileAtomically(one_.server.key, watched_key_));
@@ -126,9 +114,6 @@ class TlsTransportTest : public ::testing::Test {
     return s;
   }
 
-  static inline TempDir* certs_dir_ = nullptr;
-  static inline TestCertSet one_;
-  static inline TestCertSet two_;
   TempDir dir_;  // this test's watched files, data directory and server log
   const std::string watched_cert_ = dir_.Sub("watched/server.pem");
   const std::string watched_key_ = dir_.Sub("watched/server.key");
