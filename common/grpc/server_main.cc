@@ -105,11 +105,16 @@ int ServerMain(const std::string& name, int argc, char** argv,
     quotas->SetObserver(std::make_shared<QuotaMetrics>(metrics.registry()));
   }
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  const metrics::MetricsTlsFiles metrics_tls{
+      .cert_path = absl::GetFlag(FLAGS_metrics_tls_cert),
+      .key_path = absl::GetFlag(FLAGS_metrics_tls_key),
+      .client_ca_path = absl::GetFlag(FLAGS_metrics_tls_client_ca)};
+  if (metrics_listen.empty() && metrics_tls.enabled()) {
+    spdlog::critical("{}: --metrics-tls-* is set but --metrics-listen is empty (metrics off)",
+                     name);
+    return 1;
+  }
   if (!metrics_listen.empty()) {
-    const metrics::MetricsTlsFiles metrics_tls{
-        .cert_path = absl::GetFlag(FLAGS_metrics_tls_cert),
-        .key_path = absl::GetFlag(FLAGS_metrics_tls_key),
-        .client_ca_path = absl::GetFlag(FLAGS_metrics_tls_client_ca)};
     if (auto s = metrics.Serve(metrics_listen, metrics_tls); !s.ok()) {
       spdlog::critical("{}: {}", name, s.ToString());
       return 1;

@@ -162,6 +162,12 @@ TEST_F(TlsTransportTest, MetricsPortServesHttpsToScrapersWithACertificate) {
                 &startup),
             1);
   EXPECT_THAT(startup, HasSubstr("--metrics-tls-cert is set without --metrics-tls-key"));
+  EXPECT_EQ(
+      RunExpectingStartupFailure(
+          dir_, {"--metrics-tls-cert", one_.server.cert, "--metrics-tls-key", one_.server.key},
+          &startup),
+      1);
+  EXPECT_THAT(startup, HasSubstr("--metrics-listen is empty"));
 }
 
 }  // namespace
