@@ -8,6 +8,8 @@
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <prometheus/text_serializer.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -243,6 +245,14 @@ void TlsExposer::ReloadIfChanged() {
 }
 
 void TlsExposer::Run() {
+  // A scraper that hangs up mid-answer must not kill the process: SIGPIPE from this thread's
+  // writes is blocked here (the write fails with EPIPE instead) and discarded after each
+  // connection. It is thread-directed, so no other thread sees it.
+  sigset_t sigpipe;
+  sigemptyset(&sigpipe);
+  sigaddset(&sigpipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
+  const timespec no_wait{0, 0};
   pollfd fds[2] = {{.fd = listen_fd_, .events = POLLIN, .revents = 0},
                    {.fd = stop_read_, .events = POLLIN, .revents = 0}};
   for (;;) {
@@ -258,6 +268,8 @@ void TlsExposer::Run() {
     ReloadIfChanged();
     Serve(fd);
     ::close(fd);
+    while (::sigtimedwait(&sigpipe, nullptr, &no_wait) > 0) {
+    }
   }
 }
 

@@ -138,6 +138,37 @@ TEST_F(TlsExposerTest, ASilentClientDoesNotStopThePort) {
   EXPECT_THAT(*page, HasSubstr("200 OK"));
 }
 
+// A scraper that sends its request and resets the connection (SO_LINGER 0) before the answer:
+// the answer's write fails with EPIPE, and the SIGPIPE it raises does not kill the process (this
+// test's process: without the exposer blocking it, gtest dies here).
+TEST_F(TlsExposerTest, AClientThatHangsUpMidAnswerDoesNotKillTheProcess) {
+  Start(/*with_client_ca=*/false);
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  ASSERT_NE(ctx, nullptr);
+  for (int i = 0; i < 200; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(exposer_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    if (SSL_connect(ssl) == 1) {  // not verified: this client never reads what it is sent
+      const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+      SSL_write(ssl, request.data(), static_cast<int>(request.size()));
+    }
+    const linger reset{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    SSL_free(ssl);
+    ::close(fd);
+  }
+  SSL_CTX_free(ctx);
+  auto page = HttpsGet(exposer_->port(), one_.ca);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("200 OK"));
+}
+
 TEST_F(TlsExposerTest, BadFilesAndAddressesFailAtStart) {
   auto start = [&](MetricsTlsFiles files, const std::string& listen = "127.0.0.1:0") {
     return TlsExposer::Start(listen, files, registry_).status();
