@@ -264,7 +264,13 @@ void TlsExposer::Run() {
     if (fds[1].revents != 0) return;
     if (fds[0].revents == 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      // Out of descriptors: the connection stays in the backlog, so wait rather than spin.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        ::poll(&fds[1], 1, 100);
+      }
+      continue;
+    }
     ReloadIfChanged();
     Serve(fd);
     ::close(fd);
