@@ -182,9 +182,7 @@ absl::StatusOr<TlsExposer::CtxPtr> TlsExposer::LoadContext(const MetricsTlsFiles
 absl::StatusOr<std::unique_ptr<TlsExposer>> TlsExposer::Start(
     const std::string& listen, const MetricsTlsFiles& files,
     std::shared_ptr<prometheus::Registry> registry) {
-  const FileStamp stamp{.cert = StatOrZero(files.cert_path),
-                        .key = StatOrZero(files.key_path),
-                        .ca = StatOrZero(files.client_ca_path)};
+  const FileStamp stamp = StampOf(files);
   auto ctx = LoadContext(files);
   if (!ctx.ok()) return ctx.status();
   auto socket = Listen(listen);
@@ -221,14 +219,14 @@ TlsExposer::~TlsExposer() {
   ::close(stop_write_);
 }
 
-TlsExposer::FileStamp TlsExposer::Stamp() const {
-  return FileStamp{.cert = StatOrZero(files_.cert_path),
-                   .key = StatOrZero(files_.key_path),
-                   .ca = StatOrZero(files_.client_ca_path)};
+TlsExposer::FileStamp TlsExposer::StampOf(const MetricsTlsFiles& files) {
+  return FileStamp{.cert = StatOrZero(files.cert_path),
+                   .key = StatOrZero(files.key_path),
+                   .ca = StatOrZero(files.client_ca_path)};
 }
 
 void TlsExposer::ReloadIfChanged() {
-  const FileStamp now = Stamp();
+  const FileStamp now = StampOf(files_);
   if (SameFile(now.cert, loaded_.cert) && SameFile(now.key, loaded_.key) &&
       SameFile(now.ca, loaded_.ca)) {
     return;

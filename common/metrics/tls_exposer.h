@@ -69,7 +69,7 @@ class TlsExposer {
              int port, int stop_read, int stop_write, CtxPtr ctx);
 
   static absl::StatusOr<CtxPtr> LoadContext(const MetricsTlsFiles& files);
-  FileStamp Stamp() const;
+  static FileStamp StampOf(const MetricsTlsFiles& files);
   // Loads the files again when their stamp changed since the last load.
   void ReloadIfChanged();
   void Run();

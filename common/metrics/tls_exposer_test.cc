@@ -111,6 +111,19 @@ TEST_F(TlsExposerTest, ReplacedFilesAreUsedFromTheNextScrape) {
   EXPECT_FALSE(HttpsGet(exposer_->port(), one_.ca).ok());
 }
 
+// The client CA is looked at like the certificate: replaced, scrapers with certificates of the
+// new CA are served from the next scrape and those of the old one refused.
+TEST_F(TlsExposerTest, AReplacedClientCaIsUsedFromTheNextScrape) {
+  Start(/*with_client_ca=*/true);
+  ASSERT_TRUE(HttpsGet(exposer_->port(), one_.ca, one_.worker.cert, one_.worker.key).ok());
+  ASSERT_FALSE(HttpsGet(exposer_->port(), one_.ca, two_.worker.cert, two_.worker.key).ok());
+  ASSERT_TRUE(ReplaceFileAtomically(two_.ca, client_ca_));
+  auto page = HttpsGet(exposer_->port(), one_.ca, two_.worker.cert, two_.worker.key);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("conduit_test_scrapes_total 3"));
+  EXPECT_FALSE(HttpsGet(exposer_->port(), one_.ca, one_.worker.cert, one_.worker.key).ok());
+}
+
 // A replacement that does not load (a key of another certificate) keeps the files before it.
 TEST_F(TlsExposerTest, AReplacementThatDoesNotLoadKeepsThePreviousFiles) {
   Start(/*with_client_ca=*/false);
@@ -126,12 +139,8 @@ TEST_F(TlsExposerTest, AReplacementThatDoesNotLoadKeepsThePreviousFiles) {
 // budget (5 s), it does not stop the port.
 TEST_F(TlsExposerTest, ASilentClientDoesNotStopThePort) {
   Start(/*with_client_ca=*/false);
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(exposer_->port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int silent = testing::ConnectLoopback(exposer_->port());
+  ASSERT_GE(silent, 0);
   auto page = HttpsGet(exposer_->port(), one_.ca);  // waits in the backlog, then is served
   ::close(silent);
   ASSERT_TRUE(page.ok()) << page.status();
@@ -146,12 +155,8 @@ TEST_F(TlsExposerTest, AClientThatHangsUpMidAnswerDoesNotKillTheProcess) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   ASSERT_NE(ctx, nullptr);
   for (int i = 0; i < 200; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(exposer_->port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const int fd = testing::ConnectLoopback(exposer_->port());
+    ASSERT_GE(fd, 0);
     SSL* ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
     if (SSL_connect(ssl) == 1) {  // not verified: this client never reads what it is sent

@@ -4,9 +4,7 @@
 // applied, a conduit-standalone broker, conduit-outbox-relay children, and reads of the table
 // and the topic.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -17,13 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/temp_dir.h"
 #include "tests/support/child_process.h"
+#include "tests/support/http_metrics.h"
 #include "tests/support/log_client.h"
 #include "tests/support/postgres_process.h"
 #include "tests/support/server_process.h"
@@ -43,23 +40,10 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// GET http://127.0.0.1:<port>/metrics; the value of the first sample named `name` (with any
-// labels), or -1 when absent or unreachable.
+// GET http://127.0.0.1:<port>/metrics (HttpGetMetrics); the value of the first sample named `name`
+// (with any labels), or -1 when absent or unreachable.
 inline double ScrapeMetric(int port, const std::string& name) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string body;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) body.append(buf, n);
-    }
-  }
-  ::close(fd);
+  const std::string body = HttpGetMetrics(port);
   std::istringstream lines(body);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;

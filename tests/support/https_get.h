@@ -1,17 +1,15 @@
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "tests/support/http_metrics.h"
 
 namespace conduit::testing {
 
@@ -43,20 +41,16 @@ inline absl::StatusOr<std::string> HttpsGet(int port, const std::string& ca,
     SSL_CTX_free(ctx);
     return fail("loading the client's files");
   }
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = ConnectLoopback(port, /*receive_timeout_seconds=*/10);
+  if (fd < 0) {
+    SSL_CTX_free(ctx);
+    return absl::UnavailableError("connect failed");
+  }
   SSL* ssl = SSL_new(ctx);
   X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), "127.0.0.1");
   SSL_set_fd(ssl, fd);
   absl::StatusOr<std::string> result;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    result = absl::UnavailableError("connect failed");
-  } else if (SSL_connect(ssl) != 1) {
+  if (SSL_connect(ssl) != 1) {
     result = fail("handshake failed:");
   } else {
     const std::string request =
