@@ -49,20 +49,23 @@ Figures ConduitAppendStream(int port, const std::string& topic, int value_bytes,
   std::mutex sent_mu;
   std::deque<Clock::time_point> sent;  // write times of unanswered messages, in order
   std::thread reader([&] {
-    lpb::ProduceStreamResponse answer;
-    while (stream->Read(&answer)) {
-      Clock::time_point at;
-      {
-        std::lock_guard<std::mutex> lock(sent_mu);
-        at = sent.front();
-        sent.pop_front();
-      }
-      if (answer.code() != 0) {
-        w.Fail(answer.message());
-      } else if (w.measuring.load(std::memory_order_relaxed)) {
-        ++w.ops;
-        std::lock_guard<std::mutex> lock(w.mu);
-        w.latency.Record(Ns(Clock::now() - at));
+    lpb::ProduceStreamResponse response;
+    while (stream->Read(&response)) {
+      const Clock::time_point now = Clock::now();
+      for (const auto& answer : response.answers()) {
+        Clock::time_point at;
+        {
+          std::lock_guard<std::mutex> lock(sent_mu);
+          at = sent.front();
+          sent.pop_front();
+        }
+        if (answer.code() != 0) {
+          w.Fail(answer.message());
+        } else if (w.measuring.load(std::memory_order_relaxed)) {
+          ++w.ops;
+          std::lock_guard<std::mutex> lock(w.mu);
+          w.latency.Record(Ns(now - at));
+        }
       }
     }
   });
@@ -108,34 +111,39 @@ Figures ConduitCycleStream(int port, int clients, int credits, absl::Duration ru
       std::map<uint64_t, Clock::time_point> pushed;  // job → when it arrived
       if (!stream->Write(start)) return w.Fail("Consume start");
       qpb::ConsumeResponse m;
-      qpb::ConsumeRequest ack, grant;
-      grant.set_credits(1);
-      while (!w.stop.load() && stream->Read(&m)) {
-        if (m.has_job()) {
+      qpb::ConsumeRequest ack;  // an ack with a credit for the next job
+      ack.set_credits(1);
+      bool open = true;
+      while (open && !w.stop.load() && stream->Read(&m)) {
+        const Clock::time_point now = Clock::now();
+        for (const qpb::SettleResult& r : m.settled()) {
+          Clock::time_point at;
           {
             std::lock_guard<std::mutex> lock(mu);
-            pushed[m.job().job_id()] = Clock::now();
+            auto it = pushed.find(r.job_id());
+            at = it == pushed.end() ? now : it->second;
+            if (it != pushed.end()) pushed.erase(it);
           }
-          ack.set_request_id(static_cast<int64_t>(m.job().job_id()));
-          ack.mutable_ack()->set_job_id(m.job().job_id());
-          ack.mutable_ack()->set_lease_token(m.job().lease_token());
-          if (!stream->Write(ack) || !stream->Write(grant)) break;
-          continue;
+          if (r.code() != 0) {
+            w.Fail(r.message());
+          } else if (w.measuring.load(std::memory_order_relaxed)) {
+            ++w.ops;
+            std::lock_guard<std::mutex> lock(w.mu);
+            w.latency.Record(Ns(now - at));
+          }
         }
-        const qpb::SettleResult& r = m.settled();
-        Clock::time_point at;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          auto it = pushed.find(r.job_id());
-          at = it == pushed.end() ? Clock::now() : it->second;
-          if (it != pushed.end()) pushed.erase(it);
-        }
-        if (r.code() != 0) {
-          w.Fail(r.message());
-        } else if (w.measuring.load(std::memory_order_relaxed)) {
-          ++w.ops;
-          std::lock_guard<std::mutex> lock(w.mu);
-          w.latency.Record(Ns(Clock::now() - at));
+        for (const qpb::LeasedJob& job : m.jobs()) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            pushed[job.job_id()] = now;
+          }
+          ack.set_request_id(static_cast<int64_t>(job.job_id()));
+          ack.mutable_ack()->set_job_id(job.job_id());
+          ack.mutable_ack()->set_lease_token(job.lease_token());
+          if (!stream->Write(ack)) {
+            open = false;
+            break;
+          }
         }
       }
       ctx.TryCancel();  // the leases still held come back when they expire; the queue is dropped

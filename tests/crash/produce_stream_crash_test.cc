@@ -49,22 +49,25 @@ int64_t StreamUntilKilled(LogClient& client, int stream_id, int cycle, Acked& ac
     }
   });
   int64_t answered = 0;
-  logpb::ProduceStreamResponse answer;
-  for (int64_t n = 0; stream->Read(&answer); ++n) {
-    EXPECT_EQ(answer.sequence(), n) << "answers in message order";
-    if (answer.code() != 0) continue;
-    std::string value;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      value = sent.at(n);
+  logpb::ProduceStreamResponse response;
+  int64_t n = 0;
+  while (stream->Read(&response)) {
+    for (const auto& answer : response.answers()) {
+      EXPECT_EQ(answer.sequence(), n) << "answers in message order";
+      std::string value;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        value = sent.at(n++);
+      }
+      if (answer.code() != 0) continue;
+      const auto& pos = answer.positions(0);
+      std::lock_guard<std::mutex> lock(acked.mu);
+      auto [it, inserted] =
+          acked.records.emplace(std::make_pair(pos.partition(), pos.offset()), value);
+      EXPECT_TRUE(inserted) << "offset answered twice: partition " << pos.partition() << " offset "
+                            << pos.offset();
+      ++answered;
     }
-    const auto& pos = answer.positions(0);
-    std::lock_guard<std::mutex> lock(acked.mu);
-    auto [it, inserted] =
-        acked.records.emplace(std::make_pair(pos.partition(), pos.offset()), value);
-    EXPECT_TRUE(inserted) << "offset answered twice: partition " << pos.partition() << " offset "
-                          << pos.offset();
-    ++answered;
   }
   ctx.TryCancel();
   writer.join();

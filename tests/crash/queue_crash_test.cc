@@ -1,9 +1,13 @@
 // SIGKILL a conduit-queue process while workers lease, ack (one by one or with AckBatch) and
 // nack (some into the dead-letter lane), restart it on the same data directory, and check after
-// every cycle that each job is in exactly one place (one worker acks on a Consume stream): an acked job never comes back, no enqueued
-// job is lost, no job is twice in the dead-letter lane, and no job is both dead and live.
+// every cycle that each job is in exactly one place (one worker acks on a Consume stream): an acked
+// job never comes back, no enqueued job is lost, no job is twice in the dead-letter lane, and no
+// job is both dead and live.
 //
 // Cycles: 3 by default; CONDUIT_CRASH_CYCLES=N for more.
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <map>
@@ -11,9 +15,6 @@
 #include <random>
 #include <set>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "common/testing/temp_dir.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
@@ -30,10 +31,10 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d = absl::Seconds(
 
 struct Model {
   std::mutex mu;
-  std::set<uint64_t> enqueued;       // acknowledged by Enqueue
-  std::set<uint64_t> ack_sent;       // an Ack was sent (it may have landed without a reply)
-  std::set<uint64_t> acked;          // Ack replied OK: must never come back
-  size_t acked_on_stream = 0;        // of those, answered OK on a Consume stream
+  std::set<uint64_t> enqueued;  // acknowledged by Enqueue
+  std::set<uint64_t> ack_sent;  // an Ack was sent (it may have landed without a reply)
+  std::set<uint64_t> acked;     // Ack replied OK: must never come back
+  size_t acked_on_stream = 0;   // of those, answered OK on a Consume stream
 };
 
 // A worker on a Consume stream (5 credits, one more per ack) until the stream breaks: each ack
@@ -47,25 +48,28 @@ void ConsumeUntilKilled(const std::string& address, Model& model) {
   start.mutable_start()->set_queue("jobs");
   start.mutable_start()->set_worker_id("stream");
   start.mutable_start()->set_credits(5);
-  qpb::ConsumeRequest grant;
-  grant.set_credits(1);
   qpb::ConsumeResponse m;
-  if (stream->Write(start)) {
-    while (stream->Read(&m)) {
-      if (m.has_job()) {
-        {
-          std::lock_guard<std::mutex> lock(model.mu);
-          model.ack_sent.insert(m.job().job_id());
-        }
-        qpb::ConsumeRequest ack;
-        ack.set_request_id(static_cast<int64_t>(m.job().job_id()));
-        ack.mutable_ack()->set_job_id(m.job().job_id());
-        ack.mutable_ack()->set_lease_token(m.job().lease_token());
-        if (!stream->Write(ack) || !stream->Write(grant)) break;
-      } else if (m.settled().code() == 0) {
+  bool open = stream->Write(start);
+  while (open && stream->Read(&m)) {
+    for (const qpb::SettleResult& settled : m.settled()) {
+      if (settled.code() != 0) continue;
+      std::lock_guard<std::mutex> lock(model.mu);
+      model.acked.insert(settled.job_id());
+      ++model.acked_on_stream;
+    }
+    for (const qpb::LeasedJob& job : m.jobs()) {
+      {
         std::lock_guard<std::mutex> lock(model.mu);
-        model.acked.insert(m.settled().job_id());
-        ++model.acked_on_stream;
+        model.ack_sent.insert(job.job_id());
+      }
+      qpb::ConsumeRequest ack;  // and a credit for the next job
+      ack.set_request_id(static_cast<int64_t>(job.job_id()));
+      ack.mutable_ack()->set_job_id(job.job_id());
+      ack.mutable_ack()->set_lease_token(job.lease_token());
+      ack.set_credits(1);
+      if (!stream->Write(ack)) {
+        open = false;
+        break;
       }
     }
   }

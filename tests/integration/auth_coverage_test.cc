@@ -76,7 +76,8 @@ std::map<std::string, StreamCall> StreamCalls() {
     // Refused per message (the stream goes on), or the stream as a whole.
     const bool answered = stream->Read(&r);
     const grpc::Status finished = stream->Finish();
-    return answered ? static_cast<grpc::StatusCode>(r.code()) : finished.error_code();
+    return answered && r.answers_size() == 1 ? static_cast<grpc::StatusCode>(r.answers(0).code())
+                                             : finished.error_code();
   };
   return calls;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Polyglot test and example: a Node.js worker on WorkQueue.Consume (@grpc/grpc-js +
 // @grpc/proto-loader, queue.proto loaded at run time): it grants credits, handles each job pushed
-// to it, and acks on the same stream, granting one more credit per ack.
+// to it, and acks on the same stream, granting one more credit with each ack (one message). A
+// response carries every job and answer that was ready when the queue wrote it.
 //
 // Usage: node node_consume_stream.js HOST:PORT    (run_with_server.sh appends the address)
 //
@@ -32,24 +33,26 @@ function work(client, queue, jobs) {
     stream.on('error', reject);
     stream.on('end', () => resolve({ delivered, maxUnacked }));
     stream.on('data', (m) => {
-      if (m.job) {
-        const job = m.job;
+      for (const r of m.settled) {
+        assert.equal(r.code, 0, `ack of job ${r.job_id}: ${r.message}`);
+        assert.equal(asked.get(r.request_id), r.job_id, 'the answer names the request');
+        if (++answered === jobs) stream.end();  // half-close: ends once all are answered
+      }
+      for (const job of m.jobs) {
         if (delivered.has(job.job_id)) reject(new Error(`job ${job.job_id} delivered twice`));
         delivered.add(job.job_id);
         // Each ack sent grants one more credit: delivered - acks sent can never pass CREDITS.
         maxUnacked = Math.max(maxUnacked, delivered.size - acksSent);
-        // The handler's work would go here; then the ack and one more credit.
+        // The handler's work would go here; then the ack with one more credit.
         const id = ++nextRequest;
         asked.set(id, job.job_id);
-        stream.write({ request_id: id, ack: { job_id: job.job_id, lease_token: job.lease_token } });
-        stream.write({ credits: 1 });
+        stream.write({
+          request_id: id,
+          ack: { job_id: job.job_id, lease_token: job.lease_token },
+          credits: 1,
+        });
         acksSent++;
-        return;
       }
-      const r = m.settled;
-      assert.equal(r.code, 0, `ack of job ${r.job_id}: ${r.message}`);
-      assert.equal(asked.get(r.request_id), r.job_id, 'the answer names the request');
-      if (++answered === jobs) stream.end();  // half-close: the stream ends once all are answered
     });
     stream.write({ start: { queue, worker_id: 'node-worker', credits: CREDITS } });
   });

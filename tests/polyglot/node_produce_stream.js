@@ -22,12 +22,13 @@ const PARTITIONS = 3;
 const MESSAGES = 5000;
 
 // Writes `messages` to a ProduceStream, waiting for 'drain' when write() says the buffer is full,
-// and resolves with the answers in the order they arrived.
+// and resolves with the answers in the order they arrived (a response carries every answer that
+// was ready when the broker wrote it).
 function produceStream(client, messages) {
   return new Promise((resolve, reject) => {
     const answers = [];
     const stream = client.ProduceStream({ deadline: Date.now() + 60_000 });
-    stream.on('data', (a) => answers.push(a));
+    stream.on('data', (response) => answers.push(...response.answers));
     stream.on('error', reject);
     stream.on('end', () => resolve(answers));
     let i = 0;

@@ -6,8 +6,8 @@ same stream.
 Usage: python_consume_stream.py HOST:PORT    (run_with_server.sh appends the address)
 
 1. Credits bound what is outstanding: 10 credits and no ack bring 10 jobs and no 11th (the
-   queue shows 10 leased); then, one more credit per ack, all 300 jobs are delivered once, never
-   more than 10 unacked, every ack answered OK with its request id.
+   queue shows 10 leased); then, one more credit with each ack (one message), all 300 jobs are
+   delivered once, never more than 10 unacked, every ack answered OK with its request id.
 2. Lease rules hold on the stream: an ack with a stale token is refused (FAILED_PRECONDITION)
    and the stream goes on; extend answers the new deadline; a transient nack answers retry_at
    and the job comes back as attempt 2.
@@ -15,7 +15,11 @@ Usage: python_consume_stream.py HOST:PORT    (run_with_server.sh appends the add
    within half a second.
 4. A broken stream: 5 jobs delivered on a stream that is then cancelled come back when their
    2 s leases expire, to another stream, with new tokens; the old tokens are refused.
-5. Bad input ends the stream with INVALID_ARGUMENT (credits before a start).
+5. Bad input ends the stream with INVALID_ARGUMENT (credits before a start; a message with
+   neither credits nor an ack, nack or extend).
+
+A response carries every job and answer that was ready when the queue wrote it (its `jobs` and
+`settled` lists); Stream hands them out one at a time.
 """
 
 import os
@@ -43,6 +47,14 @@ OK = 0
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION.value[0]
 
 
+class Item:
+    """One job or one settle answer of a Consume response."""
+
+    def __init__(self, job=None, settled=None):
+        self.job = job
+        self.settled = settled
+
+
 class Stream:
     """One Consume call: send() queues a request, answers are read from `responses`."""
 
@@ -61,7 +73,10 @@ class Stream:
     def _read(self):
         try:
             for m in self.call:
-                self.answers.put(m)
+                for job in m.jobs:
+                    self.answers.put(Item(job=job))
+                for settled in m.settled:
+                    self.answers.put(Item(settled=settled))
         except grpc.RpcError as e:
             self.answers.put(e)
         self.answers.put(None)  # the end of the stream
@@ -71,14 +86,17 @@ class Stream:
         self.requests.put(pb.ConsumeRequest(request_id=self.next_id, **kind))
         return self.next_id
 
-    def ack(self, job):
-        return self.send(ack=pb.AckRequest(job_id=job.job_id, lease_token=job.lease_token))
+    def ack(self, job, credits=0):
+        """Acks `job`; with credits, asks for that many more jobs in the same message."""
+        return self.send(ack=pb.AckRequest(job_id=job.job_id, lease_token=job.lease_token),
+                         credits=credits)
 
     def grant(self, n):
         self.requests.put(pb.ConsumeRequest(credits=n))
 
     def next(self, timeout=DEADLINE_S):
-        """The next answer; None at the end of the stream; queue.Empty after `timeout`."""
+        """The next job or answer (an Item); None at the end of the stream; queue.Empty after
+        `timeout`."""
         m = self.answers.get(timeout=timeout)
         if isinstance(m, grpc.RpcError):
             raise m
@@ -109,18 +127,16 @@ def credits_bound_outstanding(stub, name):
     pending_ids = set()
     for job in held:
         delivered.add(job.job_id)
-        pending_ids.add(s.ack(job))
+        pending_ids.add(s.ack(job, credits=1))
         acked += 1
-        s.grant(1)
     while len(answered) < 300:
         m = s.next()
-        if m.HasField("job"):
+        if m.job is not None:
             check(m.job.job_id not in delivered, "job %d delivered once" % m.job.job_id)
             delivered.add(m.job.job_id)
             outstanding_max = max(outstanding_max, len(delivered) - acked)
-            pending_ids.add(s.ack(m.job))
+            pending_ids.add(s.ack(m.job, credits=1))
             acked += 1
-            s.grant(1)
         else:
             check_eq(m.settled.code, OK, m.settled.message)
             check(m.settled.request_id in pending_ids, "a known request id")
@@ -199,15 +215,19 @@ def broken_stream(stub, name):
 
 
 def bad_input(stub, name):
-    call = stub.Consume(iter([pb.ConsumeRequest(credits=5)]), timeout=DEADLINE_S)
-    try:
-        for _ in call:
-            pass
-    except grpc.RpcError as e:
-        check_eq(e.code(), grpc.StatusCode.INVALID_ARGUMENT, "credits before a start")
-        print("  ok: credits before a start -> INVALID_ARGUMENT (%s)" % e.details())
-        return
-    raise pc.CheckFailed("credits before a start: the stream ended OK")
+    start = pb.ConsumeRequest(start=pb.ConsumeStart(queue=name, worker_id="bad"))
+    cases = [("credits before a start", [pb.ConsumeRequest(credits=5)]),
+             ("a message with nothing in it", [start, pb.ConsumeRequest(request_id=7)])]
+    for what, messages in cases:
+        call = stub.Consume(iter(messages), timeout=DEADLINE_S)
+        try:
+            for _ in call:
+                pass
+        except grpc.RpcError as e:
+            check_eq(e.code(), grpc.StatusCode.INVALID_ARGUMENT, what)
+            print("  ok: %s -> INVALID_ARGUMENT (%s)" % (what, e.details()))
+            continue
+        raise pc.CheckFailed("%s: the stream ended OK" % what)
 
 
 def main(address):

@@ -17,9 +17,11 @@ namespace conduit::log_broker::api {
 
 // Each message goes to Broker::Produce as it arrives, so the messages of one stream (and of every
 // other stream and call) share the writer's group commit; answers are written in message order,
-// one write in flight at a time. Reading pauses while kWindow messages are unanswered: the
-// caller is then held back by HTTP/2 flow control, and the broker holds at most kWindow requests
-// and answers per stream.
+// one write in flight at a time, and every answer ready when a write starts goes in it (up to
+// kMaxResponseBytes): a caller streaming one record per message gets its answers in as few
+// responses as the writes allow, instead of paying a write and a read per record. Reading pauses
+// while kWindow messages are unanswered or in the write: the caller is then held back by HTTP/2
+// flow control, and the broker holds at most kWindow requests and answers per stream.
 //
 // Authorisation: each message needs Write on its topic. A topic is checked when it first appears
 // on the stream and, once allowed, stays allowed for the stream's life (like Kafka's checks per
@@ -35,6 +37,8 @@ class LogService::ProduceStreamReactor final
     : public grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse> {
  public:
   static constexpr size_t kWindow = 1024;
+  // A response takes answers while under this size (it always takes one).
+  static constexpr size_t kMaxResponseBytes = 1 << 20;
   // Allowed topics remembered per stream; a stream writing more is checked for the others at
   // every message (bounds the memory a stream naming many topics can take).
   static constexpr size_t kRememberedTopics = 64;
@@ -61,7 +65,7 @@ class LogService::ProduceStreamReactor final
       absl::MutexLock lock(&mu_);
       slots_.emplace_back();
       slot = &slots_.back();  // deque: stays put while later slots are added and earlier popped
-      slot->response.set_sequence(request_.sequence());
+      slot->answer.set_sequence(request_.sequence());
       ++producing_;
     }
     Produce(slot);  // request_ is free again once this returns
@@ -79,11 +83,8 @@ class LogService::ProduceStreamReactor final
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      if (ok) {
-        slots_.pop_front();
-      } else {
-        broken_ = true;
-      }
+      in_flight_ = 0;
+      if (!ok) broken_ = true;
       steps = NextLocked();
     }
     Run(steps);
@@ -103,7 +104,7 @@ class LogService::ProduceStreamReactor final
 
  private:
   struct Slot {
-    pb::ProduceStreamResponse response;
+    pb::ProduceStreamResponse::Answer answer;
     bool answered = false;
   };
 
@@ -150,7 +151,7 @@ class LogService::ProduceStreamReactor final
   // Records the answer of `slot`'s message (from any thread) and writes what is due.
   void Answer(Slot* slot, absl::StatusOr<ProduceResult> result) {
     service_->metrics_->CountProduce(result.status().code());
-    pb::ProduceStreamResponse& out = slot->response;
+    pb::ProduceStreamResponse::Answer& out = slot->answer;
     if (result.ok()) {
       out.mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
       for (const RecordPosition& p : result->positions) {
@@ -190,9 +191,17 @@ class LogService::ProduceStreamReactor final
     Steps steps;
     if (!broken_ && !writing_ && !slots_.empty() && slots_.front().answered) {
       writing_ = true;
-      steps.write = &slots_.front().response;
+      response_.clear_answers();
+      size_t bytes = 0;
+      while (!slots_.empty() && slots_.front().answered && bytes < kMaxResponseBytes) {
+        bytes += slots_.front().answer.ByteSizeLong();
+        *response_.add_answers() = std::move(slots_.front().answer);
+        slots_.pop_front();
+        ++in_flight_;
+      }
+      steps.write = &response_;
     }
-    if (!broken_ && !reading_ && !reads_done_ && slots_.size() < kWindow) {
+    if (!broken_ && !reading_ && !reads_done_ && slots_.size() + in_flight_ < kWindow) {
       reading_ = true;
       steps.read = true;
     }
@@ -218,8 +227,11 @@ class LogService::ProduceStreamReactor final
   std::vector<std::string> allowed_topics_;
   absl::Mutex mu_;
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);  // unanswered or unwritten, in message order
-  int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;   // Broker::Produce callbacks still to come
-  bool reading_ ABSL_GUARDED_BY(mu_) = true;     // the constructor's read
+  // The response being written (while writing_), and how many answers it holds.
+  pb::ProduceStreamResponse response_ ABSL_GUARDED_BY(mu_);
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;  // Broker::Produce callbacks still to come
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;    // the constructor's read
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed

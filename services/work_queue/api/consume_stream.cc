@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/proto_time.h"
@@ -22,9 +23,13 @@ constexpr int32_t kMaxLeaseBatch = 100;
 // Each Lease long-polls at most this long, so a cancelled or half-closed stream ends promptly;
 // a job that becomes ready meanwhile is handed over at once (the queue wakes waiting leases).
 constexpr absl::Duration kLeaseWait = absl::Seconds(1);
-// Reading pauses while this many answers wait to be written: a worker that sends acks but does
-// not read is held back by HTTP/2 flow control.
+// Reading pauses while this many jobs and answers wait to be written or are in the write: a
+// worker that sends acks but does not read is held back by HTTP/2 flow control.
 constexpr size_t kMaxUnwritten = 1024;
+// A response takes jobs and answers while under this size (it always takes one): everything
+// ready when a write starts goes in it, so a worker taking one job at a time gets its jobs and
+// answers in as few responses as the writes allow.
+constexpr size_t kMaxResponseBytes = 1 << 20;
 constexpr int32_t kMaxCredits = 10000;
 
 }  // namespace
@@ -56,17 +61,14 @@ class QueueService::ConsumeReactor final
       return;
     }
     const int64_t request_id = request_.request_id();
+    if (request_.has_start() || request_.credits() != 0) {
+      absl::MutexLock lock(&mu_);
+      if (request_.has_start()) Start(request_.start());
+      if (request_.credits() != 0) Grant(request_.credits());
+    }
     switch (request_.kind_case()) {
       case pb::ConsumeRequest::kStart:
-      case pb::ConsumeRequest::kCredits: {
-        absl::MutexLock lock(&mu_);
-        if (request_.has_start()) {
-          Start(request_.start());
-        } else {
-          Grant(request_.credits());
-        }
         break;
-      }
       case pb::ConsumeRequest::kAck:
         Ack(request_id, request_.ack());
         break;
@@ -77,7 +79,9 @@ class QueueService::ConsumeReactor final
         Extend(request_id, request_.extend());
         break;
       default:
-        FailAndRun(absl::InvalidArgumentError("a Consume message needs a kind"));
+        if (request_.credits() == 0) {
+          FailAndRun(absl::InvalidArgumentError("a Consume message needs credits, an ack, a nack or an extend"));
+        }
     }
     Steps steps;
     {
@@ -93,11 +97,8 @@ class QueueService::ConsumeReactor final
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      if (ok) {
-        unwritten_.pop_front();
-      } else {
-        broken_ = true;
-      }
+      in_flight_ = 0;
+      if (!ok) broken_ = true;
       steps = NextLocked();
     }
     Run(std::move(steps));
@@ -129,9 +130,10 @@ class QueueService::ConsumeReactor final
     const bool open = !broken_ && !failed_;
     if (open && !writing_ && !unwritten_.empty()) {
       writing_ = true;
-      steps.write = &unwritten_.front();
+      TakeUnwritten();
+      steps.write = &response_;
     }
-    if (open && !reading_ && !reads_done_ && unwritten_.size() < kMaxUnwritten) {
+    if (open && !reading_ && !reads_done_ && unwritten_.size() + in_flight_ < kMaxUnwritten) {
       reading_ = true;
       steps.read = true;
     }
@@ -168,6 +170,25 @@ class QueueService::ConsumeReactor final
       });
     }
     if (steps.finish) Finish(*steps.finish);
+  }
+
+  // Moves the unwritten jobs and answers, oldest first, into response_ (see kMaxResponseBytes).
+  void TakeUnwritten() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    response_.Clear();
+    size_t bytes = 0;
+    while (!unwritten_.empty() && bytes < kMaxResponseBytes) {
+      Unwritten& next = unwritten_.front();
+      if (auto* job = std::get_if<pb::LeasedJob>(&next)) {
+        bytes += job->ByteSizeLong();
+        *response_.add_jobs() = std::move(*job);
+      } else {
+        auto& settled = std::get<pb::SettleResult>(next);
+        bytes += settled.ByteSizeLong();
+        *response_.add_settled() = std::move(settled);
+      }
+      unwritten_.pop_front();
+      ++in_flight_;
+    }
   }
 
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -219,7 +240,7 @@ class QueueService::ConsumeReactor final
     if (!jobs.ok()) return Fail(jobs.status());
     if (broken_ || failed_) return;  // undelivered: back at their lease deadline
     for (const Job& job : *jobs) {
-      ToLeasedJob(job, unwritten_.emplace_back().mutable_job());
+      ToLeasedJob(job, &unwritten_.emplace_back().emplace<pb::LeasedJob>());
       --credits_;
     }
   }
@@ -246,7 +267,7 @@ class QueueService::ConsumeReactor final
         absl::MutexLock lock(&mu_);
         --outstanding_;
         if (!broken_ && !failed_) {
-          pb::SettleResult* out = unwritten_.emplace_back().mutable_settled();
+          pb::SettleResult* out = &unwritten_.emplace_back().emplace<pb::SettleResult>();
           out->set_request_id(request_id);
           out->set_job_id(job_id);
           out->set_code(static_cast<int32_t>(result.status().code()));
@@ -317,9 +338,14 @@ class QueueService::ConsumeReactor final
   LeaseArgs lease_ ABSL_GUARDED_BY(mu_);  // queue, worker, visibility timeout, wait
   int64_t credits_ ABSL_GUARDED_BY(mu_) = 0;
   bool leasing_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;                    // queue callbacks still to come
-  std::deque<pb::ConsumeResponse> unwritten_ ABSL_GUARDED_BY(mu_);  // front: being written
-  bool reading_ ABSL_GUARDED_BY(mu_) = true;                        // the constructor's read
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // queue callbacks still to come
+  // Jobs and settle answers to write, in the order they became ready.
+  using Unwritten = std::variant<pb::LeasedJob, pb::SettleResult>;
+  std::deque<Unwritten> unwritten_ ABSL_GUARDED_BY(mu_);
+  // The response being written (while writing_), and how many jobs and answers it holds.
+  pb::ConsumeResponse response_ ABSL_GUARDED_BY(mu_);
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's read
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
