@@ -13,15 +13,29 @@ namespace conduit::rocksdb_util {
 
 int64_t MinFreeDiskBytes() { return absl::GetFlag(FLAGS_min_free_disk_mb) << 20; }
 
+std::optional<int64_t> SpaceGuard::ReadFreeSpace(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(path, ec);
+  if (ec) return std::nullopt;
+  return static_cast<int64_t>(space.available);
+}
+
 absl::Status SpaceGuard::Check() const {
   if (min_free_bytes_ <= 0) return absl::OkStatus();
-  std::error_code ec;
-  const std::filesystem::space_info space = std::filesystem::space(path_, ec);
-  if (ec) return absl::OkStatus();  // RocksDB's own error, if any, will say more
-  const auto free = static_cast<int64_t>(space.available);
-  if (free >= min_free_bytes_) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    if (trusted_until_ && clock_->Monotonic() < *trusted_until_) return absl::OkStatus();
+  }
+  const std::optional<int64_t> free = read_(path_);  // outside mu_: a syscall
+  if (!free) return absl::OkStatus();                // RocksDB's own error, if any, will say more
+  if (*free >= 2 * min_free_bytes_) {
+    absl::MutexLock lock(&mu_);
+    trusted_until_ = clock_->Monotonic() + kRereadAfter;
+    return absl::OkStatus();
+  }
+  if (*free >= min_free_bytes_) return absl::OkStatus();
   return absl::ResourceExhaustedError(
-      absl::StrCat("disk full: the data volume of ", path_, " has ", free >> 20,
+      absl::StrCat("disk full: the data volume of ", path_, " has ", *free >> 20,
                    " MiB free, below the reserve of ", min_free_bytes_ >> 20,
                    " MiB (--min_free_disk_mb); writes resume once space is freed"));
 }
