@@ -52,13 +52,13 @@ WORKLOADS = {
     "append-1x1": "append, 1 client, 1 record per request, wait for each ack",
     "append-8x1": "append, 8 clients, 1 record per request",
     "append-1x100": "append, 1 client, 100 requests in flight (pipelined / async publish)",
-    "append-stream-1": "Conduit only: 1 caller, one record per message on one ProduceStream, through the generated stub (not the C++ `Producer`): compare with the peers' `append-1x100`",
+    "append-stream-1": "Conduit only: 1 caller, one record per message on one ProduceStream, through the generated stub's callback API, the next message written as the previous write completes (not the C++ `Producer`): compare with the peers' `append-1x100`",
     "producer-1": "append through the C++ client `Producer` (one-record sends with a callback, batched, 1 ms linger)",
     "fetch-1": "read back, 1 client, 1000 records per Fetch",
     "tail-1": "read back through one Tail stream from offset 0 (5000 records per message) until caught up",
     "cycle-1": "consume cycle, 1 worker (lease+ack / XREADGROUP+XACK / pull+ack / reserve+delete)",
     "cycle-8": "consume cycle, 8 workers",
-    "cycle-stream-1": "Conduit only: the consume cycle on one Consume stream, one job pushed and one ack per message (64 credits, one more per ack): compare with the peers' `cycle-1`",
+    "cycle-stream-1": "Conduit only: the consume cycle on one Consume stream, one job pushed and one ack per message (64 credits, the ack carrying one more), the generated stub's synchronous stream: compare with the peers' `cycle-1`",
     "cycle-stream-8": "the same, 8 workers, one stream each: compare with the peers' `cycle-8`",
     "batch-cycle-1": "consume cycle taking up to 100 jobs per round, 1 worker: Lease(max_jobs=100) + one AckBatch / "
                      "XREADGROUP COUNT 100 + one XACK / pull batch 100 + pipelined AckSyncs / "
