@@ -239,9 +239,9 @@ p("- **fsync on a timer** (a process crash loses nothing, a machine crash loses 
   "option at all (`sync_interval` came in 2.10) and fsyncs its stream files every 2 minutes, "
   "so a PubAck promises less than Conduit's 100 ms; the ceiling with unsynced writes and a "
   "SyncWAL every 100 ms.")
-p("- The work queue has no `interval` mode: Conduit fsyncs every enqueue and ack (group-"
-  "committed) before replying, in both Conduit columns. Its queue figures under `conduit "
-  "interval` are therefore at stronger durability than the peers' beside them.")
+p("- The work queue's queues take the run's durability too (`QueueConfig.durability`: "
+  "`sync` fsyncs every enqueue and ack, group-committed, before replying; `interval` fsyncs "
+  "the WAL every 100 ms). A lease is never fsynced on its own in either.")
 p("- Latency columns: per request for request/response workloads; for `append-1x100` Redis "
   "reports per pipelined round of 100, NATS per message (publish to its PubAck, including time "
   "waiting in the window), Conduit per request (the same, per message).")

@@ -1,6 +1,6 @@
 #include "bench/peers/conduit_peer.h"
 
-#include "bench/peers/conduit_common.h"
+#include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <chrono>
@@ -12,8 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
+#include "bench/peers/conduit_common.h"
 #include "client/producer.h"
 #include "client/worker.h"
 #include "common/grpc/proto_time.h"
@@ -24,6 +23,8 @@ namespace conduit::bench::peers {
 namespace {
 
 int queue_runs = 0;
+// The run's --durability, for the queues as for the topic (ConduitSetUp sets it).
+qpb::QueueDurability queue_durability = qpb::QUEUE_DURABILITY_SYNC;
 
 }  // namespace
 
@@ -36,6 +37,8 @@ bool ConduitSetUp(int port, const std::string& topic, const std::string& durabil
   req.set_partitions(1);
   req.mutable_config()->set_durability(durability == "sync" ? lpb::DURABILITY_SYNC
                                                             : lpb::DURABILITY_INTERVAL);
+  queue_durability =
+      durability == "sync" ? qpb::QUEUE_DURABILITY_SYNC : qpb::QUEUE_DURABILITY_INTERVAL;
   lpb::CreateTopicResponse resp;
   const grpc::Status s = stub->CreateTopic(&ctx, req, &resp);
   if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return true;  // a second run
@@ -197,8 +200,9 @@ Figures ConduitTail(int port, const std::string& topic, absl::Duration run) {
   return f;
 }
 
-// A fresh queue with 60 s leases holding enough jobs for the run at up to `rate` cycles/s. Not
-// more: the queue keeps its jobs in memory, and the server's peak RSS is reported.
+// A fresh queue with 60 s leases and the run's durability holding enough jobs for the run at up to
+// `rate` cycles/s. Not more: the queue keeps its jobs in memory, and the server's peak RSS is
+// reported.
 absl::StatusOr<std::string> PrefilledQueue(int port, absl::Duration run, double rate) {
   const std::string queue = "peer-q" + std::to_string(queue_runs++);
   auto stub = qpb::WorkQueue::NewStub(Channel(port));
@@ -208,6 +212,7 @@ absl::StatusOr<std::string> PrefilledQueue(int port, absl::Duration run, double 
     qpb::CreateQueueRequest req;
     req.set_name(queue);
     req.mutable_config()->mutable_visibility_timeout()->set_seconds(60);
+    req.mutable_config()->set_durability(queue_durability);
     qpb::CreateQueueResponse resp;
     if (!stub->CreateQueue(&ctx, req, &resp).ok()) return absl::UnavailableError("CreateQueue");
   }
@@ -295,8 +300,11 @@ Figures ConduitWorker(int port, int clients, int batch, absl::Duration run) {
   if (!queue.ok()) return Figures{.errors = 1, .error = queue.status().ToString()};
   std::atomic<bool> measuring{false};
   std::atomic<int64_t> handled{0};
-  client::Worker worker({.address = Address(port), .queue = *queue, .worker_id = "bench",
-                         .concurrency = clients, .max_jobs_per_lease = batch},
+  client::Worker worker({.address = Address(port),
+                         .queue = *queue,
+                         .worker_id = "bench",
+                         .concurrency = clients,
+                         .max_jobs_per_lease = batch},
                         [&](const client::Job&) {
                           if (measuring.load(std::memory_order_relaxed)) handled.fetch_add(1);
                           return client::Outcome::Ack();

@@ -1,11 +1,11 @@
 // The work queue over real gRPC on 127.0.0.1, as a worker sees it.
 
-#include <thread>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <prometheus/text_serializer.h>
+
+#include <map>
+#include <thread>
 
 #include "absl/time/clock.h"
 #include "common/grpc/server_runner.h"
@@ -56,7 +56,8 @@ class QueueServerTest : public ::testing::Test {
     request.set_max_jobs(max_jobs);
     request.mutable_max_wait()->set_seconds(absl::ToInt64Seconds(wait));
     qpb::LeaseResponse response;
-    EXPECT_TRUE(Call(&qpb::WorkQueue::Stub::Lease, request, &response, wait + absl::Seconds(10)).ok());
+    EXPECT_TRUE(
+        Call(&qpb::WorkQueue::Stub::Lease, request, &response, wait + absl::Seconds(10)).ok());
     return response;
   }
 
@@ -156,7 +157,8 @@ TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
 
   const std::string text = prometheus::TextSerializer().Serialize(registry_->Collect());
   EXPECT_THAT(text, ::testing::HasSubstr("conduit_queue_jobs{queue=\"emails\",state=\"dead\"} 1"));
-  EXPECT_THAT(text, ::testing::HasSubstr("conduit_queue_oldest_dead_age_seconds{queue=\"emails\"}"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("conduit_queue_oldest_dead_age_seconds{queue=\"emails\"}"));
 }
 
 TEST_F(QueueServerTest, AckBatchSettlesEachJobOnItsOwn) {
@@ -226,6 +228,39 @@ TEST_F(QueueServerTest, BadInputGetsAClearStatus) {
   qpb::AckBatchResponse acked;
   EXPECT_EQ(Call(&qpb::WorkQueue::Stub::AckBatch, empty_batch, &acked).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(QueueServerTest, AQueueKeepsTheDurabilityItWasCreatedWith) {
+  qpb::CreateQueueRequest create;
+  create.set_name("fast");
+  create.mutable_config()->set_durability(qpb::QUEUE_DURABILITY_INTERVAL);
+  create.mutable_config()->mutable_flush_interval()->set_nanos(250'000'000);
+  qpb::CreateQueueResponse created;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
+  create.set_name("safe");
+  create.clear_config();
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
+  qpb::ListQueuesResponse listed;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::ListQueues, qpb::ListQueuesRequest(), &listed).ok());
+  std::map<std::string, qpb::QueueConfig> configs;
+  for (const auto& q : listed.queues()) configs[q.name()] = q.config();
+  EXPECT_EQ(configs["fast"].durability(), qpb::QUEUE_DURABILITY_INTERVAL);
+  EXPECT_EQ(configs["fast"].flush_interval().nanos(), 250'000'000);
+  EXPECT_EQ(configs["safe"].durability(), qpb::QUEUE_DURABILITY_SYNC) << "the default";
+  EXPECT_EQ(configs["safe"].flush_interval().nanos(), 100'000'000);
+
+  create.set_name("odd");
+  create.mutable_config()->set_durability(static_cast<qpb::QueueDurability>(9));
+  grpc::Status refused = Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("durability"), std::string::npos)
+      << refused.error_message();
+  create.mutable_config()->set_durability(qpb::QUEUE_DURABILITY_INTERVAL);
+  create.mutable_config()->mutable_flush_interval()->set_seconds(61);
+  refused = Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("flush_interval"), std::string::npos)
+      << refused.error_message();
 }
 
 }  // namespace

@@ -80,7 +80,8 @@ class QueueService::ConsumeReactor final
         break;
       default:
         if (request_.credits() == 0) {
-          FailAndRun(absl::InvalidArgumentError("a Consume message needs credits, an ack, a nack or an extend"));
+          FailAndRun(absl::InvalidArgumentError(
+              "a Consume message needs credits, an ack, a nack or an extend"));
         }
     }
     Steps steps;

@@ -14,6 +14,19 @@ using grpc_util::SetTimestamp;
 
 QueueConfigPatch FromProto(const pb::QueueConfig& c) {
   QueueConfigPatch p;
+  switch (c.durability()) {
+    case pb::QUEUE_DURABILITY_UNSPECIFIED:
+      break;
+    case pb::QUEUE_DURABILITY_SYNC:
+      p.durability = QueueDurability::kSync;
+      break;
+    case pb::QUEUE_DURABILITY_INTERVAL:
+      p.durability = QueueDurability::kInterval;
+      break;
+    default:  // refused by ValidateConfig
+      p.durability = static_cast<QueueDurability>(c.durability());
+  }
+  if (c.has_flush_interval()) p.flush_interval = FromDuration(c.flush_interval());
   if (c.has_visibility_timeout()) p.visibility_timeout = FromDuration(c.visibility_timeout());
   if (c.has_max_attempts()) p.max_attempts = c.max_attempts();
   if (c.has_max_lease_expiries()) p.max_lease_expiries = c.max_lease_expiries();
@@ -36,6 +49,9 @@ void ToProto(const QueueMeta& m, pb::QueueInfo* out) {
   const QueueConfig& c = m.config;
   out->set_name(m.name);
   auto* config = out->mutable_config();
+  config->set_durability(c.durability == QueueDurability::kInterval ? pb::QUEUE_DURABILITY_INTERVAL
+                                                                    : pb::QUEUE_DURABILITY_SYNC);
+  SetDuration(c.flush_interval, config->mutable_flush_interval());
   SetDuration(c.visibility_timeout, config->mutable_visibility_timeout());
   config->set_max_attempts(c.max_attempts);
   config->set_max_lease_expiries(c.max_lease_expiries);

@@ -82,7 +82,15 @@ struct Job {
 // The jobs of one queue, by id.
 using JobsById = absl::flat_hash_map<uint64_t, Job>;
 
+// When a change (enqueue, ack, nack, extend, ...) is answered: kSync after the write-ahead log
+// is fsynced (group-committed); kInterval once the write reaches the OS, the WAL fsynced at most
+// every flush_interval (a process crash loses nothing; a machine crash may lose the last
+// interval). A lease is never fsynced on its own (see WorkQueue::LeaseUntil).
+enum class QueueDurability { kSync, kInterval };
+
 struct QueueConfig {
+  QueueDurability durability = QueueDurability::kSync;
+  absl::Duration flush_interval = absl::Milliseconds(100);
   absl::Duration visibility_timeout = absl::Seconds(30);
   int32_t max_attempts = 5;
   int32_t max_lease_expiries = 3;
@@ -104,6 +112,8 @@ struct QueueConfig {
 };
 
 struct QueueConfigPatch {
+  std::optional<QueueDurability> durability;
+  std::optional<absl::Duration> flush_interval;
   std::optional<absl::Duration> visibility_timeout;
   std::optional<int32_t> max_attempts;
   std::optional<int32_t> max_lease_expiries;

@@ -8,6 +8,8 @@
 namespace conduit::work_queue {
 
 QueueConfig QueueConfigPatch::ApplyTo(QueueConfig base) const {
+  if (durability) base.durability = *durability;
+  if (flush_interval) base.flush_interval = *flush_interval;
   if (visibility_timeout) base.visibility_timeout = *visibility_timeout;
   if (max_attempts) base.max_attempts = *max_attempts;
   if (max_lease_expiries) base.max_lease_expiries = *max_lease_expiries;
@@ -41,6 +43,14 @@ absl::Status ValidateQueueName(absl::string_view name) {
 
 absl::Status ValidateConfig(const QueueConfig& c) {
   auto invalid = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (c.durability != QueueDurability::kSync && c.durability != QueueDurability::kInterval) {
+    return invalid("durability must be SYNC or INTERVAL");
+  }
+  if (c.flush_interval < kMinFlushInterval || c.flush_interval > kMaxFlushInterval) {
+    return invalid("flush_interval must be between ", absl::FormatDuration(kMinFlushInterval),
+                   " and ", absl::FormatDuration(kMaxFlushInterval), ", got ",
+                   absl::FormatDuration(c.flush_interval));
+  }
   if (c.visibility_timeout < absl::Seconds(1) || c.visibility_timeout > absl::Hours(12)) {
     return invalid("visibility_timeout must be between 1s and 12h, got ",
                    absl::FormatDuration(c.visibility_timeout));

@@ -27,6 +27,9 @@ inline constexpr size_t kMaxReasonBytes = 64 * 1024;
 inline constexpr absl::Duration kMaxDelay = absl::Hours(24 * 365);
 // The longest max_ready_age a queue may alarm at.
 inline constexpr absl::Duration kMaxReadyAge = absl::Hours(24 * 365);
+// QueueConfig::flush_interval (the broker's topics take the same range).
+inline constexpr absl::Duration kMinFlushInterval = absl::Milliseconds(1);
+inline constexpr absl::Duration kMaxFlushInterval = absl::Seconds(60);
 // A paced redrive moves between this many jobs per second and kMaxRedriveRate (0: all at once).
 inline constexpr double kMinRedriveRate = 0.001;
 inline constexpr double kMaxRedriveRate = 1e6;

@@ -111,6 +111,9 @@ class QueueStore {
   // Applies all writes as one atomic write (group commit), in order; fsynced unless no write
   // asks for it.
   virtual absl::Status Write(const std::vector<const QueueWrite*>& writes) = 0;
+  // Fsyncs the write-ahead log: every write before it is durable (the interval fsync of
+  // QueueDurability::kInterval queues).
+  virtual absl::Status SyncWal() = 0;
   // RESOURCE_EXHAUSTED "disk full" while the volume is below its free-space reserve: writes
   // that add data would be refused (the domain refuses the change before making it).
   virtual absl::Status CheckSpace() const { return absl::OkStatus(); }

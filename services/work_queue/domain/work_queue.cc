@@ -36,13 +36,36 @@ WorkQueue::WorkQueue(QueueStore* store, runtime::Runtime* runtime, WorkQueueOpti
       observer_(observer ? observer : &default_observer_),
       log_(
           {.service = "queue", .space_check = [store] { return store->CheckSpace(); }}, clock_,
-          [store](const std::vector<const QueueWrite*>& writes) { return store->Write(writes); },
+          [this, store](const std::vector<const QueueWrite*>& writes) {
+            absl::Status s = store->Write(writes);
+            if (s.ok() && std::none_of(writes.begin(), writes.end(),
+                                       [](const QueueWrite* w) { return w->sync; })) {
+              unsynced_.store(true);
+            }
+            return s;
+          },
           &QueueWrite::ApproxBytes),
       scope_(runtime, runtime::Pool::kStorage) {}
 
 WorkQueue::~WorkQueue() {
   shutting_down_.store(true);  // long-polls answer at once instead of waiting again
   scope_.StopEvery(scheduler_);
+  absl::MutexLock lock(&sync_task_mu_);
+  if (sync_task_ != 0) scope_.StopEvery(sync_task_);
+}
+
+void WorkQueue::RequestSyncFor(const QueueConfig& config) {
+  if (config.durability != QueueDurability::kInterval) return;
+  absl::MutexLock lock(&sync_task_mu_);
+  if (config.flush_interval >= sync_every_) return;
+  sync_every_ = config.flush_interval;
+  if (sync_task_ != 0) scope_.StopEvery(sync_task_);
+  sync_task_ = scope_.Every(sync_every_, [this] { SyncWalIfNeeded(); });
+}
+
+void WorkQueue::SyncWalIfNeeded() {
+  if (!unsynced_.exchange(false)) return;
+  if (!store_->SyncWal().ok()) unsynced_.store(true);  // tried again next period
 }
 
 absl::Time WorkQueue::Now() const {
@@ -71,6 +94,7 @@ absl::Status WorkQueue::Recover() {
         q->key_order.emplace_back(k.at, k.key);
       }
       next_queue_id_ = std::max(next_queue_id_, meta.id.value() + 1);
+      RequestSyncFor(meta.config);
       Observe(*q, now);
       queues_.emplace(meta.name, std::move(q));
     }
@@ -180,6 +204,12 @@ WorkQueue::Queue* WorkQueue::FindById(QueueId id) const {
 }
 
 void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done) {
+  // A kInterval queue's changes are answered without an fsync of their own; its creation is.
+  if (const Queue* owner = FindById(write.queue_id);
+      owner != nullptr && !write.create_queue &&
+      owner->meta.config.durability == QueueDurability::kInterval) {
+    write.sync = false;
+  }
   // Records written or deleted stay readable from memory until the store has them.
   Queue* q = write.puts.empty() && write.deletes.empty() ? nullptr : FindById(write.queue_id);
   if (q == nullptr) return log_.Submit(std::move(write), std::move(done));
@@ -228,6 +258,7 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
   write.create_queue = q->meta;
   QueueMeta meta = q->meta;
   queues_.emplace(name, std::move(q));
+  RequestSyncFor(config);
   Commit(std::move(write), [done, meta](absl::Status s) {
     if (!s.ok()) return done(s);
     done(meta);

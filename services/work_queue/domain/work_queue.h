@@ -228,6 +228,10 @@ class WorkQueue {
   absl::StatusOr<Queue*> FindForChange(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   QueueStats StatsOf(const Queue& q, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Observe(const Queue& q, absl::Time now) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Starts the interval fsync for a kInterval queue's flush_interval (nothing for kSync).
+  void RequestSyncFor(const QueueConfig& config);
+  // The interval fsync's periodic work: fsyncs the WAL if an unsynced write came since the last.
+  void SyncWalIfNeeded();
   void ObserveTenants(const Queue& q) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The job `job_id` leased with `token`: NOT_FOUND unknown job, FAILED_PRECONDITION from
@@ -294,10 +298,18 @@ class WorkQueue {
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   RecordPublisher* publisher_ ABSL_GUARDED_BY(mu_) = nullptr;
 
+  // A write that was not fsynced reached the store since the last interval fsync (set on the
+  // log's writer thread). Before log_, which may still write while it goes.
+  std::atomic<bool> unsynced_{false};
   commit::CommitLog<QueueWrite> log_;
   std::atomic<bool> shutting_down_{false};
   runtime::Scope scope_;  // before log_ goes: runs pending lease waits, which may reply through it
   runtime::Scope::PeriodicId scheduler_ = 0;  // 0 when scheduler_interval is 0
+  // The interval fsync: periodic work on scope_ while any queue is kInterval, at the shortest
+  // flush_interval seen (restarted when a shorter one comes).
+  absl::Mutex sync_task_mu_;
+  absl::Duration sync_every_ ABSL_GUARDED_BY(sync_task_mu_) = absl::InfiniteDuration();
+  runtime::Scope::PeriodicId sync_task_ ABSL_GUARDED_BY(sync_task_mu_) = 0;
 };
 
 }  // namespace conduit::work_queue

@@ -197,7 +197,7 @@ absl::StatusOr<LeaseRecord> DecodeLease(uint64_t id, std::string_view in) {
 std::string EncodeQueue(const QueueMeta& q) {
   const QueueConfig& c = q.config;
   std::string out;
-  out.push_back(2);
+  out.push_back(3);
   coding::PutBigEndian64(&out, q.id.value());
   coding::PutLengthPrefixed(&out, q.name);
   PutTime(&out, q.created);
@@ -220,6 +220,9 @@ std::string EncodeQueue(const QueueMeta& q) {
     coding::PutVarint64(&out, static_cast<uint64_t>(weight));
   }
   coding::PutVarint64(&out, static_cast<uint64_t>(c.max_in_flight_per_tenant));
+  // v3:
+  out.push_back(c.durability == QueueDurability::kInterval ? 1 : 0);
+  PutDuration(&out, c.flush_interval);
   return out;
 }
 
@@ -228,7 +231,7 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
   QueueConfig& c = q.config;
   uint8_t version = 0;
   uint64_t id = 0, bits = 0;
-  if (!coding::GetByte(&in, &version) || (version != 1 && version != 2) ||
+  if (!coding::GetByte(&in, &version) || version < 1 || version > 3 ||
       !coding::GetFixed64(&in, &id) || !GetString(&in, &q.name) || !GetTime(&in, &q.created) ||
       !GetDuration(&in, &c.visibility_timeout) || !GetInt(&in, &c.max_attempts) ||
       !GetInt(&in, &c.max_lease_expiries) || !GetDuration(&in, &c.backoff_initial) ||
@@ -252,6 +255,13 @@ absl::StatusOr<QueueMeta> DecodeQueue(std::string_view in) {
     c.tenant_weights[tenant] = weight;
   }
   if (!GetInt(&in, &c.max_in_flight_per_tenant)) return Corrupt("queue");
+  if (version == 2) return q;
+  uint8_t durability = 0;
+  if (!coding::GetByte(&in, &durability) || durability > 1 ||
+      !GetDuration(&in, &c.flush_interval)) {
+    return Corrupt("queue durability");
+  }
+  c.durability = durability == 1 ? QueueDurability::kInterval : QueueDurability::kSync;
   return q;
 }
 

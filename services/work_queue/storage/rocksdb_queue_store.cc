@@ -284,4 +284,6 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
   return ToStatus(db_.db()->Write(options, &batch), "write queue changes");
 }
 
+absl::Status RocksDbQueueStore::SyncWal() { return ToStatus(db_.db()->SyncWAL(), "sync wal"); }
+
 }  // namespace conduit::work_queue

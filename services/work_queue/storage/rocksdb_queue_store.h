@@ -26,6 +26,7 @@ class RocksDbQueueStore final : public QueueStore, public BridgeStore {
       QueueId queue_id, const std::vector<uint64_t>& ids) override;
   absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(QueueId queue_id) override;
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override;
+  absl::Status SyncWal() override;
   absl::Status CheckSpace() const override { return space_.Check(); }
 
   absl::StatusOr<std::vector<BridgeSpec>> LoadBridges() override;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -18,7 +19,8 @@
 
 namespace conduit::work_queue {
 
-// Passes everything to a real store, except that writes fail UNAVAILABLE while `fail` is set.
+// Passes everything to a real store, except that writes fail UNAVAILABLE while `fail` is set;
+// counts fsynced writes and WAL fsyncs.
 class FlakyQueueStore final : public QueueStore {
  public:
   explicit FlakyQueueStore(QueueStore* real) : real_(real) {}
@@ -40,9 +42,16 @@ class FlakyQueueStore final : public QueueStore {
   }
   absl::Status Write(const std::vector<const QueueWrite*>& writes) override {
     if (fail.load()) return absl::UnavailableError("injected write failure");
+    const bool sync = std::any_of(writes.begin(), writes.end(), [](auto* w) { return w->sync; });
+    ++(sync ? synced_writes : unsynced_writes);
     return real_->Write(writes);
   }
+  absl::Status SyncWal() override {
+    ++wal_syncs;
+    return real_->SyncWal();
+  }
   std::atomic<bool> fail{false};
+  std::atomic<int> synced_writes{0}, unsynced_writes{0}, wal_syncs{0};
 
  private:
   QueueStore* const real_;

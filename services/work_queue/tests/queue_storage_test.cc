@@ -42,6 +42,17 @@ TEST(QueueCodec, JobAndQueueRoundTrip) {
   q.config.tenant_weights = {{"gold", 3}, {"silver", 1}};
   q.config.max_in_flight_per_tenant = 8;
   EXPECT_EQ(*codec::DecodeQueue(codec::EncodeQueue(q)), q);
+  // A queue written before durability (version 2, without its last byte and flush interval)
+  // reads as the defaults: sync, 100 ms.
+  std::string v2 = codec::EncodeQueue(q);
+  v2[0] = 2;
+  v2.resize(v2.size() - 4);  // the durability byte and 100,000 us as a 3-byte varint
+  EXPECT_EQ(*codec::DecodeQueue(v2), q);
+  q.config.durability = QueueDurability::kInterval;
+  q.config.flush_interval = absl::Milliseconds(250);
+  EXPECT_EQ(*codec::DecodeQueue(codec::EncodeQueue(q)), q);
+  bytes = codec::EncodeQueue(q);
+  EXPECT_FALSE(codec::DecodeQueue(bytes.substr(0, bytes.size() - 1)).ok());
 }
 
 // Stores written before the counters column family kept the next job id as an 11-byte key
