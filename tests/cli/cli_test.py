@@ -556,7 +556,8 @@ def lease(queue, n):
 
 def test_queues():
     queue = f"cli-queue-{SUFFIX}"
-    r = conduit("queue", "create", queue, "--visibility-timeout", "30s", "--max-attempts", 3)
+    r = conduit("queue", "create", queue, "--visibility-timeout", "30s", "--max-attempts", 3,
+                "--durability", "interval")
     check_eq(r.out, f"created queue {queue}\n", "queue create output", r)
     expect_error(conduit("queue", "create", queue, expect=None), "ALREADY_EXISTS")
     expect_usage(conduit("queue", "create", f"q2-{SUFFIX}", "--visibility-timeout", "long",
@@ -564,8 +565,10 @@ def test_queues():
 
     r = conduit("queue", "list")
     mine = [x for x in as_dicts(table(r.out)) if x["QUEUE"] == queue]
-    check_eq([(x["VISIBILITY"], x["MAX-ATTEMPTS"]) for x in mine], [("30s", "3")],
-             "queue list row", r)
+    check_eq([(x["VISIBILITY"], x["MAX-ATTEMPTS"], x["DURABILITY"]) for x in mine],
+             [("30s", "3", "interval")], "queue list row", r)
+    expect_usage(conduit("queue", "create", f"q3-{SUFFIX}", "--durability", "always",
+                         expect=None), "--durability")
 
     # enqueue from arguments and from stdin.
     r = conduit("queue", "enqueue", queue, "job-a", "job-b")
