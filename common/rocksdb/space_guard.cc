@@ -22,15 +22,15 @@ std::optional<int64_t> SpaceGuard::ReadFreeSpace(const std::string& path) {
 
 absl::Status SpaceGuard::Check() const {
   if (min_free_bytes_ <= 0) return absl::OkStatus();
-  {
-    absl::MutexLock lock(&mu_);
-    if (trusted_until_ && clock_->Monotonic() < *trusted_until_) return absl::OkStatus();
+  if (absl::ToInt64Nanoseconds(clock_->Monotonic()) <
+      trusted_until_ns_.load(std::memory_order_relaxed)) {
+    return absl::OkStatus();
   }
-  const std::optional<int64_t> free = read_(path_);  // outside mu_: a syscall
-  if (!free) return absl::OkStatus();                // RocksDB's own error, if any, will say more
+  const std::optional<int64_t> free = read_(path_);
+  if (!free) return absl::OkStatus();  // RocksDB's own error, if any, will say more
   if (*free >= 2 * min_free_bytes_) {
-    absl::MutexLock lock(&mu_);
-    trusted_until_ = clock_->Monotonic() + kRereadAfter;
+    trusted_until_ns_.store(absl::ToInt64Nanoseconds(clock_->Monotonic() + kRereadAfter),
+                            std::memory_order_relaxed);
     return absl::OkStatus();
   }
   if (*free >= min_free_bytes_) return absl::OkStatus();

@@ -1,13 +1,13 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
 
@@ -52,9 +52,9 @@ class SpaceGuard {
   const int64_t min_free_bytes_;
   const time::Clock* const clock_;
   const FreeSpaceReader read_;
-  mutable absl::Mutex mu_;
-  // Until when (Clock::Monotonic) the last reading is trusted; none yet: never.
-  mutable std::optional<absl::Duration> trusted_until_ ABSL_GUARDED_BY(mu_);
+  // Until when (Clock::Monotonic, in ns) the last reading is trusted; lock-free, as every write
+  // of every thread asks.
+  mutable std::atomic<int64_t> trusted_until_ns_{std::numeric_limits<int64_t>::min()};
 };
 
 }  // namespace conduit::rocksdb_util

@@ -6,7 +6,6 @@
 // Needs root (to mount the tmpfs); skipped with a message otherwise.
 
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -14,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "common/rocksdb/space_guard.h"
 #include "common/testing/temp_dir.h"

@@ -1,13 +1,9 @@
 // SIGKILL a conduit-queue process while workers lease, ack (one by one or with AckBatch) and
 // nack (some into the dead-letter lane), restart it on the same data directory, and check after
-// every cycle that each job is in exactly one place (one worker acks on a Consume stream): an acked
-// job never comes back, no enqueued job is lost, no job is twice in the dead-letter lane, and no
-// job is both dead and live.
+// every cycle that each job is in exactly one place (one worker acks on a Consume stream): an acked job never comes back, no enqueued
+// job is lost, no job is twice in the dead-letter lane, and no job is both dead and live.
 //
 // Cycles: 3 by default; CONDUIT_CRASH_CYCLES=N for more.
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <map>
@@ -15,6 +11,9 @@
 #include <random>
 #include <set>
 #include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include "common/testing/temp_dir.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
@@ -31,10 +30,10 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d = absl::Seconds(
 
 struct Model {
   std::mutex mu;
-  std::set<uint64_t> enqueued;  // acknowledged by Enqueue
-  std::set<uint64_t> ack_sent;  // an Ack was sent (it may have landed without a reply)
-  std::set<uint64_t> acked;     // Ack replied OK: must never come back
-  size_t acked_on_stream = 0;   // of those, answered OK on a Consume stream
+  std::set<uint64_t> enqueued;       // acknowledged by Enqueue
+  std::set<uint64_t> ack_sent;       // an Ack was sent (it may have landed without a reply)
+  std::set<uint64_t> acked;          // Ack replied OK: must never come back
+  size_t acked_on_stream = 0;        // of those, answered OK on a Consume stream
 };
 
 // A worker on a Consume stream (5 credits, one more per ack) until the stream breaks: each ack

@@ -1,11 +1,12 @@
 // The work queue over real gRPC on 127.0.0.1, as a worker sees it.
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
-
 #include <map>
 #include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <prometheus/text_serializer.h>
 
 #include "absl/time/clock.h"
 #include "common/grpc/server_runner.h"
@@ -56,8 +57,7 @@ class QueueServerTest : public ::testing::Test {
     request.set_max_jobs(max_jobs);
     request.mutable_max_wait()->set_seconds(absl::ToInt64Seconds(wait));
     qpb::LeaseResponse response;
-    EXPECT_TRUE(
-        Call(&qpb::WorkQueue::Stub::Lease, request, &response, wait + absl::Seconds(10)).ok());
+    EXPECT_TRUE(Call(&qpb::WorkQueue::Stub::Lease, request, &response, wait + absl::Seconds(10)).ok());
     return response;
   }
 
@@ -157,8 +157,7 @@ TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
 
   const std::string text = prometheus::TextSerializer().Serialize(registry_->Collect());
   EXPECT_THAT(text, ::testing::HasSubstr("conduit_queue_jobs{queue=\"emails\",state=\"dead\"} 1"));
-  EXPECT_THAT(text,
-              ::testing::HasSubstr("conduit_queue_oldest_dead_age_seconds{queue=\"emails\"}"));
+  EXPECT_THAT(text, ::testing::HasSubstr("conduit_queue_oldest_dead_age_seconds{queue=\"emails\"}"));
 }
 
 TEST_F(QueueServerTest, AckBatchSettlesEachJobOnItsOwn) {

@@ -28,34 +28,35 @@ std::string Age(const google::protobuf::Duration& d) {
 
 void AddQueueCreate(CLI::App* queue, const Globals& g, Action* run,
                     std::shared_ptr<std::string> name) {
-  auto visibility = std::make_shared<std::string>();
-  auto attempts = std::make_shared<int>(0);
-  auto durability = std::make_shared<std::string>();
-  auto* cmd =
-      Command(queue, "create", "create a queue", run, [&g, name, visibility, attempts, durability] {
-        return [&g, name, visibility, attempts, durability] {
-          qpb::CreateQueueRequest req;
-          req.set_name(*name);
-          if (!visibility->empty()) {
-            absl::Duration d;
-            if (!ParseDuration(*visibility, &d)) return UsageError("bad --visibility-timeout");
-            grpc_util::SetDuration(d, req.mutable_config()->mutable_visibility_timeout());
-          }
-          if (*attempts > 0) req.mutable_config()->set_max_attempts(*attempts);
-          if (*durability == "sync")
-            req.mutable_config()->set_durability(qpb::QUEUE_DURABILITY_SYNC);
-          if (*durability == "interval") {
-            req.mutable_config()->set_durability(qpb::QUEUE_DURABILITY_INTERVAL);
-          }
-          return Call<qpb::CreateQueueRequest, qpb::CreateQueueResponse>(
-              g, &Stub::CreateQueue, req,
-              [&](const auto&) { std::printf("created queue %s\n", name->c_str()); });
-        };
-      });
+  struct Options {
+    std::string visibility, durability;
+    int attempts = 0;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = Command(queue, "create", "create a queue", run, [&g, name, o] {
+    return [&g, name, o] {
+      qpb::CreateQueueRequest req;
+      req.set_name(*name);
+      if (!o->visibility.empty()) {
+        absl::Duration d;
+        if (!ParseDuration(o->visibility, &d)) return UsageError("bad --visibility-timeout");
+        grpc_util::SetDuration(d, req.mutable_config()->mutable_visibility_timeout());
+      }
+      if (o->attempts > 0) req.mutable_config()->set_max_attempts(o->attempts);
+      if (!o->durability.empty()) {
+        req.mutable_config()->set_durability(o->durability == "interval"
+                                                 ? qpb::QUEUE_DURABILITY_INTERVAL
+                                                 : qpb::QUEUE_DURABILITY_SYNC);
+      }
+      return Call<qpb::CreateQueueRequest, qpb::CreateQueueResponse>(
+          g, &Stub::CreateQueue, req,
+          [&](const auto&) { std::printf("created queue %s\n", name->c_str()); });
+    };
+  });
   cmd->add_option("name", *name, "queue name")->required();
-  cmd->add_option("--visibility-timeout", *visibility, "lease length, e.g. 30s");
-  cmd->add_option("--max-attempts", *attempts, "failed attempts before the dead-letter lane");
-  cmd->add_option("--durability", *durability,
+  cmd->add_option("--visibility-timeout", o->visibility, "lease length, e.g. 30s");
+  cmd->add_option("--max-attempts", o->attempts, "failed attempts before the dead-letter lane");
+  cmd->add_option("--durability", o->durability,
                   "sync (each change fsynced before its answer) | interval (WAL fsynced every "
                   "100 ms)")
       ->check(CLI::IsMember({"sync", "interval"}));
@@ -81,25 +82,22 @@ void AddQueueList(CLI::App* queue, const Globals& g, Action* run) {
 
 void AddQueueStats(CLI::App* queue, const Globals& g, Action* run,
                    std::shared_ptr<std::string> name) {
-  Command(queue, "stats", "depth, ages and rates", run,
-          [&g, name] {
-            return [&g, name] {
-              qpb::GetQueueStatsRequest req;
-              req.set_queue(*name);
-              return Call<qpb::GetQueueStatsRequest, qpb::GetQueueStatsResponse>(
-                  g, &Stub::GetQueueStats, req, [](const qpb::GetQueueStatsResponse& s) {
-                    Table t({"READY", "DELAYED", "LEASED", "DEAD", "OLDEST-READY", "OLDEST-DEAD",
-                             "ENQUEUE/S", "ACK/S"});
-                    t.Add({std::to_string(s.ready()), std::to_string(s.delayed()),
-                           std::to_string(s.leased()), std::to_string(s.dead()),
-                           Age(s.oldest_ready_age()), Age(s.oldest_dead_age()),
-                           absl::StrCat(s.enqueue_rate()), absl::StrCat(s.ack_rate())});
-                    t.Print();
-                  });
-            };
-          })
-      ->add_option("name", *name, "queue name")
-      ->required();
+  Command(queue, "stats", "depth, ages and rates", run, [&g, name] {
+    return [&g, name] {
+      qpb::GetQueueStatsRequest req;
+      req.set_queue(*name);
+      return Call<qpb::GetQueueStatsRequest, qpb::GetQueueStatsResponse>(
+          g, &Stub::GetQueueStats, req, [](const qpb::GetQueueStatsResponse& s) {
+            Table t({"READY", "DELAYED", "LEASED", "DEAD", "OLDEST-READY", "OLDEST-DEAD",
+                     "ENQUEUE/S", "ACK/S"});
+            t.Add({std::to_string(s.ready()), std::to_string(s.delayed()),
+                   std::to_string(s.leased()), std::to_string(s.dead()),
+                   Age(s.oldest_ready_age()), Age(s.oldest_dead_age()),
+                   absl::StrCat(s.enqueue_rate()), absl::StrCat(s.ack_rate())});
+            t.Print();
+          });
+    };
+  })->add_option("name", *name, "queue name")->required();
 }
 
 struct EnqueueFlags {
@@ -173,18 +171,17 @@ int Enqueue(const Globals& g, const std::string& queue, const EnqueueFlags& f) {
   return Fail(grpc::Status(
       status.error_code(),
       absl::StrCat("enqueued the first ", done, " ", what, "; ", what, " ", done + 1, "..",
-                   done + batch.jobs_size(),
-                   " failed and nothing after them was sent: ", status.error_message())));
+                   done + batch.jobs_size(), " failed and nothing after them was sent: ",
+                   status.error_message())));
 }
 
 void AddQueueEnqueue(CLI::App* queue, const Globals& g, Action* run,
                      std::shared_ptr<std::string> name) {
   auto f = std::make_shared<EnqueueFlags>();
-  auto* cmd =
-      Command(queue, "enqueue",
-              "enqueue jobs: the arguments, or each line of stdin (or --file), sent in "
-              "batches in input order",
-              run, [&g, name, f] { return [&g, name, f] { return Enqueue(g, *name, *f); }; });
+  auto* cmd = Command(queue, "enqueue",
+                      "enqueue jobs: the arguments, or each line of stdin (or --file), sent in "
+                      "batches in input order",
+                      run, [&g, name, f] { return [&g, name, f] { return Enqueue(g, *name, *f); }; });
   cmd->add_option("name", *name, "queue name")->required();
   auto* payloads = cmd->add_option("payload", f->payloads, "job payloads");
   cmd->add_option("--file,-f", f->file, "read payloads from this file, one per line")
@@ -245,9 +242,9 @@ int Ack(const Globals& g, const std::string& queue, const std::vector<AckPair>& 
     if (auto s = stub.AckBatch(g.Context().get(), req, &resp); !s.ok()) {
       if (first == 0) return Fail(s);
       return Fail(grpc::Status(
-          s.error_code(),
-          absl::StrCat("the AckBatch of jobs ", first + 1, "..", end, " (of ", jobs.size(),
-                       ") failed; none after it was sent: ", s.error_message())));
+          s.error_code(), absl::StrCat("the AckBatch of jobs ", first + 1, "..", end, " (of ",
+                                       jobs.size(), ") failed; none after it was sent: ",
+                                       s.error_message())));
     }
     for (const auto& r : resp.results()) {
       if (r.code() == 0) {
@@ -289,19 +286,19 @@ std::string AckPairs(uint64_t job, const std::string& token, const std::vector<s
 void AddQueueAck(CLI::App* queue, const Globals& g, Action* run, std::shared_ptr<std::string> name,
                  std::shared_ptr<uint64_t> job, std::shared_ptr<std::string> token) {
   auto more = std::make_shared<std::vector<std::string>>();
-  auto* ack =
-      Command(queue, "ack",
-              "acknowledge leased jobs (done): JOB TOKEN, or several JOB TOKEN pairs "
-              "acked together (AckBatch)",
-              run, [&g, name, job, token, more] {
-                return [&g, name, job, token, more] {
-                  std::vector<AckPair> jobs;
-                  if (std::string err = AckPairs(*job, *token, *more, &jobs); !err.empty()) {
-                    return UsageError(err);
-                  }
-                  return Ack(g, *name, jobs);
-                };
-              });
+  auto* ack = Command(queue, "ack",
+                      "acknowledge leased jobs (done): JOB TOKEN, or several JOB TOKEN pairs "
+                      "acked together (AckBatch)",
+                      run, [&g, name, job, token, more] {
+                        return [&g, name, job, token, more] {
+                          std::vector<AckPair> jobs;
+                          if (std::string err = AckPairs(*job, *token, *more, &jobs);
+                              !err.empty()) {
+                            return UsageError(err);
+                          }
+                          return Ack(g, *name, jobs);
+                        };
+                      });
   ack->add_option("name", *name, "queue name")->required();
   ack->add_option("job", *job, "job id")->required();
   ack->add_option("token", *token, "lease token")->required();

@@ -204,15 +204,16 @@ WorkQueue::Queue* WorkQueue::FindById(QueueId id) const {
 }
 
 void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done) {
+  Queue* q = FindById(write.queue_id);
   // A kInterval queue's changes are answered without an fsync of their own; its creation is.
-  if (const Queue* owner = FindById(write.queue_id);
-      owner != nullptr && !write.create_queue &&
-      owner->meta.config.durability == QueueDurability::kInterval) {
+  if (q != nullptr && !write.create_queue &&
+      q->meta.config.durability == QueueDurability::kInterval) {
     write.sync = false;
   }
   // Records written or deleted stay readable from memory until the store has them.
-  Queue* q = write.puts.empty() && write.deletes.empty() ? nullptr : FindById(write.queue_id);
-  if (q == nullptr) return log_.Submit(std::move(write), std::move(done));
+  if (q == nullptr || (write.puts.empty() && write.deletes.empty())) {
+    return log_.Submit(std::move(write), std::move(done));
+  }
   const uint64_t seq = ++commit_seq_;
   std::vector<uint64_t> ids;
   for (const Job& job : write.puts) {

@@ -1,13 +1,14 @@
 // The work queue's rules — enqueue, leases, retries, fairness, backpressure, restart — on the
 // real RocksDB store with a fake clock.
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <map>
 #include <set>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include "absl/synchronization/notification.h"
+
 #include "services/work_queue/domain/queue_rules.h"
 #include "services/work_queue/tests/queue_fixture.h"
 
@@ -31,6 +32,7 @@ TEST_F(WorkQueueTest, EnqueueLeaseAckMovesAJobThroughItsStates) {
   EXPECT_EQ(Ack(job).code(), absl::StatusCode::kNotFound) << "acked jobs are gone";
   EXPECT_EQ(Stats().ready, 1);
 }
+
 
 TEST_F(WorkQueueTest, ExpiredLeaseReturnsTheJobAfterBackoffAndTheOldTokenIsStale) {
   QueueConfigPatch config;
@@ -67,6 +69,7 @@ TEST_F(WorkQueueTest, ExpiredLeaseReturnsTheJobAfterBackoffAndTheOldTokenIsStale
   EXPECT_TRUE(Ack(second).ok());
 }
 
+
 TEST_F(WorkQueueTest, BackoffGrowsExponentiallyWithFullJitterUpToTheCap) {
   QueueConfig config;
   config.backoff_initial = absl::Seconds(1);
@@ -90,6 +93,7 @@ TEST_F(WorkQueueTest, BackoffGrowsExponentiallyWithFullJitterUpToTheCap) {
   EXPECT_GT(hi, absl::Seconds(14)) << "and near the cap";
 }
 
+
 TEST_F(WorkQueueTest, IdempotencyKeyWithinTheWindowReturnsTheSameJob) {
   QueueConfigPatch config;
   config.idempotency_window = absl::Minutes(10);
@@ -110,6 +114,7 @@ TEST_F(WorkQueueTest, IdempotencyKeyWithinTheWindowReturnsTheSameJob) {
   EXPECT_EQ(Stats().ready, 2);
 }
 
+
 TEST_F(WorkQueueTest, TenantsAreServedRoundRobin) {
   Create("q");
   std::vector<NewJob> a;
@@ -125,6 +130,7 @@ TEST_F(WorkQueueTest, TenantsAreServedRoundRobin) {
   }
   EXPECT_EQ(small, 10) << "the small tenant's ten jobs come within the first 20 leases";
 }
+
 
 TEST_F(WorkQueueTest, PriorityDelayAndBackpressure) {
   QueueConfigPatch config;
@@ -146,10 +152,12 @@ TEST_F(WorkQueueTest, PriorityDelayAndBackpressure) {
   EXPECT_EQ((*third)[0].payload, "later");
 }
 
+
 TEST_F(WorkQueueTest, BadInputGetsAClearStatus) {
-  EXPECT_EQ(
-      Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue("bad name", {}, cb); }).status().code(),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue("bad name", {}, cb); })
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
   QueueConfigPatch bad;
   bad.max_attempts = 0;
   EXPECT_EQ(Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue("q", bad, cb); }).status().code(),
@@ -166,6 +174,7 @@ TEST_F(WorkQueueTest, BadInputGetsAClearStatus) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Stats().ready, 0);
 }
+
 
 TEST_F(WorkQueueTest, StateSurvivesRestartExactly) {
   Create("q");
@@ -187,6 +196,7 @@ TEST_F(WorkQueueTest, StateSurvivesRestartExactly) {
   EXPECT_EQ(Stats().ready, 1);
 }
 
+
 class TenantRecorder : public QueueObserver {
  public:
   void OnTenantDepth(const std::string& queue, const std::vector<TenantDepth>& tenants) override {
@@ -194,6 +204,7 @@ class TenantRecorder : public QueueObserver {
   }
   std::vector<TenantDepth> last;
 };
+
 
 TEST(WorkQueueMetrics, TenantDepthIsBoundedToTheBusiestTenants) {
   conduit::testing::TempDir dir;
@@ -219,6 +230,7 @@ TEST(WorkQueueMetrics, TenantDepthIsBoundedToTheBusiestTenants) {
   EXPECT_EQ(recorder.last.back().ready, 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9 + 10);
 }
 
+
 TEST_F(WorkQueueTest, JobIdsAreNeverReusedAfterRestart) {
   Create("q");
   NewJob j = JobFor("a");
@@ -232,6 +244,7 @@ TEST_F(WorkQueueTest, JobIdsAreNeverReusedAfterRestart) {
   EXPECT_TRUE(again.duplicate);
   EXPECT_EQ(again.id, first.id) << "the key still names the first (done) job, not a new one";
 }
+
 
 TEST_F(WorkQueueTest, WeightsAndInFlightLimitsShapeTheRoundRobin) {
   QueueConfigPatch config;
@@ -249,6 +262,7 @@ TEST_F(WorkQueueTest, WeightsAndInFlightLimitsShapeTheRoundRobin) {
   EXPECT_EQ(Lease("q")->size(), 0u) << "both tenants are at their in-flight limit";
 }
 
+
 TEST_F(WorkQueueTest, OldestReadyAgeLimitsEnqueueAndRatesAreReported) {
   QueueConfigPatch config;
   config.max_ready_age = absl::Minutes(1);
@@ -265,6 +279,7 @@ TEST_F(WorkQueueTest, OldestReadyAgeLimitsEnqueueAndRatesAreReported) {
   EXPECT_EQ(Stats().enqueue_rate, 0) << "enqueues were over a minute ago";
   EXPECT_TRUE(Enqueue("q", {JobFor("c")}).ok()) << "caught up";
 }
+
 
 TEST_F(WorkQueueTest, AfterAStorageFailureNothingChangesUntilRestart) {
   Create("q");
@@ -328,81 +343,6 @@ TEST_F(WorkQueueTest, ALeaseLongPollEndsWhenItsWaitHasPassedOnTheClock) {
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->size(), 1u);
   EXPECT_EQ((*result)[0].payload, "wake");
-}
-
-// Waits (real time, bounded) for work the fake clock set off on the runtime's threads.
-bool Eventually(const std::function<bool()>& done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
-
-TEST_F(WorkQueueTest, AnIntervalQueueAnswersWithoutAnFsyncAndSyncsTheWalEachFlushInterval) {
-  QueueConfigPatch interval;
-  interval.durability = QueueDurability::kInterval;
-  interval.flush_interval = absl::Milliseconds(200);
-  Create("q", interval);
-  const int synced = flaky_->synced_writes.load();
-  EXPECT_EQ(synced, 1) << "the queue's creation is fsynced";
-  auto jobs = Enqueue("q", {JobFor("a"), JobFor("b")});
-  ASSERT_TRUE(jobs.ok()) << jobs.status();
-  auto leased = Lease("q", 2);
-  ASSERT_TRUE(leased.ok() && leased->size() == 2);
-  ASSERT_TRUE(Ack((*leased)[0]).ok());
-  ASSERT_TRUE(Nack((*leased)[1], "later").ok());
-  EXPECT_EQ(flaky_->synced_writes.load(), synced) << "no change was fsynced on its own";
-  EXPECT_GE(flaky_->unsynced_writes.load(), 3);  // enqueue, ack, nack (and the lease)
-  EXPECT_EQ(flaky_->wal_syncs.load(), 0) << "not before the interval is over";
-
-  clock_.Advance(absl::Milliseconds(200));
-  EXPECT_TRUE(Eventually([&] { return flaky_->wal_syncs.load() == 1; }));
-  // Nothing written since: the next period has nothing to sync.
-  clock_.Advance(absl::Milliseconds(200));
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(flaky_->wal_syncs.load(), 1);
-
-  // The durability is the queue's, kept across a restart, and so is the interval fsync.
-  Reopen();
-  EXPECT_EQ(queue_->ListQueues().at(0).config.durability, QueueDurability::kInterval);
-  EXPECT_EQ(queue_->ListQueues().at(0).config.flush_interval, absl::Milliseconds(200));
-  const int synced_at_start = flaky_->synced_writes.load();
-  ASSERT_TRUE(Enqueue("q", {JobFor("c")}).ok());
-  EXPECT_EQ(flaky_->synced_writes.load(), synced_at_start);
-  clock_.Advance(absl::Milliseconds(200));
-  EXPECT_TRUE(Eventually([&] { return flaky_->wal_syncs.load() == 1; }));
-  const QueueStats stats = Stats();
-  EXPECT_EQ(stats.ready + stats.delayed, 2);  // b (nacked: after its backoff) and c
-}
-
-TEST_F(WorkQueueTest, ASyncQueueFsyncsEveryChangeAndHasNoIntervalFsync) {
-  Create("q");
-  auto jobs = Enqueue("q", {JobFor("a")});
-  ASSERT_TRUE(jobs.ok());
-  auto leased = Lease("q");
-  ASSERT_TRUE(leased.ok() && leased->size() == 1);
-  ASSERT_TRUE(Ack((*leased)[0]).ok());
-  EXPECT_EQ(flaky_->synced_writes.load(), 3);  // creation, enqueue, ack (the lease is not)
-  clock_.Advance(absl::Seconds(5));
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(flaky_->wal_syncs.load(), 0);
-}
-
-TEST_F(WorkQueueTest, DurabilityAndFlushIntervalAreChecked) {
-  QueueConfigPatch bad;
-  bad.durability = static_cast<QueueDurability>(7);
-  auto refused = Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue("q", bad, cb); });
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  for (absl::Duration d : {absl::ZeroDuration(), absl::Minutes(2)}) {
-    QueueConfigPatch patch;
-    patch.flush_interval = d;
-    refused = Wait<QueueMeta>([&](auto cb) { queue_->CreateQueue("q", patch, cb); });
-    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << d;
-    EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("flush_interval"));
-  }
-  EXPECT_TRUE(queue_->ListQueues().empty());
 }
 
 }  // namespace
