@@ -14,10 +14,10 @@ namespace conduit::work_queue {
 using rocksdb_util::ToStatus;
 
 absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(
-    const std::string& path) {
+    const std::string& path, const RocksDbQueueStoreOptions& options) {
   std::vector<std::string> cfs(keys::kColumnFamilies.begin(), keys::kColumnFamilies.end());
   auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
-                               rocksdb_util::DefaultCfOptions(), cfs);
+                               rocksdb_util::DefaultCfOptions(), cfs, options.file_system);
   if (!db.ok()) return db.status();
   std::unique_ptr<RocksDbQueueStore> store(new RocksDbQueueStore(*std::move(db), path));
   CONDUIT_RETURN_IF_ERROR(store->MoveLegacyNextJobId());

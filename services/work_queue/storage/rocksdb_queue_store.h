@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 
+#include <rocksdb/file_system.h>
+
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/rocksdb/space_guard.h"
 #include "services/work_queue/domain/bridge.h"
@@ -11,11 +13,19 @@
 
 namespace conduit::work_queue {
 
+// How RocksDbQueueStore::Open reaches the disk.
+struct RocksDbQueueStoreOptions {
+  // The file system under the database; null is RocksDB's default, the local disk. Tests pass
+  // a conduit::testing::PowerLossFileSystem to lose what was not synced.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+};
+
 // QueueStore on one RocksDB instance with column families queues, jobs, job_index, leases,
 // idempotency, audit, counters and bridges (storage/key_schema.h). Thread-safe.
 class RocksDbQueueStore final : public QueueStore, public BridgeStore {
  public:
-  static absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> Open(
+      const std::string& path, const RocksDbQueueStoreOptions& options = {});
 
   absl::StatusOr<std::vector<QueueMeta>> LoadQueues() override;
   absl::StatusOr<uint64_t> LoadNextJobId() override;

@@ -5,23 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include "absl/time/clock.h"
 #include "services/work_queue/tests/queue_fixture.h"
 
 namespace conduit::work_queue {
 namespace {
-
-// Waits (real time, bounded) for work the fake clock set off on the runtime's threads.
-bool Eventually(const std::function<bool()>& done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
 
 TEST_F(WorkQueueTest, AnIntervalQueueAnswersWithoutAnFsyncAndSyncsTheWalEachFlushInterval) {
   QueueConfigPatch interval;

@@ -10,9 +10,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/testing/temp_dir.h"
 #include "services/work_queue/domain/work_queue.h"
 #include "services/work_queue/storage/rocksdb_queue_store.h"
@@ -69,6 +71,16 @@ absl::StatusOr<T> Wait(const std::function<void(Callback<T>)>& call) {
   return result;
 }
 
+// Waits (real time, bounded) for work the fake clock set off on the runtime's threads.
+inline bool Eventually(const std::function<bool()>& done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 inline NewJob JobFor(std::string payload, std::string tenant = "", int32_t priority = 0) {
   NewJob j;
   j.payload = std::move(payload);
@@ -79,12 +91,15 @@ inline NewJob JobFor(std::string payload, std::string tenant = "", int32_t prior
 
 class WorkQueueTest : public ::testing::Test {
  protected:
-  WorkQueueTest() { Reopen(); }
+  explicit WorkQueueTest(RocksDbQueueStoreOptions store_options = {})
+      : store_options_(std::move(store_options)) {
+    Reopen();
+  }
 
   void Reopen() {
     queue_.reset();
     store_.reset();
-    store_ = *RocksDbQueueStore::Open(dir_.path());
+    store_ = *RocksDbQueueStore::Open(dir_.path(), store_options_);
     flaky_ = std::make_unique<FlakyQueueStore>(store_.get());
     WorkQueueOptions options;
     options.scheduler_interval = absl::ZeroDuration();
@@ -115,6 +130,7 @@ class WorkQueueTest : public ::testing::Test {
   }
   QueueStats Stats() { return *queue_->Stats("q"); }
 
+  const RocksDbQueueStoreOptions store_options_;
   conduit::testing::TempDir dir_;
   time::FakeClock clock_;
   runtime::Runtime runtime_{&clock_};
