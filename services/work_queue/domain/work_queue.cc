@@ -40,7 +40,7 @@ WorkQueue::WorkQueue(QueueStore* store, runtime::Runtime* runtime, WorkQueueOpti
             absl::Status s = store->Write(writes);
             if (s.ok() && std::none_of(writes.begin(), writes.end(),
                                        [](const QueueWrite* w) { return w->sync; })) {
-              unsynced_.store(true);
+              unsynced_.Mark();
             }
             return s;
           },
@@ -60,12 +60,7 @@ void WorkQueue::RequestSyncFor(const QueueConfig& config) {
   if (config.flush_interval >= sync_every_) return;
   sync_every_ = config.flush_interval;
   if (sync_task_ != 0) scope_.StopEvery(sync_task_);
-  sync_task_ = scope_.Every(sync_every_, [this] { SyncWalIfNeeded(); });
-}
-
-void WorkQueue::SyncWalIfNeeded() {
-  if (!unsynced_.exchange(false)) return;
-  if (!store_->SyncWal().ok()) unsynced_.store(true);  // tried again next period
+  sync_task_ = scope_.Every(sync_every_, [this] { unsynced_.SyncIfNeeded(); });
 }
 
 absl::Time WorkQueue::Now() const {

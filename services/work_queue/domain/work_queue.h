@@ -230,8 +230,6 @@ class WorkQueue {
   void Observe(const Queue& q, absl::Time now) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Starts the interval fsync for a kInterval queue's flush_interval (nothing for kSync).
   void RequestSyncFor(const QueueConfig& config);
-  // The interval fsync's periodic work: fsyncs the WAL if an unsynced write came since the last.
-  void SyncWalIfNeeded();
   void ObserveTenants(const Queue& q) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Count(const Queue& q, QueueEvent event, int64_t n) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The job `job_id` leased with `token`: NOT_FOUND unknown job, FAILED_PRECONDITION from
@@ -298,9 +296,26 @@ class WorkQueue {
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   RecordPublisher* publisher_ ABSL_GUARDED_BY(mu_) = nullptr;
 
-  // A write that was not fsynced reached the store since the last interval fsync (set on the
-  // log's writer thread). Before log_, which may still write while it goes.
-  std::atomic<bool> unsynced_{false};
+  // Whether a write that was not fsynced reached the store since the last interval fsync (marked
+  // on the log's writer thread). Declared before log_, so it goes after it: its destructor fsyncs
+  // what the log wrote since the last interval fsync (the log writes what is queued as it goes),
+  // and a clean stop leaves nothing only in the OS.
+  class UnsyncedWrites {
+   public:
+    explicit UnsyncedWrites(QueueStore* store) : store_(store) {}
+    ~UnsyncedWrites() { SyncIfNeeded(); }
+    void Mark() { unsynced_.store(true); }
+    // Fsyncs the WAL if a write was marked since the last call; a failed fsync stays marked.
+    void SyncIfNeeded() {
+      if (!unsynced_.exchange(false)) return;
+      if (!store_->SyncWal().ok()) unsynced_.store(true);
+    }
+
+   private:
+    QueueStore* const store_;
+    std::atomic<bool> unsynced_{false};
+  };
+  UnsyncedWrites unsynced_{store_};
   commit::CommitLog<QueueWrite> log_;
   std::atomic<bool> shutting_down_{false};
   runtime::Scope scope_;  // before log_ goes: runs pending lease waits, which may reply through it

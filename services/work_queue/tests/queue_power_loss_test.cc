@@ -43,6 +43,10 @@ class QueuePowerLoss : private PowerLossDisk,
   // unsynced tail (a torn WAL record), and the queue restarts.
   void PowerFailure() {
     fs->Crash();
+    PowerLossAfterShutdown();
+  }
+  // The queue and store shut down cleanly, then the power goes, and the queue restarts.
+  void PowerLossAfterShutdown() {
     queue_.reset();
     flaky_.reset();
     store_.reset();
@@ -116,6 +120,21 @@ TEST_P(QueuePowerLoss, AnIntervalQueueKeepsWhatItsIntervalFsyncCoveredAndLosesTh
   EXPECT_THAT(ReadyPayloads(), ElementsAreArray(Names(1, 10)))
       << "the queue is as the interval fsync left it: j00's ack and j01..j09 kept; j10..j19 and "
          "j01's ack (after the fsync) lost";
+}
+
+TEST_P(QueuePowerLoss, AnIntervalQueueFsyncsItsLastChangesAtACleanShutdown) {
+  QueueConfigPatch interval;
+  interval.durability = QueueDurability::kInterval;
+  interval.flush_interval = absl::Seconds(10);
+  Create("q", interval);
+  EnqueueNames(0, 10);
+  LeaseAndAck(1);  // j00
+  ASSERT_EQ(flaky_->wal_syncs.load(), 0) << "no interval has passed";
+
+  PowerLossAfterShutdown();
+
+  EXPECT_THAT(ReadyPayloads(), ElementsAreArray(Names(1, 10)))
+      << "a stopped server has nothing unsynced: a power loss afterwards loses nothing";
 }
 
 // 0: the unsynced WAL tail is lost whole; 100: part of it reached the disk (a torn record).
