@@ -1,5 +1,6 @@
 #include "services/security/cluster/etcd_acl_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +14,12 @@ absl::StatusOr<std::unique_ptr<EtcdAclStore>> EtcdAclStore::Connect(const etcd::
   options.credentials = flags.credentials;
   auto client = etcd::Client::Connect(flags.endpoints, options);
   if (!client.ok()) return client.status();
-  return std::unique_ptr<EtcdAclStore>(
-      new EtcdAclStore(*std::move(client), absl::StrCat("/conduit/", flags.cluster, "/acls/")));
+  options.request_timeout = std::min(options.request_timeout, kPollTimeout);
+  auto poll_client = etcd::Client::Connect(flags.endpoints, options);
+  if (!poll_client.ok()) return poll_client.status();
+  return std::unique_ptr<EtcdAclStore>(new EtcdAclStore(*std::move(client), *std::move(poll_client),
+                                                       absl::StrCat("/conduit/", flags.cluster,
+                                                                    "/acls/")));
 }
 
 EtcdAclStore::~EtcdAclStore() { Stop(); }
@@ -63,7 +68,7 @@ absl::Status EtcdAclStore::WriteAcls(const std::vector<security::AclEntry>& add,
 absl::Status EtcdAclStore::Follow(std::function<void()> changed) {
   absl::MutexLock lock(&mu_);
   changed_ = std::move(changed);
-  return Watch();
+  return Watch(*client_);
 }
 
 void EtcdAclStore::Poll() {
@@ -81,12 +86,12 @@ void EtcdAclStore::Poll() {
   }
   old.reset();  // outside mu_: its handlers take no lock, but Cancel waits for them
   absl::MutexLock lock(&mu_);
-  if (!Watch().ok()) return;  // still broken: the next Poll tries again
+  if (!Watch(*poll_client_).ok()) return;  // still broken: the next Poll tries again
   if (changed) changed();     // changes may have been missed while it was broken
 }
 
-absl::Status EtcdAclStore::Watch() {
-  auto now = client_->GetPrefix(prefix_);
+absl::Status EtcdAclStore::Watch(etcd::Client& client) {
+  auto now = client.GetPrefix(prefix_);
   if (!now.ok()) {
     broken_ = true;
     return now.status();
@@ -99,7 +104,7 @@ absl::Status EtcdAclStore::Watch() {
   std::atomic<bool>* broken = &broken_;
   handlers.on_compacted = [broken](int64_t) { *broken = true; };
   handlers.on_ended = [broken](absl::Status) { *broken = true; };
-  auto watch = client_->WatchPrefix(prefix_, now->revision + 1, std::move(handlers));
+  auto watch = client.WatchPrefix(prefix_, now->revision + 1, std::move(handlers));
   if (!watch.ok()) {
     broken_ = true;
     return watch.status();

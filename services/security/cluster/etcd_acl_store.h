@@ -39,12 +39,20 @@ class EtcdAclStore final : public AclStore {
   void Stop();
 
  private:
-  EtcdAclStore(std::unique_ptr<etcd::Client> client, std::string prefix)
-      : client_(std::move(client)), prefix_(std::move(prefix)) {}
-  // Watches from the current revision + 1, replacing the previous watch.
-  absl::Status Watch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Bound on each of Poll's calls to etcd: Stop waits for a Poll in progress, and an etcd that
+  // went away must not hold up a server's exit for a whole request timeout.
+  static constexpr absl::Duration kPollTimeout = absl::Seconds(1);
+
+  EtcdAclStore(std::unique_ptr<etcd::Client> client, std::unique_ptr<etcd::Client> poll_client,
+               std::string prefix)
+      : client_(std::move(client)),
+        poll_client_(std::move(poll_client)),
+        prefix_(std::move(prefix)) {}
+  // Watches from the current revision + 1 through `client`, replacing the previous watch.
+  absl::Status Watch(etcd::Client& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<etcd::Client> client_;
+  const std::unique_ptr<etcd::Client> poll_client_;  // requests bounded by kPollTimeout
   const std::string prefix_;
   absl::Mutex mu_;
   std::function<void()> changed_ ABSL_GUARDED_BY(mu_);
