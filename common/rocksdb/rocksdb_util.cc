@@ -71,6 +71,12 @@ rocksdb::ColumnFamilyOptions DefaultCfOptions() {
   rocksdb::ColumnFamilyOptions options;
   options.OptimizeLevelStyleCompaction(64 << 20);
   options.write_buffer_size = 32 << 20;
+  // One compression at every level. OptimizeLevelStyleCompaction leaves L0 and L1 uncompressed,
+  // and RocksDB moves a file down a level without rewriting it only when the compression stays
+  // the same: records and jobs arrive in key order, so their files never overlap and every
+  // compaction below L0 could be such a move, but the change at L2 made each flushed byte be
+  // read back and rewritten once more (a fifth of the broker's CPU under produce).
+  options.compression_per_level.clear();
   options.compression = rocksdb::kLZ4Compression;
   static std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(128 << 20);
   rocksdb::BlockBasedTableOptions table;
