@@ -5,6 +5,10 @@
 // 144k-173k rec/s on the callback API against 90k-116k on the synchronous one, whose Write
 // returns only after each message's write completed; cycle-stream-1 15k-19k jobs/s on the
 // callback API against 25k-26k synchronous, cycle-stream-8 19k-23k against 16k-20k.
+// append-stream-1 keeps at most 1024 messages unanswered (the server's window) and writes 99 of
+// every 100 with gRPC's buffer hint, so they leave in one sendmsg (as the Redis peer writes 100
+// pipelined XADDs at once): 155k-214k rec/s at p50 3.5-5 ms, against 95k-117k at p50 5 ms with
+// the window and no hint, and 129k-178k at p50 7-35 ms with neither (4 runs each, interval).
 
 #include <condition_variable>
 #include <deque>
@@ -66,7 +70,12 @@ class AppendStreamReactor final
   }
 
   void OnWriteDone(bool ok) override {
-    if (ok) WriteNext();
+    if (!ok) return;
+    {
+      std::lock_guard<std::mutex> lock(sent_mu_);
+      writing_ = false;
+    }
+    WriteNext();
   }
   void OnWritesDoneDone(bool) override {}
   void OnReadDone(bool ok) override {
@@ -88,6 +97,7 @@ class AppendStreamReactor final
       }
     }
     StartRead(&response_);
+    WriteNext();  // if the window had stopped the writes
   }
   void OnDone(const grpc::Status& status) override {
     std::lock_guard<std::mutex> lock(done_mu_);
@@ -104,18 +114,38 @@ class AppendStreamReactor final
   }
 
  private:
+  // Writes the next message unless a write is in flight (gRPC allows one per stream), the
+  // window is full, or the run is over (then ends the writes, once).
   void WriteNext() {
-    if (w_.stop.load()) {
+    grpc::WriteOptions options;
+    bool end = false;
+    {
+      std::lock_guard<std::mutex> lock(sent_mu_);
+      if (writing_ || (sent_.size() >= kWindow && !w_.stop.load())) return;
+      writing_ = true;  // stays set after the writes ended
+      if (w_.stop.load()) {
+        end = true;
+      } else {
+        message_.set_sequence(next_++);
+        sent_.push_back(Clock::now());
+        // The write that fills the window goes out at once, or nothing would answer it.
+        if (next_ % kFlushEvery != 0 && sent_.size() < kWindow) options.set_buffer_hint();
+      }
+    }
+    if (end) {
       StartWritesDone();
       return;
     }
-    message_.set_sequence(next_++);
-    {
-      std::lock_guard<std::mutex> lock(sent_mu_);
-      sent_.push_back(Clock::now());
-    }
-    StartWrite(&message_);
+    StartWrite(&message_, options);
   }
+
+  // Messages per flush: the others are written with gRPC's buffer hint, which lets the
+  // transport send them together (one sendmsg for many messages, as the Redis peer writes 100
+  // pipelined XADDs at once); each is still one record with its own sequence and answer.
+  static constexpr int64_t kFlushEvery = 100;
+  // Unanswered messages at most, as the server's own window (ProduceStream answers 1024 at a
+  // time): more would only wait in socket buffers and count as latency.
+  static constexpr size_t kWindow = 1024;
 
   Window& w_;
   grpc::ClientContext ctx_;
@@ -124,6 +154,7 @@ class AppendStreamReactor final
   int64_t next_ = 0;
   std::mutex sent_mu_;
   std::deque<Clock::time_point> sent_;  // write times of unanswered messages, in order
+  bool writing_ = false;  // a StartWrite is in flight, or the writes ended
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   bool done_ = false;
