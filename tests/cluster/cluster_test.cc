@@ -273,8 +273,8 @@ TEST_F(ClusterTest, WithEtcdGoneABrokerStillStopsPromptlyOnSigterm) {
   const int status = broker(1).Kill(SIGTERM);
   const absl::Duration took = absl::Now() - asked;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  // Each etcd call on the way out is bounded by about a second (the lease revoke is skipped
-  // once the lease cannot be confirmed): an orchestrator's grace period is not used up.
+  // Each etcd call on the way out is bounded (the ACL watch restart by 1 s, the lease revoke by
+  // a third of the lease TTL): an orchestrator's grace period is not used up.
   EXPECT_LT(took, absl::Seconds(3)) << "a broker with etcd gone took " << took << " to stop:\n"
                                     << log(1);
 }
