@@ -68,6 +68,15 @@ class QueuePowerLoss : private PowerLossDisk,
     ASSERT_EQ(leased->size(), static_cast<size_t>(n));
     for (const Job& job : *leased) ASSERT_TRUE(Ack(job).ok()) << job.payload;
   }
+  // Queue "q" at INTERVAL durability with jobs j00..j09, of which j00 leased and acked.
+  void CreateIntervalQueueWithTenJobsOneAcked(absl::Duration flush_interval) {
+    QueueConfigPatch interval;
+    interval.durability = QueueDurability::kInterval;
+    interval.flush_interval = flush_interval;
+    Create("q", interval);
+    EnqueueNames(0, 10);
+    LeaseAndAck(1);
+  }
   // The payloads of every ready job, sorted (leases them: call last).
   std::vector<std::string> ReadyPayloads() {
     auto leased = Lease("q", 1000);
@@ -99,12 +108,7 @@ TEST_P(QueuePowerLoss, ASyncQueueKeepsEveryChangeItAnswered) {
 }
 
 TEST_P(QueuePowerLoss, AnIntervalQueueKeepsWhatItsIntervalFsyncCoveredAndLosesTheRest) {
-  QueueConfigPatch interval;
-  interval.durability = QueueDurability::kInterval;
-  interval.flush_interval = absl::Milliseconds(100);
-  Create("q", interval);
-  EnqueueNames(0, 10);
-  LeaseAndAck(1);  // j00
+  CreateIntervalQueueWithTenJobsOneAcked(absl::Milliseconds(100));
   clock_.Advance(absl::Milliseconds(100));
   ASSERT_TRUE(Eventually([&] { return flaky_->wal_syncs.load() == 1; }));
 
@@ -123,12 +127,7 @@ TEST_P(QueuePowerLoss, AnIntervalQueueKeepsWhatItsIntervalFsyncCoveredAndLosesTh
 }
 
 TEST_P(QueuePowerLoss, AnIntervalQueueFsyncsItsLastChangesAtACleanShutdown) {
-  QueueConfigPatch interval;
-  interval.durability = QueueDurability::kInterval;
-  interval.flush_interval = absl::Seconds(10);
-  Create("q", interval);
-  EnqueueNames(0, 10);
-  LeaseAndAck(1);  // j00
+  CreateIntervalQueueWithTenJobsOneAcked(absl::Seconds(10));
   ASSERT_EQ(flaky_->wal_syncs.load(), 0) << "no interval has passed";
 
   PowerLossAfterShutdown();
