@@ -52,7 +52,7 @@ WORKLOADS = {
     "append-1x1": "append, 1 client, 1 record per request, wait for each ack",
     "append-8x1": "append, 8 clients, 1 record per request",
     "append-1x100": "append, 1 client, 100 requests in flight (pipelined / async publish)",
-    "append-stream-1": "Conduit only: 1 caller, one record per message on one ProduceStream, through the generated stub's callback API, the next message written as the previous write completes (not the C++ `Producer`): compare with the peers' `append-1x100`",
+    "append-stream-1": "Conduit only: 1 caller, one record per message on one ProduceStream, through the generated stub's callback API (not the C++ `Producer`); at most 1024 unanswered, 99 of every 100 written with gRPC's buffer hint so that they leave in one write, as the Redis peer pipelines 100 XADDs: compare with the peers' `append-1x100`",
     "producer-1": "append through the C++ client `Producer` (one-record sends with a callback, batched, 1 ms linger)",
     "fetch-1": "read back, 1 client, 1000 records per Fetch",
     "tail-1": "read back through one Tail stream from offset 0 (5000 records per message) until caught up",
