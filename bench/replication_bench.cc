@@ -233,6 +233,9 @@ void ConduitRows(const absl::Duration run, int bytes) {
     Measure(
         cfg.label, "append-1x1", [&] { return c.BrokersCpu(); },
         [&] { return peers::ConduitAppend(c.port(leader), "bench", 1, 1, bytes, run); });
+    Measure(
+        cfg.label, "append-stream-1", [&] { return c.BrokersCpu(); },
+        [&] { return peers::ConduitAppendStream(c.port(leader), "bench", bytes, run); });
   }
 }
 

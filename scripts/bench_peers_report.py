@@ -147,6 +147,24 @@ def replication_section(p, path, seconds):
             cells.append("-" if c is None else f"{c:.1f}")
         p(f"| {label} | " + " | ".join(cells) + " |")
     p("")
+    if any("append-stream-1" in rows[label] for label in labels):
+        p("One caller, one record per message on a `ProduceStream` to the leader (`append-stream-1`, "
+          "as in the single-node table: at most 1024 unanswered, 99 of every 100 messages written "
+          "with gRPC's buffer hint): what a generated-stub caller gets with replication. NATS R3's "
+          "nearest is its `append-1x100` (async publish, 100 PubAcks pending). No target; shown "
+          "because unary requests (`append-1x100`) pay a gRPC call per record.")
+        p("")
+        p("| configuration | workload | rec/s | p50 ms | p99 ms | CPU µs/rec |")
+        p("|---|---|---|---|---|---|")
+        for label in labels:
+            w = "append-1x100" if label.startswith("nats") else "append-stream-1"
+            v = rows[label].get(w)
+            if not v:
+                continue
+            c = cpu.get((label, w))
+            p(f"| {label} | `{w}` | {v[0]:,.0f}" + (f" ({v[3]} errors)" if v[3] else "") +
+              f" | {v[1]:.2f} | {v[2]:.2f} | " + ("-" if c is None else f"{c:.1f}") + " |")
+        p("")
     if failover:
         p(f"Failover: SIGKILL of the partition's (stream's) leader under acks-all produce, time to "
           "the first acknowledged write sent after the kill; the killed process restarted and "
