@@ -38,6 +38,34 @@ inline ProduceRecordArgs To(int32_t partition, std::string value) {
   return r;
 }
 
+// Broker::Produce, waiting for the answer (a refusal at submission is returned as is).
+inline absl::StatusOr<ProduceResult> ProduceNow(Broker& broker, const std::string& topic,
+                                                std::vector<ProduceRecordArgs> records,
+                                                std::optional<ProducerArgs> producer = std::nullopt) {
+  absl::Notification done;
+  absl::StatusOr<ProduceResult> result;
+  absl::Status queued = broker.Produce(topic, std::move(records), producer, [&](auto r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  if (!queued.ok()) return queued;
+  done.WaitForNotification();
+  return result;
+}
+
+// Broker::Fetch, waiting for the answer (a refusal at submission is returned as is).
+inline absl::StatusOr<FetchResult> FetchNow(Broker& broker, const FetchArgs& args) {
+  absl::Notification done;
+  absl::StatusOr<FetchResult> result;
+  absl::Status queued = broker.Fetch(args, [&](auto r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  if (!queued.ok()) return queued;
+  done.WaitForNotification();
+  return result;
+}
+
 class BrokerTest : public ::testing::Test {
  protected:
   BrokerTest() { Reopen(); }
@@ -54,28 +82,10 @@ class BrokerTest : public ::testing::Test {
   absl::StatusOr<ProduceResult> Produce(const std::string& topic,
                                         std::vector<ProduceRecordArgs> records,
                                         std::optional<ProducerArgs> producer = std::nullopt) {
-    absl::Notification done;
-    absl::StatusOr<ProduceResult> result;
-    absl::Status queued = broker_->Produce(topic, std::move(records), producer, [&](auto r) {
-      result = std::move(r);
-      done.Notify();
-    });
-    if (!queued.ok()) return queued;
-    done.WaitForNotification();
-    return result;
+    return ProduceNow(*broker_, topic, std::move(records), std::move(producer));
   }
 
-  absl::StatusOr<FetchResult> Fetch(FetchArgs args) {
-    absl::Notification done;
-    absl::StatusOr<FetchResult> result;
-    absl::Status queued = broker_->Fetch(args, [&](auto r) {
-      result = std::move(r);
-      done.Notify();
-    });
-    if (!queued.ok()) return queued;
-    done.WaitForNotification();
-    return result;
-  }
+  absl::StatusOr<FetchResult> Fetch(FetchArgs args) { return FetchNow(*broker_, args); }
 
   FakeLogStore store_;
   time::FakeClock clock_;

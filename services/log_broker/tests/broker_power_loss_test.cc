@@ -12,12 +12,12 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/testing/power_loss_fs.h"
 #include "common/testing/temp_dir.h"
 #include "common/time/clock.h"
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/storage/rocksdb_log_store.h"
+#include "services/log_broker/tests/broker_fixture.h"
 
 namespace conduit::log_broker {
 namespace {
@@ -59,36 +59,15 @@ class BrokerPowerLoss : public ::testing::Test {
   // Produces records `from`..`to`-1 to partition 0 of "t", one request each; all answered OK.
   void ProduceValues(int from, int to) {
     for (int i = from; i < to; ++i) {
-      ProduceRecordArgs record;
-      record.partition = 0;
-      record.data.value = absl::StrCat("v", i);
       std::vector<ProduceRecordArgs> records;
-      records.push_back(std::move(record));
-      absl::Notification done;
-      absl::StatusOr<ProduceResult> result;
-      ASSERT_TRUE(broker_
-                      ->Produce("t", std::move(records), std::nullopt,
-                                [&](absl::StatusOr<ProduceResult> r) {
-                                  result = std::move(r);
-                                  done.Notify();
-                                })
-                      .ok());
-      done.WaitForNotification();
+      records.push_back(testing::To(0, absl::StrCat("v", i)));
+      auto result = testing::ProduceNow(*broker_, "t", std::move(records));
       ASSERT_TRUE(result.ok()) << result.status();
     }
   }
   // The values of partition 0 of "t", in offset order.
   std::vector<std::string> Values() {
-    absl::Notification done;
-    absl::StatusOr<FetchResult> fetched;
-    EXPECT_TRUE(broker_
-                    ->Fetch(FetchArgs{"t", 0, 0},
-                            [&](absl::StatusOr<FetchResult> r) {
-                              fetched = std::move(r);
-                              done.Notify();
-                            })
-                    .ok());
-    done.WaitForNotification();
+    auto fetched = testing::FetchNow(*broker_, FetchArgs{"t", 0, 0});
     EXPECT_TRUE(fetched.ok()) << fetched.status();
     std::vector<std::string> out;
     if (!fetched.ok()) return out;
