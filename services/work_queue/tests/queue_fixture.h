@@ -22,7 +22,7 @@
 namespace conduit::work_queue {
 
 // Passes everything to a real store, except that writes fail UNAVAILABLE while `fail` is set;
-// counts fsynced writes and WAL fsyncs.
+// counts fsynced writes and completed WAL fsyncs.
 class FlakyQueueStore final : public QueueStore {
  public:
   explicit FlakyQueueStore(QueueStore* real) : real_(real) {}
@@ -49,8 +49,9 @@ class FlakyQueueStore final : public QueueStore {
     return real_->Write(writes);
   }
   absl::Status SyncWal() override {
-    ++wal_syncs;
-    return real_->SyncWal();
+    absl::Status s = real_->SyncWal();
+    ++wal_syncs;  // counted once done, so a test that saw the count sees the fsync complete
+    return s;
   }
   std::atomic<bool> fail{false};
   std::atomic<int> synced_writes{0}, unsynced_writes{0}, wal_syncs{0};
