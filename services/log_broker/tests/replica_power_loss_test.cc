@@ -162,7 +162,10 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
                                 done.Notify();
                               })
                     .ok());
-    for (int i = 0; i < 10 && !done.HasBeenNotified(); ++i) {
+    // Pumped until answered: the leader's own fsync may take a while on a loaded machine, and a
+    // fixed number of rounds could all come before its append.
+    const absl::Time give_up = absl::Now() + absl::Seconds(5);
+    while (!done.HasBeenNotified() && absl::Now() < give_up) {
       Pump();
       absl::SleepFor(absl::Milliseconds(1));
     }
