@@ -2,7 +2,7 @@
 // RESULT line per workload (scripts/bench-peers.sh starts each system, calls this, stops it, and
 // builds docs/BENCHMARKS.md from the lines).
 //
-//   peer_bench --system=conduit|redis|nats|beanstalkd|ceiling --port=P [--durability=sync]
+//   peer_bench --system=conduit|grpc-floor|redis|nats|beanstalkd|ceiling --port=P [--durability=sync]
 //              [--seconds=3] [--value_bytes=100] [--only=PREFIX]
 //              [--tls-ca=ca.pem [--tls-cert=c.pem --tls-key=c.key]] [--token-file=FILE]
 //
@@ -49,7 +49,8 @@
 #include "common/flags/flags.h"
 #include "common/grpc/dial.h"
 
-ABSL_FLAG(std::string, system, "conduit", "conduit | redis | nats | beanstalkd | ceiling");
+ABSL_FLAG(std::string, system, "conduit",
+          "conduit | grpc-floor | redis | nats | beanstalkd | ceiling");
 ABSL_FLAG(int, port, 0, "the system's port on 127.0.0.1");
 ABSL_FLAG(std::string, durability, "sync", "Conduit topics and the ceiling: sync | interval");
 ABSL_FLAG(double, seconds, 3, "measured seconds per workload");
@@ -127,6 +128,16 @@ int Run() {
     maybe("batch-cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 100, run); });
     maybe("batch-cycle-8", [&] { return peers::ConduitQueueCycle(port, 8, 100, run); });
     maybe("worker-1", [&] { return peers::ConduitWorker(port, 1, 100, run); });
+  } else if (system == "grpc-floor") {
+    // bench/grpc_floor.cc: the same client code against a LogService that answers at once.
+    if (!peers::ConduitSetUp(port, "peer-floor", "interval")) return 1;
+    maybe("ping-1", [&] { return peers::ConduitPing(port, 1, run); });
+    maybe("append-1x1", [&] { return peers::ConduitAppend(port, "peer-floor", 1, 1, bytes, run); });
+    maybe("append-8x1", [&] { return peers::ConduitAppend(port, "peer-floor", 8, 1, bytes, run); });
+    maybe("append-1x100",
+          [&] { return peers::ConduitAppend(port, "peer-floor", 1, 100, bytes, run); });
+    maybe("append-stream-1",
+          [&] { return peers::ConduitAppendStream(port, "peer-floor", bytes, run); });
   } else if (system == "redis") {
     maybe("append-1x1", [&] { return peers::RedisXadd(port, 1, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::RedisXadd(port, 8, 1, bytes, run); });

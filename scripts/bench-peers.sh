@@ -23,7 +23,8 @@ if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
 fi
-[ -x "$BIN/peer_bench" ] && [ -x "$BIN/conduit-standalone" ] && [ -x "$BIN/replication_bench" ] || {
+[ -x "$BIN/peer_bench" ] && [ -x "$BIN/conduit-standalone" ] && [ -x "$BIN/replication_bench" ] &&
+  [ -x "$BIN/grpc_floor" ] || {
   echo "build first: cmake -S . -B build -G Ninja && ninja -C build" >&2; exit 2; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/conduit-peers.XXXXXX")
@@ -62,6 +63,14 @@ for durability in sync interval; do
   for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
   run "conduit $durability" conduit "$(cat "$dir/port")" --durability="$durability"
 done
+
+# gRPC's own floor for one record per call: the same client code against a LogService that
+# stores nothing and answers at once (bench/grpc_floor.cc).
+dir="$work/grpc-floor"; mkdir -p "$dir"
+"$BIN/grpc_floor" --port_file="$dir/port" >"$dir/log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
+run "grpc floor" grpc-floor "$(cat "$dir/port")" --only=append-1x  # append-1x1, append-1x100
 
 for fsync in always everysec; do
   port=$(free_port); dir="$work/redis-$fsync"; mkdir -p "$dir"

@@ -201,6 +201,15 @@ def replication_section(p, path, seconds):
         a = get("conduit RF 3 acks all", w)
         target(f"`{w}`: RF 3 acks all sync ÷ NATS R3 (Conduit at stronger durability)",
                a / n if a and n else None, 1.5)
+    floor, n = ops("grpc floor", "append-1x100"), get("nats R3", "append-1x100")
+    if floor and n:
+        p(f"- Bound on `append-1x100`: a LogService that stores nothing and answers every Produce "
+          f"at once on gRPC's thread (`grpc floor` in the first table, `bench/grpc_floor.cc`) takes "
+          f"{floor:,.0f} one-record calls/s with 100 in flight from the same client code: "
+          f"{floor / n:.2f}× NATS R3. A Conduit broker cannot answer faster than that over unary "
+          "gRPC on this machine, so the 1.5× NATS R3 target for one record per request is out of "
+          "reach here whatever the brokers do; `append-stream-1` (one record per message on a "
+          "stream) is the way such a caller gets batch speed.")
     fo = failover.get("conduit RF 3 acks all")
     goal = None
     try:
@@ -246,7 +255,11 @@ p(f"Each system is started fresh on a free 127.0.0.1 port with an empty data dir
   "Payloads are 100 bytes. The peers' clients speak their protocols directly (RESP, the NATS "
   "text protocol with JetStream's request/reply API, beanstalkd's text protocol; "
   "`bench/peers/`), so no client library of any registry is involved. Conduit is "
-  "`conduit-standalone` over gRPC, a 1-partition topic (like one stream), and a work queue.")
+  "`conduit-standalone` over gRPC, a 1-partition topic (like one stream), and a work queue. "
+  "`grpc floor` is `bench/grpc_floor.cc`: the same Conduit client code against a LogService that "
+  "stores nothing and answers every Produce at once (default `grpc::ServerBuilder`, no "
+  "interceptors), the most a gRPC C++ server (Debian's gRPC 1.51) gives one-record requests on this "
+  "machine.")
 p("")
 p("Matched durability:")
 p("- **fsync before ack**: Conduit `sync` (WAL fsync, group-committed); Redis "

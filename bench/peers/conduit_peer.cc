@@ -95,9 +95,8 @@ Figures ConduitAppend(int port, const std::string& topic, int clients, int pipel
       c.req = make_request();
       stubs[i]->async()->Produce(&c.ctx, &c.req, &c.resp, [&](grpc::Status s) {
         std::lock_guard<std::mutex> lock(mu);
-        ++done;
         if (!s.ok()) ++failed;
-        cv.notify_one();
+        if (++done == pipeline) cv.notify_one();  // wake the caller once per round, not per call
       });
     }
     std::unique_lock<std::mutex> lock(mu);

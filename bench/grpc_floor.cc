@@ -1,0 +1,202 @@
+// The floor gRPC sets on this machine for Conduit's one-record-per-call
+// workloads: a server that speaks LogService's CreateTopic, ListTopics, Produce
+// and ProduceStream but stores nothing and answers at once (an offset counter),
+// built with grpc::ServerBuilder's defaults and no interceptors. peer_bench
+// --system=grpc-floor drives it with exactly the code that drives
+// conduit-standalone, so Conduit's figure ÷ this one is the share of gRPC's
+// ceiling Conduit reaches, and a target above this figure cannot be met through
+// that RPC here, whatever the broker does. Not a test double: nothing checks
+// behaviour against it.
+//
+//   grpc_floor --port-file=FILE      (listens on 127.0.0.1, an ephemeral port;
+//   SIGTERM stops it)
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/synchronization/mutex.h"
+#include "conduit/log/v1/log.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+ABSL_FLAG(std::string, port_file, "", "where to write the port listened on");
+
+namespace {
+
+namespace lpb = conduit::log::v1;
+
+class FloorService final : public lpb::LogService::CallbackService {
+public:
+  grpc::ServerUnaryReactor *CreateTopic(grpc::CallbackServerContext *ctx,
+                                        const lpb::CreateTopicRequest *,
+                                        lpb::CreateTopicResponse *) override {
+    return Done(ctx);
+  }
+  grpc::ServerUnaryReactor *ListTopics(grpc::CallbackServerContext *ctx,
+                                       const lpb::ListTopicsRequest *,
+                                       lpb::ListTopicsResponse *) override {
+    return Done(ctx);
+  }
+  grpc::ServerUnaryReactor *Produce(grpc::CallbackServerContext *ctx,
+                                    const lpb::ProduceRequest *request,
+                                    lpb::ProduceResponse *response) override {
+    for (const auto &record : request->records()) {
+      auto *p = response->add_positions();
+      p->set_partition(record.partition());
+      p->set_offset(next_offset_.fetch_add(1));
+    }
+    return Done(ctx);
+  }
+  grpc::ServerBidiReactor<lpb::ProduceStreamRequest, lpb::ProduceStreamResponse>
+      *ProduceStream(grpc::CallbackServerContext *) override {
+    return new StreamReactor(&next_offset_);
+  }
+
+private:
+  static grpc::ServerUnaryReactor *Done(grpc::CallbackServerContext *ctx) {
+    grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  // The broker's ProduceStream protocol without the broker: every message is
+  // answered as soon as it is read; the answers ready when a write can start go
+  // in one response (one write in flight, gRPC's rule), and at most kWindow
+  // messages are unanswered or unwritten (the broker's window).
+  class StreamReactor final
+      : public grpc::ServerBidiReactor<lpb::ProduceStreamRequest,
+                                       lpb::ProduceStreamResponse> {
+  public:
+    static constexpr size_t kWindow = 1024;
+
+    explicit StreamReactor(std::atomic<int64_t> *next_offset)
+        : next_offset_(next_offset) {
+      StartRead(&request_);
+    }
+
+    void OnReadDone(bool ok) override {
+      absl::ReleasableMutexLock lock(&mu_);
+      reading_ = false;
+      if (!ok) {
+        reads_done_ = true;
+      } else {
+        lpb::ProduceStreamResponse::Answer &answer = pending_.emplace_back();
+        answer.set_sequence(request_.sequence());
+        for (const auto &record : request_.request().records()) {
+          auto *p = answer.add_positions();
+          p->set_partition(record.partition());
+          p->set_offset(next_offset_->fetch_add(1));
+        }
+      }
+      Next(lock);
+    }
+    void OnWriteDone(bool ok) override {
+      absl::ReleasableMutexLock lock(&mu_);
+      writing_ = false;
+      written_ = 0;
+      if (!ok)
+        broken_ = true;
+      Next(lock);
+    }
+    void OnCancel() override {
+      absl::ReleasableMutexLock lock(&mu_);
+      broken_ = true;
+      Next(lock);
+    }
+    void OnDone() override { delete this; }
+
+  private:
+    // Decides the next write, read or finish under mu_, then starts them after
+    // releasing it (as the broker's reactor does: a reaction may run on the
+    // thread that starts the operation).
+    void Next(absl::ReleasableMutexLock &lock)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      bool write = false, read = false;
+      std::optional<grpc::Status> finish;
+      if (!broken_ && !writing_ && !pending_.empty()) {
+        writing_ = write = true;
+        response_.clear_answers();
+        while (!pending_.empty()) {
+          *response_.add_answers() = std::move(pending_.front());
+          pending_.pop_front();
+          ++written_;
+        }
+      }
+      if (!broken_ && !reading_ && !reads_done_ &&
+          pending_.size() + written_ < kWindow) {
+        reading_ = read = true;
+      }
+      if (!finished_ && !reading_ && !writing_ &&
+          (broken_ || (reads_done_ && pending_.empty()))) {
+        finished_ = true;
+        finish = broken_ ? grpc::Status::CANCELLED : grpc::Status::OK;
+      }
+      lock.Release();
+      if (write)
+        StartWrite(
+            &response_); // response_ is not touched again until OnWriteDone
+      if (read)
+        StartRead(&request_);
+      if (finish)
+        Finish(*finish);
+    }
+
+    std::atomic<int64_t> *const next_offset_;
+    lpb::ProduceStreamRequest request_; // one read at a time
+    absl::Mutex mu_;
+    std::deque<lpb::ProduceStreamResponse::Answer>
+        pending_ ABSL_GUARDED_BY(mu_);
+    lpb::ProduceStreamResponse response_ ABSL_GUARDED_BY(mu_);
+    size_t written_ ABSL_GUARDED_BY(mu_) = 0; // answers in the write in flight
+    bool reading_ ABSL_GUARDED_BY(mu_) = true;
+    bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+    bool writing_ ABSL_GUARDED_BY(mu_) = false;
+    bool broken_ ABSL_GUARDED_BY(mu_) = false;
+    bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  };
+
+  std::atomic<int64_t> next_offset_{0};
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::SetMutexDeadlockDetectionMode(
+      absl::OnDeadlockCycle::kIgnore); // as the servers do
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  FloorService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "grpc_floor: cannot listen on 127.0.0.1\n");
+    return 1;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    std::ofstream(path + ".tmp") << port << "\n";
+    std::rename((path + ".tmp").c_str(), path.c_str());
+  }
+  std::printf("grpc_floor listening on 127.0.0.1:%d\n", port);
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  server->Shutdown();
+  return 0;
+}
