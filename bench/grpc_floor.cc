@@ -76,6 +76,10 @@ private:
                                        lpb::ProduceStreamResponse> {
   public:
     static constexpr size_t kWindow = 1024;
+    // Answers go out 100 at a time (or when the caller half-closes or the window is full): fewer
+    // responses than a broker, which answers as records become durable, can promise, so that
+    // this bounds what reading one-record messages costs in gRPC alone.
+    static constexpr size_t kAnswerEvery = 100;
 
     explicit StreamReactor(std::atomic<int64_t> *next_offset)
         : next_offset_(next_offset) {
@@ -121,7 +125,9 @@ private:
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       bool write = false, read = false;
       std::optional<grpc::Status> finish;
-      if (!broken_ && !writing_ && !pending_.empty()) {
+      const bool window_full = pending_.size() + written_ >= kWindow;
+      if (!broken_ && !writing_ && !pending_.empty() &&
+          (pending_.size() >= kAnswerEvery || reads_done_ || window_full)) {
         writing_ = write = true;
         response_.clear_answers();
         while (!pending_.empty()) {

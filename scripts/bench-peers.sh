@@ -70,7 +70,7 @@ dir="$work/grpc-floor"; mkdir -p "$dir"
 "$BIN/grpc_floor" --port_file="$dir/port" >"$dir/log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
-run "grpc floor" grpc-floor "$(cat "$dir/port")" --only=append-1x  # append-1x1, append-1x100
+run "grpc floor" grpc-floor "$(cat "$dir/port")" --only=append-
 
 for fsync in always everysec; do
   port=$(free_port); dir="$work/redis-$fsync"; mkdir -p "$dir"
