@@ -49,6 +49,7 @@ void ToProto(std::vector<ReplicaFetchData>&& data, pb::ReplicaFetchResponse* out
     p->set_high_watermark(d.high_watermark);
     p->set_log_start_offset(d.log_start_offset);
     p->set_log_end_offset(d.log_end_offset);
+    *p->mutable_stored_records() = std::move(d.encoded.bytes);
     for (const StoredRecord& r : d.records) {
       auto* out = p->add_records();
       ToProto(r, out->mutable_record());
@@ -73,6 +74,7 @@ ReplicaFetchData FromProto(pb::ReplicaPartitionData&& data) {
   out.high_watermark = data.high_watermark();
   out.log_start_offset = data.log_start_offset();
   out.log_end_offset = data.log_end_offset();
+  out.encoded.bytes = std::move(*data.mutable_stored_records());
   out.records.reserve(data.records_size());
   for (auto& r : *data.mutable_records()) {
     StoredRecord record = FromProto(std::move(*r.mutable_record()));

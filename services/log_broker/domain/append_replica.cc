@@ -50,7 +50,7 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
             WriteSet::EpochStart{topic->id, partition, r.leader_epoch, r.offset});
       }
       ctx.writes().records.push_back(AppendEntry{topic->id, partition, r.offset, r.append_time,
-                                                 r.leader_epoch, &r.data, r.producer});
+                                                 r.leader_epoch, &r.data, r.producer, r.stored});
       if (dedup && !r.data.event_id.empty()) {
         DedupEntry entry{RecordPosition{partition, r.offset}, r.append_time};
         ctx.dedup_[std::make_pair(part, r.data.event_id)] = entry;

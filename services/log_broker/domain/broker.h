@@ -132,6 +132,9 @@ struct ReplicaFetchData {
   // logs share (KIP-101/279, answered in the fetch as KIP-320 does), or, above the follower's
   // log end, the leader's log start (the follower then starts over there).
   std::optional<int64_t> truncate_to;
+  // The records: from the leader's store in its own encoding (`encoded`, when the store has one),
+  // else decoded (`records`). The follower decodes `encoded` with its store.
+  EncodedRecords encoded;
   std::vector<StoredRecord> records;
   int64_t high_watermark = 0;
   int64_t log_start_offset = 0;

@@ -217,6 +217,10 @@ absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoc
                            std::string(data.status.message()));
     return pipeline_.SubmitTruncate(topic, data.partition, *data.truncate_to, std::move(done));
   }
+  if (data.records.empty() && !data.encoded.bytes.empty()) {
+    CONDUIT_ASSIGN_OR_RETURN(data.records,
+                             store_->DecodeRecords(data.partition, data.encoded.bytes));
+  }
   if (data.records.empty()) {
     done(absl::OkStatus());
     return absl::OkStatus();

@@ -64,22 +64,38 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
         allowed = std::min(budget, part.replica.ThrottleBudget(follower, broker->clock_->Monotonic()));
       }
       if (allowed <= 0 || items[i].fetch_offset >= a.log_end_offset) continue;
-      auto records = broker->store_->Read(topics[i]->id, items[i].partition, items[i].fetch_offset,
-                                          a.log_end_offset, kMaxFetchRecords, allowed);
-      if (!records.ok()) {
-        a.status = records.status();
+      absl::StatusOr<int64_t> read = ReadRecords(i, allowed);
+      if (!read.ok()) {
+        a.status = read.status();
         continue;
       }
-      int64_t read = 0;  // payload bytes, as max_bytes counts them
-      for (const auto& r : *records) read += static_cast<int64_t>(r.data.PayloadBytes());
-      budget -= read;
-      {
-        absl::MutexLock lock(&part.mu);
-        part.replica.ChargeThrottle(follower, read);
-      }
-      a.records = *std::move(records);
+      budget -= *read;
+      absl::MutexLock lock(&part.mu);
+      part.replica.ChargeThrottle(follower, *read);
     }
     done(std::move(answers));
+  }
+
+  // Item i's records from its fetch offset to its log end, at most `max_bytes`, into its answer:
+  // as the store encodes them when it can (no decoding here, no encoding at the follower), else
+  // decoded. Returns the bytes read: stored bytes, or payload bytes when decoded.
+  absl::StatusOr<int64_t> ReadRecords(size_t i, int64_t max_bytes) {
+    ReplicaFetchData& a = answers[i];
+    const ReplicaFetchItem& item = items[i];
+    auto encoded = broker->store_->ReadEncoded(topics[i]->id, item.partition, item.fetch_offset,
+                                               a.log_end_offset, kMaxFetchRecords, max_bytes);
+    if (encoded.ok()) {
+      a.encoded = *std::move(encoded);
+      return a.encoded.stored_bytes;
+    }
+    if (!absl::IsUnimplemented(encoded.status())) return encoded.status();
+    auto records = broker->store_->Read(topics[i]->id, item.partition, item.fetch_offset,
+                                        a.log_end_offset, kMaxFetchRecords, max_bytes);
+    if (!records.ok()) return records.status();
+    int64_t read = 0;  // payload bytes, as max_bytes counts them
+    for (const auto& r : *records) read += static_cast<int64_t>(r.data.PayloadBytes());
+    a.records = *std::move(records);
+    return read;
   }
 };
 

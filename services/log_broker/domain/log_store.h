@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,6 +37,17 @@ struct AppendEntry {
   int32_t leader_epoch = 0;
   const RecordData* data = nullptr;  // not owned; valid for the duration of Write
   std::optional<ProducerTag> producer;
+  // A replicated record as the leader's store encoded it (StoredRecord::stored), written as it
+  // is; empty: the store encodes the fields above. Not owned; valid for the duration of Write.
+  std::string_view stored;
+};
+
+// Records in the store's own encoding, for shipping to a follower whose store is the same kind
+// (ReplicaFetch): read without decoding, appended without encoding.
+struct EncodedRecords {
+  std::string bytes;
+  int32_t count = 0;
+  int64_t stored_bytes = 0;  // what the records take in the store (counted against max_bytes)
 };
 
 // Where an event id was appended (dedup window).
@@ -165,6 +177,20 @@ class LogStore {
   virtual absl::StatusOr<std::vector<StoredRecord>> Read(TopicId topic_id, int32_t partition,
                                                          int64_t from, int64_t end,
                                                          int32_t max_records, int64_t max_bytes) = 0;
+
+  // The same records as Read, in the store's own encoding, `max_bytes` counting stored bytes.
+  // UNIMPLEMENTED: this store has no such form (the caller uses Read).
+  virtual absl::StatusOr<EncodedRecords> ReadEncoded(TopicId topic_id, int32_t partition,
+                                                     int64_t from, int64_t end,
+                                                     int32_t max_records, int64_t max_bytes) {
+    return absl::UnimplementedError("no encoded reads");
+  }
+  // Records of `partition` from ReadEncoded's bytes (possibly another broker's), each with its
+  // encoding in StoredRecord::stored. DATA_LOSS when the bytes are not such records.
+  virtual absl::StatusOr<std::vector<StoredRecord>> DecodeRecords(int32_t partition,
+                                                                  std::string_view bytes) {
+    return absl::UnimplementedError("no encoded records");
+  }
 };
 
 // Hooks for metrics; the default does nothing. Called on broker threads; must not block.

@@ -106,6 +106,23 @@ absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t*
   return absl::OkStatus();
 }
 
+void AppendEncodedRecord(int64_t offset, std::string_view value, std::string* out) {
+  coding::PutVarint64(out, static_cast<uint64_t>(offset));
+  coding::PutLengthPrefixed(out, value);
+}
+
+absl::StatusOr<bool> NextEncodedRecord(std::string_view* in, int64_t* offset,
+                                       std::string_view* value) {
+  if (in->empty()) return false;
+  uint64_t o = 0;
+  if (!coding::GetVarint64(in, &o) || o > static_cast<uint64_t>(INT64_MAX) ||
+      !coding::GetLengthPrefixed(in, value)) {
+    return Corrupt("encoded records");
+  }
+  *offset = static_cast<int64_t>(o);
+  return true;
+}
+
 std::string EncodeTopicMeta(const TopicMeta& meta) {
   const TopicConfig& c = meta.config;
   std::string out;

@@ -22,6 +22,14 @@ void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader
 absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
                           RecordData* data, std::optional<ProducerTag>* producer = nullptr);
 
+// Records as LogStore::ReadEncoded ships them to a follower (ReplicaFetch): per record a varint
+// offset, then the record value above, varint length-prefixed.
+void AppendEncodedRecord(int64_t offset, std::string_view value, std::string* out);
+// Takes the next record off the front of `in`: false once `in` is empty, DATA_LOSS when it is
+// cut short. `value` points into `in`'s bytes.
+absl::StatusOr<bool> NextEncodedRecord(std::string_view* in, int64_t* offset,
+                                       std::string_view* value);
+
 // Topic metadata, format version 2 (version 1 stops after `created`):
 //   u8 version=2 | BE64 id | varint len + name | varint partitions | u8 durability
 //   | varint flush interval µs | varint max record bytes | BE64 created µs

@@ -201,9 +201,13 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
   for (const AppendEntry& e : writes.records) {
     auto cf = topic_cf(e.topic_id);
     if (!cf.ok()) return cf.status();
-    codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value,
-                        e.producer ? &*e.producer : nullptr);
-    check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), value));
+    if (e.stored.empty()) {
+      codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value,
+                          e.producer ? &*e.producer : nullptr);
+      check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), value));
+    } else {
+      check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), e.stored));
+    }
   }
   AddMetaWrites(writes, meta_.get(), &batch, &s);
   if (!s.ok()) return ToStatus(s, "build write batch");
@@ -237,12 +241,10 @@ int64_t RocksDbLogStore::LiveDataBytes() const {
   return static_cast<int64_t>(total);
 }
 
-absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id,
-                                                                int32_t partition, int64_t from,
-                                                                int64_t end, int32_t max_records,
-                                                                int64_t max_bytes) {
-  std::vector<StoredRecord> out;
-  if (from >= end) return out;
+absl::Status RocksDbLogStore::Scan(
+    TopicId topic_id, int32_t partition, int64_t from, int64_t end,
+    absl::FunctionRef<absl::StatusOr<bool>(int64_t offset, std::string_view value)> take) {
+  if (from >= end) return absl::OkStatus();
   auto handle = TopicHandle(topic_id);
   if (!handle.ok()) return handle.status();
   const std::string upper = keys::RecordKey(partition, end);
@@ -250,23 +252,71 @@ absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id
   rocksdb::ReadOptions options;
   options.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, handle->get()));
-  int64_t bytes = 0;
-  for (it->Seek(keys::RecordKey(partition, from));
-       it->Valid() && static_cast<int32_t>(out.size()) < max_records && (out.empty() || bytes < max_bytes);
-       it->Next()) {
-    StoredRecord record;
-    record.partition = partition;
-    record.offset = keys::OffsetOfRecordKey(it->key().ToStringView());
-    CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(it->value().ToStringView(), &record.append_time,
-                                                &record.leader_epoch, &record.data,
-                                                &record.producer));
-    const int64_t size = static_cast<int64_t>(record.data.PayloadBytes());
-    if (!out.empty() && bytes + size > max_bytes) break;
-    bytes += size;
-    out.push_back(std::move(record));
+  for (it->Seek(keys::RecordKey(partition, from)); it->Valid(); it->Next()) {
+    CONDUIT_ASSIGN_OR_RETURN(bool more, take(keys::OffsetOfRecordKey(it->key().ToStringView()),
+                                             it->value().ToStringView()));
+    if (!more) return absl::OkStatus();
   }
-  if (!it->status().ok()) return ToStatus(it->status(), "read records");
+  return ToStatus(it->status(), "read records");
+}
+
+absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id,
+                                                                int32_t partition, int64_t from,
+                                                                int64_t end, int32_t max_records,
+                                                                int64_t max_bytes) {
+  std::vector<StoredRecord> out;
+  int64_t bytes = 0;
+  CONDUIT_RETURN_IF_ERROR(Scan(
+      topic_id, partition, from, end,
+      [&](int64_t offset, std::string_view value) -> absl::StatusOr<bool> {
+        StoredRecord record;
+        record.partition = partition;
+        record.offset = offset;
+        CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(value, &record.append_time,
+                                                    &record.leader_epoch, &record.data,
+                                                    &record.producer));
+        const int64_t size = static_cast<int64_t>(record.data.PayloadBytes());
+        if (!out.empty() && bytes + size > max_bytes) return false;
+        bytes += size;
+        out.push_back(std::move(record));
+        return static_cast<int32_t>(out.size()) < max_records && bytes < max_bytes;
+      }));
   return out;
+}
+
+absl::StatusOr<EncodedRecords> RocksDbLogStore::ReadEncoded(TopicId topic_id, int32_t partition,
+                                                            int64_t from, int64_t end,
+                                                            int32_t max_records,
+                                                            int64_t max_bytes) {
+  EncodedRecords out;
+  CONDUIT_RETURN_IF_ERROR(Scan(
+      topic_id, partition, from, end,
+      [&](int64_t offset, std::string_view value) -> absl::StatusOr<bool> {
+        const int64_t size = static_cast<int64_t>(value.size());
+        if (out.count > 0 && out.stored_bytes + size > max_bytes) return false;
+        codec::AppendEncodedRecord(offset, value, &out.bytes);
+        out.stored_bytes += size;
+        ++out.count;
+        return out.count < max_records && out.stored_bytes < max_bytes;
+      }));
+  return out;
+}
+
+absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::DecodeRecords(int32_t partition,
+                                                                         std::string_view bytes) {
+  std::vector<StoredRecord> out;
+  int64_t offset = 0;
+  std::string_view value;
+  while (true) {
+    CONDUIT_ASSIGN_OR_RETURN(bool more, codec::NextEncodedRecord(&bytes, &offset, &value));
+    if (!more) return out;
+    StoredRecord& record = out.emplace_back();
+    record.partition = partition;
+    record.offset = offset;
+    CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(value, &record.append_time, &record.leader_epoch,
+                                                &record.data, &record.producer));
+    record.stored.assign(value);
+  }
 }
 
 absl::StatusOr<rocksdb_util::OpenDb::Handle> RocksDbLogStore::TopicHandle(TopicId topic_id) const {

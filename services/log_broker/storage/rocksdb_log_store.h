@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/rocksdb/space_guard.h"
@@ -58,9 +59,20 @@ class RocksDbLogStore final : public LogStore {
   absl::StatusOr<std::vector<StoredRecord>> Read(TopicId topic_id, int32_t partition,
                                                  int64_t from, int64_t end, int32_t max_records,
                                                  int64_t max_bytes) override;
+  // Per record: codec::AppendEncodedRecord.
+  absl::StatusOr<EncodedRecords> ReadEncoded(TopicId topic_id, int32_t partition, int64_t from,
+                                             int64_t end, int32_t max_records,
+                                             int64_t max_bytes) override;
+  absl::StatusOr<std::vector<StoredRecord>> DecodeRecords(int32_t partition,
+                                                          std::string_view bytes) override;
 
  private:
   RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path);
+  // Calls `take` with each record of `partition` in [from, end), in offset order, until it
+  // returns false or an error (returned).
+  absl::Status Scan(
+      TopicId topic_id, int32_t partition, int64_t from, int64_t end,
+      absl::FunctionRef<absl::StatusOr<bool>(int64_t offset, std::string_view value)> take);
   absl::StatusOr<rocksdb_util::OpenDb::Handle> TopicHandle(TopicId topic_id) const;
   // Calls fn(key, value) for every meta key starting with `prefix`.
   absl::Status ScanMeta(const std::string& prefix,

@@ -74,6 +74,75 @@ TEST(RocksDbLogStore, ReadHonoursRangeAndLimits) {
   EXPECT_EQ(store->Read(TopicId(9), 0, 0, 10, 100, 1 << 20).status().code(), absl::StatusCode::kNotFound);
 }
 
+// What a leader ships to a follower (ReplicaFetch): the records as stored, which the follower's
+// store decodes and writes back as they are.
+TEST(RocksDbLogStore, EncodedRecordsCarryEveryFieldAndAreWrittenAsTheyAre) {
+  conduit::testing::TempDir leader_dir, follower_dir;
+  auto leader = *RocksDbLogStore::Open(leader_dir.path());
+  auto follower = *RocksDbLogStore::Open(follower_dir.path());
+  ASSERT_TRUE(leader->CreateTopic(Topic(1, "a", 2)).ok());
+  ASSERT_TRUE(follower->CreateTopic(Topic(1, "a", 2)).ok());
+  RecordData data;
+  data.key = "k";
+  data.value = std::string(100, 'v');
+  data.headers = {{"h", "1"}};
+  data.event_id = "e";
+  WriteSet writes = Entries(1, 1, 0, 10, data);
+  writes.records[3].producer = ProducerTag{7, 1, 3, 2, 0};
+  writes.records[7].offset = 9;  // a hole, as compaction leaves
+  writes.records.pop_back();
+  writes.records.pop_back();
+  ASSERT_TRUE(leader->Write(writes, false).ok());
+
+  auto encoded = leader->ReadEncoded(TopicId(1), 1, 0, 10, 100, 1 << 20);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  EXPECT_EQ(encoded->count, 8);
+  auto decoded = follower->DecodeRecords(1, encoded->bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  auto expected = *leader->Read(TopicId(1), 1, 0, 10, 100, 1 << 20);
+  ASSERT_EQ(decoded->size(), expected.size());
+  WriteSet copy;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const StoredRecord& d = (*decoded)[i];
+    const StoredRecord& e = expected[i];
+    EXPECT_EQ(d.offset, e.offset);
+    EXPECT_EQ(d.partition, 1);
+    EXPECT_EQ(d.append_time, e.append_time);
+    EXPECT_EQ(d.leader_epoch, e.leader_epoch);
+    EXPECT_EQ(d.data.key, e.data.key);
+    EXPECT_EQ(d.data.value, e.data.value);
+    EXPECT_EQ(d.data.headers, e.data.headers);
+    EXPECT_EQ(d.data.event_id, e.data.event_id);
+    EXPECT_EQ(d.producer.has_value(), e.producer.has_value());
+    EXPECT_FALSE(d.stored.empty());
+    // The follower writes the stored bytes; the fields it is also given are deliberately wrong,
+    // so reading back what the leader stored shows they were not used.
+    copy.records.push_back(
+        {TopicId(1), 1, d.offset, absl::UnixEpoch(), 99, &data, std::nullopt, d.stored});
+  }
+  EXPECT_EQ(expected[3].producer->producer_id, 7);
+  EXPECT_EQ(expected.back().offset, 9);
+  ASSERT_TRUE(follower->Write(copy, false).ok());
+  auto copied = *follower->Read(TopicId(1), 1, 0, 10, 100, 1 << 20);
+  ASSERT_EQ(copied.size(), expected.size());
+  for (size_t i = 0; i < copied.size(); ++i) {
+    EXPECT_EQ(copied[i].append_time, expected[i].append_time);
+    EXPECT_EQ(copied[i].leader_epoch, 2);
+    EXPECT_EQ(copied[i].producer.has_value(), i == 3);
+  }
+
+  // Limits as Read's, counting stored bytes; at least one record.
+  EXPECT_EQ(leader->ReadEncoded(TopicId(1), 1, 0, 10, 3, 1 << 20)->count, 3);
+  EXPECT_EQ(leader->ReadEncoded(TopicId(1), 1, 0, 10, 100, 1)->count, 1);
+  EXPECT_EQ(leader->ReadEncoded(TopicId(1), 1, 2, 5, 100, 1 << 20)->count, 3);
+  EXPECT_EQ(leader->ReadEncoded(TopicId(1), 0, 0, 10, 100, 1 << 20)->count, 0);
+  EXPECT_EQ(leader->ReadEncoded(TopicId(9), 1, 0, 10, 100, 1 << 20).status().code(),
+            absl::StatusCode::kNotFound);
+  // Bytes cut short are refused, not half-applied.
+  const std::string cut = encoded->bytes.substr(0, encoded->bytes.size() - 5);
+  EXPECT_EQ(follower->DecodeRecords(1, cut).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(RocksDbLogStore, DeleteTopicRemovesRecordsAndIdsAreNotConfused) {
   conduit::testing::TempDir dir;
   RecordData data;
