@@ -34,35 +34,35 @@ namespace {
 namespace lpb = conduit::log::v1;
 
 class FloorService final : public lpb::LogService::CallbackService {
-public:
-  grpc::ServerUnaryReactor *CreateTopic(grpc::CallbackServerContext *ctx,
-                                        const lpb::CreateTopicRequest *,
-                                        lpb::CreateTopicResponse *) override {
+ public:
+  grpc::ServerUnaryReactor* CreateTopic(grpc::CallbackServerContext* ctx,
+                                        const lpb::CreateTopicRequest*,
+                                        lpb::CreateTopicResponse*) override {
     return Done(ctx);
   }
-  grpc::ServerUnaryReactor *ListTopics(grpc::CallbackServerContext *ctx,
-                                       const lpb::ListTopicsRequest *,
-                                       lpb::ListTopicsResponse *) override {
+  grpc::ServerUnaryReactor* ListTopics(grpc::CallbackServerContext* ctx,
+                                       const lpb::ListTopicsRequest*,
+                                       lpb::ListTopicsResponse*) override {
     return Done(ctx);
   }
-  grpc::ServerUnaryReactor *Produce(grpc::CallbackServerContext *ctx,
-                                    const lpb::ProduceRequest *request,
-                                    lpb::ProduceResponse *response) override {
-    for (const auto &record : request->records()) {
-      auto *p = response->add_positions();
+  grpc::ServerUnaryReactor* Produce(grpc::CallbackServerContext* ctx,
+                                    const lpb::ProduceRequest* request,
+                                    lpb::ProduceResponse* response) override {
+    for (const auto& record : request->records()) {
+      auto* p = response->add_positions();
       p->set_partition(record.partition());
       p->set_offset(next_offset_.fetch_add(1));
     }
     return Done(ctx);
   }
-  grpc::ServerBidiReactor<lpb::ProduceStreamRequest, lpb::ProduceStreamResponse>
-      *ProduceStream(grpc::CallbackServerContext *) override {
+  grpc::ServerBidiReactor<lpb::ProduceStreamRequest, lpb::ProduceStreamResponse>* ProduceStream(
+      grpc::CallbackServerContext*) override {
     return new StreamReactor(&next_offset_);
   }
 
-private:
-  static grpc::ServerUnaryReactor *Done(grpc::CallbackServerContext *ctx) {
-    grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
+ private:
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
@@ -72,63 +72,75 @@ private:
   // in one response (one write in flight, gRPC's rule), and at most kWindow
   // messages are unanswered or unwritten (the broker's window).
   class StreamReactor final
-      : public grpc::ServerBidiReactor<lpb::ProduceStreamRequest,
-                                       lpb::ProduceStreamResponse> {
-  public:
+      : public grpc::ServerBidiReactor<lpb::ProduceStreamRequest, lpb::ProduceStreamResponse> {
+   public:
     static constexpr size_t kWindow = 1024;
-    // Answers go out 100 at a time (or when the caller half-closes or the window is full): fewer
-    // responses than a broker, which answers as records become durable, can promise, so that
-    // this bounds what reading one-record messages costs in gRPC alone.
+    // Answers go out 100 at a time (or when the caller half-closes or the
+    // window is full): fewer responses than a broker, which answers as records
+    // become durable, can promise, so that this bounds what reading one-record
+    // messages costs in gRPC alone.
     static constexpr size_t kAnswerEvery = 100;
 
-    explicit StreamReactor(std::atomic<int64_t> *next_offset)
-        : next_offset_(next_offset) {
+    explicit StreamReactor(std::atomic<int64_t>* next_offset) : next_offset_(next_offset) {
       StartRead(&request_);
     }
 
     void OnReadDone(bool ok) override {
-      absl::ReleasableMutexLock lock(&mu_);
-      reading_ = false;
-      if (!ok) {
-        reads_done_ = true;
-      } else {
-        lpb::ProduceStreamResponse::Answer &answer = pending_.emplace_back();
-        answer.set_sequence(request_.sequence());
-        for (const auto &record : request_.request().records()) {
-          auto *p = answer.add_positions();
-          p->set_partition(record.partition());
-          p->set_offset(next_offset_->fetch_add(1));
+      Steps steps;
+      {
+        absl::MutexLock lock(&mu_);
+        reading_ = false;
+        if (!ok) {
+          reads_done_ = true;
+        } else {
+          lpb::ProduceStreamResponse::Answer& answer = pending_.emplace_back();
+          answer.set_sequence(request_.sequence());
+          for (const auto& record : request_.request().records()) {
+            auto* p = answer.add_positions();
+            p->set_partition(record.partition());
+            p->set_offset(next_offset_->fetch_add(1));
+          }
         }
+        steps = NextLocked();
       }
-      Next(lock);
+      Run(steps);
     }
     void OnWriteDone(bool ok) override {
-      absl::ReleasableMutexLock lock(&mu_);
-      writing_ = false;
-      written_ = 0;
-      if (!ok)
-        broken_ = true;
-      Next(lock);
+      Steps steps;
+      {
+        absl::MutexLock lock(&mu_);
+        writing_ = false;
+        written_ = 0;
+        if (!ok) broken_ = true;
+        steps = NextLocked();
+      }
+      Run(steps);
     }
     void OnCancel() override {
-      absl::ReleasableMutexLock lock(&mu_);
-      broken_ = true;
-      Next(lock);
+      Steps steps;
+      {
+        absl::MutexLock lock(&mu_);
+        broken_ = true;
+        steps = NextLocked();
+      }
+      Run(steps);
     }
     void OnDone() override { delete this; }
 
-  private:
-    // Decides the next write, read or finish under mu_, then starts them after
-    // releasing it (as the broker's reactor does: a reaction may run on the
-    // thread that starts the operation).
-    void Next(absl::ReleasableMutexLock &lock)
-        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      bool write = false, read = false;
+   private:
+    // The next write, read or finish, decided under mu_ and started by Run once it is released
+    // (as the broker's reactor does: a reaction may run on the thread that starts an operation).
+    struct Steps {
+      bool write = false;
+      bool read = false;
       std::optional<grpc::Status> finish;
+    };
+    Steps NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      Steps steps;
       const bool window_full = pending_.size() + written_ >= kWindow;
       if (!broken_ && !writing_ && !pending_.empty() &&
           (pending_.size() >= kAnswerEvery || reads_done_ || window_full)) {
-        writing_ = write = true;
+        writing_ = steps.write = true;
         response_.clear_answers();
         while (!pending_.empty()) {
           *response_.add_answers() = std::move(pending_.front());
@@ -136,32 +148,27 @@ private:
           ++written_;
         }
       }
-      if (!broken_ && !reading_ && !reads_done_ &&
-          pending_.size() + written_ < kWindow) {
-        reading_ = read = true;
+      if (!broken_ && !reading_ && !reads_done_ && pending_.size() + written_ < kWindow) {
+        reading_ = steps.read = true;
       }
-      if (!finished_ && !reading_ && !writing_ &&
-          (broken_ || (reads_done_ && pending_.empty()))) {
+      if (!finished_ && !reading_ && !writing_ && (broken_ || (reads_done_ && pending_.empty()))) {
         finished_ = true;
-        finish = broken_ ? grpc::Status::CANCELLED : grpc::Status::OK;
+        steps.finish = broken_ ? grpc::Status::CANCELLED : grpc::Status::OK;
       }
-      lock.Release();
-      if (write)
-        StartWrite(
-            &response_); // response_ is not touched again until OnWriteDone
-      if (read)
-        StartRead(&request_);
-      if (finish)
-        Finish(*finish);
+      return steps;
+    }
+    void Run(const Steps& steps) {
+      if (steps.write) StartWrite(&response_);  // not touched again until OnWriteDone
+      if (steps.read) StartRead(&request_);
+      if (steps.finish) Finish(*steps.finish);
     }
 
-    std::atomic<int64_t> *const next_offset_;
-    lpb::ProduceStreamRequest request_; // one read at a time
+    std::atomic<int64_t>* const next_offset_;
+    lpb::ProduceStreamRequest request_;  // one read at a time
     absl::Mutex mu_;
-    std::deque<lpb::ProduceStreamResponse::Answer>
-        pending_ ABSL_GUARDED_BY(mu_);
+    std::deque<lpb::ProduceStreamResponse::Answer> pending_ ABSL_GUARDED_BY(mu_);
     lpb::ProduceStreamResponse response_ ABSL_GUARDED_BY(mu_);
-    size_t written_ ABSL_GUARDED_BY(mu_) = 0; // answers in the write in flight
+    size_t written_ ABSL_GUARDED_BY(mu_) = 0;  // answers in the write in flight
     bool reading_ ABSL_GUARDED_BY(mu_) = true;
     bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
     bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -172,12 +179,11 @@ private:
   std::atomic<int64_t> next_offset_{0};
 };
 
-} // namespace
+}  // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::SetMutexDeadlockDetectionMode(
-      absl::OnDeadlockCycle::kIgnore); // as the servers do
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the servers do
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -187,8 +193,7 @@ int main(int argc, char **argv) {
   FloorService service;
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
