@@ -1,9 +1,11 @@
 #include "services/log_broker/domain/append_pipeline.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::log_broker {
 
@@ -96,23 +98,70 @@ absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
     return absl::OkStatus();
   }
 
+  // A sync batch of a partition with followers is written, published and then fsynced, so the
+  // followers copy it (and fsync their copies) while this broker fsyncs its own: the high
+  // watermark, and so every acknowledgement, stays below the batch until the fsync is done.
+  const bool overlap = sync && HasFollowers(ctx);
   const absl::Duration started = clock_->Monotonic();
   // With the disk full the store refuses the write (RESOURCE_EXHAUSTED) and the engine answers
   // the batch with it: the broker can undo what it staged, so it need not hold the batch.
-  absl::Status status = store_->Write(writes, sync);
-  const absl::Duration latency = clock_->Monotonic() - started;
+  absl::Status status = store_->Write(writes, sync && !overlap);
   if (!status.ok()) {
     for (auto& [part, s] : ctx.staged_) part->next_offset = s.next_offset_before;
     return status;
   }
+  if (overlap) {
+    HoldDurableEnds(ctx);
+    Publish(ctx);
+    // A failed fsync leaves the ends held: nothing of the batch is ever acknowledged here (the
+    // engine refuses every later write until a restart).
+    CONDUIT_RETURN_IF_ERROR(store_->SyncWal());
+  }
+  const absl::Duration latency = clock_->Monotonic() - started;
   observer_->OnBatchWritten(requests, static_cast<int>(writes.records.size()), sync, latency);
   if (sync) observer_->OnWalSynced(latency);
   {
     absl::MutexLock lock(&sync_mu_);
     unsynced_ = !sync;
   }
-  Publish(ctx);
+  if (overlap) {
+    ReleaseDurableEnds(ctx);
+  } else {
+    Publish(ctx);
+  }
   return absl::OkStatus();
+}
+
+bool AppendPipeline::HasFollowers(BatchContext& ctx) {
+  for (auto& [part, s] : ctx.staged_) {
+    absl::MutexLock lock(&part->mu);
+    if (part->replica.role == ReplicaState::Role::kLeader && part->replica.replicas.size() > 1) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void AppendPipeline::HoldDurableEnds(BatchContext& ctx) {
+  for (auto& [part, s] : ctx.staged_) {
+    absl::MutexLock lock(&part->mu);
+    part->durable_end = std::min(part->durable_end, part->meta.next_offset);
+  }
+}
+
+void AppendPipeline::ReleaseDurableEnds(BatchContext& ctx) {
+  std::vector<std::function<void()>> wake;
+  for (auto& [part, s] : ctx.staged_) {
+    int64_t hw;
+    {
+      absl::MutexLock lock(&part->mu);
+      part->durable_end = std::numeric_limits<int64_t>::max();
+      part->AdvanceHighWatermark(&wake);
+      hw = part->high_watermark;
+    }
+    observer_->OnHighWatermark(s.topic->name, s.partition, hw);
+  }
+  for (auto& fn : wake) fn();
 }
 
 void AppendPipeline::BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, bool* sync,

@@ -186,7 +186,15 @@ class AppendPipeline {
   // Builds the batch's WriteSet: each request's rules, then the staged partition and producer
   // state.
   void BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, bool* sync, int* requests);
-  // Publishes a durable batch: producer and dedup state, partition state, waiters.
+  // Whether a partition of the batch leads followers (its sync batch is published before its
+  // fsync, see WriteBatch).
+  static bool HasFollowers(BatchContext& ctx);
+  // Holds each partition's high watermark at its log end before the batch, until
+  // ReleaseDurableEnds (after the fsync) lets it advance over the batch.
+  static void HoldDurableEnds(BatchContext& ctx);
+  void ReleaseDurableEnds(BatchContext& ctx);
+  // Publishes a written batch (durable, or with its high watermarks held until it is):
+  // producer and dedup state, partition state, waiters.
   void Publish(BatchContext& ctx);
   // Applies one produce request to the batch; answers it at once when nothing is appended
   // (error, or every record a duplicate).

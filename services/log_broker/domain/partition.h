@@ -1,7 +1,9 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
@@ -45,6 +47,10 @@ struct Partition {
   PartitionMeta meta ABSL_GUARDED_BY(mu);
   // Readers see offsets below it: Fetch, Tail and ListOffsets stop here.
   int64_t high_watermark ABSL_GUARDED_BY(mu) = 0;
+  // Where this broker's own copy stops being durable while a sync batch it has published (so
+  // that followers may copy it) is being fsynced; the high watermark stays below it. No limit
+  // otherwise.
+  int64_t durable_end ABSL_GUARDED_BY(mu) = std::numeric_limits<int64_t>::max();
   // The epoch appends are stamped with: 0 on a single node; in a cluster the epoch at which the
   // metadata made this broker the leader.
   int32_t leader_epoch ABSL_GUARDED_BY(mu) = 0;
@@ -67,7 +73,7 @@ struct Partition {
   // it moved.
   bool AdvanceHighWatermark(std::vector<std::function<void()>>* wake)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const int64_t target = replica.HighWatermark(meta.next_offset);
+    const int64_t target = replica.HighWatermark(std::min(meta.next_offset, durable_end));
     if (target <= high_watermark) return false;
     high_watermark = target;
     for (auto& fn : TakeWaiters()) wake->push_back(std::move(fn));

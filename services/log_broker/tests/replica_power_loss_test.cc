@@ -15,6 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/testing/power_loss_fs.h"
 #include "common/testing/temp_dir.h"
@@ -82,9 +85,74 @@ std::shared_ptr<const ClusterView> View(Durability durability) {
   return view;
 }
 
+// A file system whose WAL fsyncs wait while the gate is closed: a leader's fsync caught in the
+// act. Syncs of other files (MANIFEST, tables) pass.
+class GatedWalSyncFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  GatedWalSyncFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  static const char* kClassName() { return "GatedWalSyncFileSystem"; }
+  const char* Name() const override { return kClassName(); }
+
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    open_ = false;
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  // Waits until a WAL fsync is held at the closed gate; whether one was within 5 s.
+  bool AwaitHeldSync() {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&held_), absl::Seconds(5));
+  }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    rocksdb::IOStatus s = target()->NewWritableFile(fname, options, result, dbg);
+    if (s.ok() && absl::EndsWith(fname, ".log")) {
+      *result = std::make_unique<GatedFile>(std::move(*result), this);
+    }
+    return s;
+  }
+
+ private:
+  class GatedFile final : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    GatedFile(std::unique_ptr<rocksdb::FSWritableFile> file, GatedWalSyncFileSystem* fs)
+        : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
+    rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+      fs_->PassGate();
+      return FSWritableFileOwnerWrapper::Sync(options, dbg);
+    }
+    rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
+                            rocksdb::IODebugContext* dbg) override {
+      fs_->PassGate();
+      return FSWritableFileOwnerWrapper::Fsync(options, dbg);
+    }
+
+   private:
+    GatedWalSyncFileSystem* const fs_;
+  };
+
+  void PassGate() {
+    absl::MutexLock lock(&mu_);
+    if (open_) return;
+    held_ = true;
+    mu_.Await(absl::Condition(&open_));
+    held_ = false;
+  }
+
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // One broker process: its store (over `fs` when given), cluster view and Broker.
 struct Node {
-  Node(int32_t id, const std::string& dir, std::shared_ptr<PowerLossFileSystem> fs,
+  Node(int32_t id, const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs,
        runtime::Runtime* runtime, std::shared_ptr<const ClusterView> view)
       : cluster(id, view) {
     auto opened = RocksDbLogStore::Open(dir, {.file_system = fs});
@@ -111,8 +179,8 @@ struct Node {
 
 class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
  protected:
-  void Start() {
-    leader_ = std::make_unique<Node>(kLeader, dir_.Sub("leader"), nullptr, &runtime_, view_);
+  void Start(std::shared_ptr<rocksdb::FileSystem> leader_fs = nullptr) {
+    leader_ = std::make_unique<Node>(kLeader, dir_.Sub("leader"), leader_fs, &runtime_, view_);
     follower_ = std::make_unique<Node>(kFollower, dir_.Sub("follower"), fs_, &runtime_, view_);
   }
 
@@ -146,10 +214,14 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
     }
   }
 
-  // Produces one record with acks all and pumps until it is acknowledged; its offset.
-  int64_t ProduceAcked(const std::string& value) {
+  // A produce of one record with acks all, answered into `answer`.
+  struct Answer {
     absl::Notification done;
     absl::StatusOr<ProduceResult> result;
+  };
+  // Shared with the callback, which may outlive a failed test's body.
+  std::shared_ptr<Answer> Send(const std::string& value) {
+    auto answer = std::make_shared<Answer>();
     ProduceRecordArgs record;
     record.partition = 0;
     record.data.value = value;
@@ -157,11 +229,19 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
     records.push_back(std::move(record));
     EXPECT_TRUE(leader_->broker
                     ->Produce("t", std::move(records), std::nullopt,
-                              [&](absl::StatusOr<ProduceResult> r) {
-                                result = std::move(r);
-                                done.Notify();
+                              [answer](absl::StatusOr<ProduceResult> r) {
+                                answer->result = std::move(r);
+                                answer->done.Notify();
                               })
                     .ok());
+    return answer;
+  }
+
+  // Produces one record with acks all and pumps until it is acknowledged; its offset.
+  int64_t ProduceAcked(const std::string& value) {
+    std::shared_ptr<Answer> answer = Send(value);
+    absl::Notification& done = answer->done;
+    absl::StatusOr<ProduceResult>& result = answer->result;
     // Pumped until answered: the leader's own fsync may take a while on a loaded machine, and a
     // fixed number of rounds could all come before its append.
     const absl::Time give_up = absl::Now() + absl::Seconds(5);
@@ -208,6 +288,33 @@ TEST_P(ReplicaPowerLoss, AnInSyncFollowerKeepsEveryAcknowledgedRecordThroughAPow
         << "negative control: interval durability counts the follower's unsynced writes, and "
            "the power failure loses acknowledged records — the test sees a loss";
   }
+}
+
+// A leader publishes a sync batch before its own fsync, so that its followers copy the batch
+// while it fsyncs; the high watermark (and so the acknowledgement) waits for that fsync too.
+TEST_P(ReplicaPowerLoss, FollowersCopyASyncBatchDuringTheLeadersFsyncWhichTheAckStillWaitsFor) {
+  if (GetParam() != Durability::kSync) GTEST_SKIP() << "interval batches are not fsynced";
+  auto gate = std::make_shared<GatedWalSyncFileSystem>();
+  Start(gate);
+  ASSERT_EQ(ProduceAcked("before"), 0);
+
+  gate->Close();
+  absl::Cleanup reopen = [&] { gate->Open(); };  // a failed assertion must not strand the writer
+  std::shared_ptr<Answer> answer = Send("during");
+  ASSERT_TRUE(gate->AwaitHeldSync()) << "the leader's fsync of the batch is held";
+  Pump();  // the follower copies the record (and fsyncs its copy)
+  EXPECT_EQ(follower_->LogEnd(), 2) << "the batch is published before the leader's fsync ends";
+  Pump();  // and its next fetch reports that copy as durable
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(answer->done.HasBeenNotified()) << "acknowledged before the leader's fsync";
+  EXPECT_EQ(leader_->broker->DescribeTopic("t")->partitions[0].high_watermark, 1)
+      << "the high watermark passed the leader's durable end";
+
+  gate->Open();
+  ASSERT_TRUE(answer->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(answer->result.ok()) << answer->result.status();
+  EXPECT_EQ(answer->result->positions[0].offset, 1);
+  EXPECT_EQ(leader_->broker->DescribeTopic("t")->partitions[0].high_watermark, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Durability, ReplicaPowerLoss,
