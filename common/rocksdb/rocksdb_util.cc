@@ -1,11 +1,12 @@
 #include "common/rocksdb/rocksdb_util.h"
 
+#include <rocksdb/cache.h>
+#include <rocksdb/slice_transform.h>
+#include <rocksdb/table.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <thread>
-
-#include <rocksdb/cache.h>
-#include <rocksdb/table.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
@@ -67,8 +68,33 @@ rocksdb::DBOptions DefaultDbOptions() {
   return options;
 }
 
-rocksdb::ColumnFamilyOptions DefaultCfOptions() {
+namespace {
+
+// The first `size` bytes of keys longer than that. Shorter and equal keys are outside the domain
+// and are inserted without a hint: see DefaultCfOptions.
+class InsertHintPrefix : public rocksdb::SliceTransform {
+ public:
+  explicit InsertHintPrefix(size_t size)
+      : size_(size), name_(absl::StrCat("conduit.InsertHintPrefix.", size)) {}
+  const char* Name() const override { return name_.c_str(); }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), size_);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override { return key.size() > size_; }
+
+ private:
+  size_t size_;
+  std::string name_;
+};
+
+}  // namespace
+
+rocksdb::ColumnFamilyOptions DefaultCfOptions(size_t insert_hint_prefix) {
   rocksdb::ColumnFamilyOptions options;
+  if (insert_hint_prefix > 0) {
+    options.memtable_insert_with_hint_prefix_extractor =
+        std::make_shared<InsertHintPrefix>(insert_hint_prefix);
+  }
   options.OptimizeLevelStyleCompaction(64 << 20);
   options.write_buffer_size = 32 << 20;
   // One compression at every level. OptimizeLevelStyleCompaction leaves L0 and L1 uncompressed,
@@ -108,7 +134,8 @@ OpenDb::Handle OpenDb::Find(std::string_view name) const {
 
 OpenDb::Handle OpenDb::Share(rocksdb::ColumnFamilyHandle* raw) {
   rocksdb::DB* db = db_.get();
-  return Handle(raw, [db](rocksdb::ColumnFamilyHandle* h) { (void)db->DestroyColumnFamilyHandle(h); });
+  return Handle(raw,
+                [db](rocksdb::ColumnFamilyHandle* h) { (void)db->DestroyColumnFamilyHandle(h); });
 }
 
 absl::StatusOr<OpenDb::Handle> OpenDb::CreateColumnFamily(
