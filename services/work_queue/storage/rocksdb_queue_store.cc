@@ -197,10 +197,12 @@ absl::StatusOr<std::vector<std::optional<Job>>> RocksDbQueueStore::ReadJobs(
     CONDUIT_ASSIGN_OR_RETURN(out[i], codec::DecodeJob(ids[i], value));
     return absl::OkStatus();
   };
-  // Ids close together (a lease takes the oldest ready jobs, mostly consecutive) are read with
-  // one iterator: a Seek, then Next while the next stored job is the next wanted one. That is a
-  // fraction of a point lookup per job, each of which searches every memtable and level anew.
-  if (last - first < 2 * ids.size()) {
+  // Several ids close together (a lease takes the oldest ready jobs, mostly consecutive) are
+  // read with one iterator: a Seek, then Next while the next stored job is the next wanted one.
+  // That is a fraction of a point lookup per job, each of which searches every memtable and
+  // level anew; for a few ids, making the iterator costs more than it saves.
+  constexpr size_t kMinIteratorIds = 8;
+  if (ids.size() >= kMinIteratorIds && last - first < 2 * ids.size()) {
     const std::string upper = keys::JobKey(queue_id, last + 1);
     const rocksdb::Slice upper_slice(upper);
     rocksdb::ReadOptions options;

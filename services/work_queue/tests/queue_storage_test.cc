@@ -170,8 +170,8 @@ TEST(QueueStorage, LeasesAreWrittenBesideTheJobAndDeletesRemoveAllThree) {
   EXPECT_EQ(entries.size(), 1u);
 }
 
-// A lease reads its jobs' records in one pass when their ids lie close together, and with point
-// lookups when they are scattered: either way each id gets its own job (or nullopt), in the
+// A lease reads its jobs' records in one pass when many ids lie close together, and with point
+// lookups when they are few or scattered: either way each id gets its own job (or nullopt), in the
 // order asked, repeated ids included.
 TEST(QueueStorage, ReadJobsAnswersEveryIdInTheOrderAskedWhetherIdsAreCloseOrScattered) {
   testing::TempDir dir;
@@ -202,12 +202,15 @@ TEST(QueueStorage, ReadJobsAnswersEveryIdInTheOrderAskedWhetherIdsAreCloseOrScat
     return payloads;
   };
   using V = std::vector<std::string>;
-  // Close together: unsorted, a deleted id, a repeated id, an id never written, one past the
-  // last stored id of the queue.
-  EXPECT_EQ(read({4, 6, 3, 5, 6, 7, 9}),
-            (V{"job 4", "job 6", "job 3", "-", "job 6", "job 7", "-"}));
+  // Eight or more close together (one iterator): unsorted, a deleted id, a repeated id, an id
+  // never written, one past the last stored id of the queue.
+  EXPECT_EQ(read({4, 6, 3, 5, 6, 7, 9, 2, 8}),
+            (V{"job 4", "job 6", "job 3", "-", "job 6", "job 7", "-", "job 2", "job 8"}));
+  EXPECT_EQ(read({1, 2, 3, 4, 5, 6, 7, 8}),
+            (V{"job 1", "job 2", "job 3", "job 4", "-", "job 6", "job 7", "job 8"}));
+  // A few (point lookups).
   EXPECT_EQ(read({8}), V{"job 8"});
-  EXPECT_EQ(read({9}), V{"-"});
+  EXPECT_EQ(read({9, 5, 7}), (V{"-", "-", "job 7"}));
   // Scattered.
   EXPECT_EQ(read({5000, 1, 100, 5, 1}), (V{"job 5000", "job 1", "job 100", "-", "job 1"}));
   EXPECT_EQ(read({}), V{});
