@@ -287,6 +287,8 @@ absl::Status RocksDbQueueStore::Write(const std::vector<const QueueWrite*>& writ
     }
     if (w->drop_queue) {
       check(batch.Delete(queues_.get(), keys::QueueKey(q)));
+      // A range deletion must start at a key no longer than the insert-hint prefix (Open):
+      // the bare queue key, never a job key (rocksdb_util::DefaultCfOptions).
       for (const auto& cf : {jobs_, job_index_, leases_, idempotency_, audit_}) {
         check(
             batch.DeleteRange(cf.get(), keys::QueueKey(q), keys::QueueKey(QueueId(q.value() + 1))));
