@@ -15,7 +15,9 @@ Usage: python_consume_stream.py HOST:PORT    (run_with_server.sh appends the add
    within half a second.
 4. A broken stream: 5 jobs delivered on a stream that is then cancelled come back when their
    2 s leases expire, to another stream, with new tokens; the old tokens are refused.
-5. Bad input ends the stream with INVALID_ARGUMENT (credits before a start; a message with
+5. Topped up in batches: a stream leases once a quarter of its window is free, so with 8
+   credits one credit back brings no job and a second brings two.
+6. Bad input ends the stream with INVALID_ARGUMENT (credits before a start; a message with
    neither credits nor an ack, nack or extend).
 
 A response carries every job and answer that was ready when the queue wrote it (its `jobs` and
@@ -214,6 +216,38 @@ def broken_stream(stub, name):
           % waited)
 
 
+def topped_up_in_batches(stub, name):
+    enqueue(stub, name, [b"t%d" % i for i in range(20)])
+    s = Stream(stub, name, credits=8)
+    held = [s.next().job for _ in range(8)]
+    # A window of 8 is topped up 2 jobs at a time (a quarter of it): one credit back brings none.
+    s.ack(held[0], credits=1)
+    items = []
+    try:
+        while True:
+            items.append(s.next(timeout=0.5))
+    except queue.Empty:
+        pass
+    check_eq(len([i for i in items if i.job is not None]), 0, "jobs pushed with 1 of 8 credits free")
+    check_eq([i.settled.code for i in items if i.settled is not None], [OK], "the ack answered")
+    s.ack(held[1], credits=1)
+    more = []
+    while len(more) < 2:
+        m = s.next()
+        if m.job is not None:
+            more.append(m.job)
+        else:
+            check_eq(m.settled.code, OK, "ack")
+    for job in held[2:] + more:
+        s.ack(job)
+    for _ in held[2:] + more:
+        check_eq(s.next().settled.code, OK, "ack")
+    s.close()
+    stats = stub.GetQueueStats(pb.GetQueueStatsRequest(queue=name), timeout=DEADLINE_S)
+    check_eq((stats.ready, stats.leased), (10, 0), "10 jobs left, none leased after the close")
+    print("  ok: 8 credits: one credit back brought no job, a second brought two")
+
+
 def bad_input(stub, name):
     start = pb.ConsumeRequest(start=pb.ConsumeStart(queue=name, worker_id="bad"))
     cases = [("credits before a start", [pb.ConsumeRequest(credits=5)]),
@@ -240,6 +274,7 @@ def main(address):
     lease_rules(stub, name)
     pushed_not_polled(stub, name)
     broken_stream(stub, name)
+    topped_up_in_batches(stub, name)
     bad_input(stub, name)
     stub.DeleteQueue(pb.DeleteQueueRequest(name=name), timeout=DEADLINE_S)
 

@@ -138,7 +138,7 @@ class QueueService::ConsumeReactor final
       reading_ = true;
       steps.read = true;
     }
-    if (open && !reads_done_ && started_ && credits_ > 0 && !leasing_) {
+    if (open && !reads_done_ && started_ && credits_ >= RefillAt() && !leasing_) {
       leasing_ = true;
       ++outstanding_;
       LeaseArgs args = lease_;
@@ -233,6 +233,14 @@ class QueueService::ConsumeReactor final
           absl::StrCat("credits must be 1..", kMaxCredits, ", not ", credits)));
     }
     credits_ += credits;
+    peak_credits_ = std::max(peak_credits_, credits_);
+  }
+
+  // The stream leases once this many credits are free: a quarter of the most it has had (at
+  // least 1, at most one lease batch), so a worker that returns one credit per ack is topped up
+  // in batches, with three quarters of its jobs still in hand, rather than one job per lease.
+  int64_t RefillAt() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::clamp<int64_t>(peak_credits_ / 4, 1, kMaxLeaseBatch);
   }
 
   void Leased(absl::StatusOr<std::vector<Job>> jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -338,6 +346,7 @@ class QueueService::ConsumeReactor final
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   LeaseArgs lease_ ABSL_GUARDED_BY(mu_);  // queue, worker, visibility timeout, wait
   int64_t credits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_credits_ ABSL_GUARDED_BY(mu_) = 0;  // the most credits_ has been
   bool leasing_ ABSL_GUARDED_BY(mu_) = false;
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // queue callbacks still to come
   // Jobs and settle answers to write, in the order they became ready.
