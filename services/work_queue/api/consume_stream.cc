@@ -236,11 +236,15 @@ class QueueService::ConsumeReactor final
     peak_credits_ = std::max(peak_credits_, credits_);
   }
 
-  // The stream leases once this many credits are free: a quarter of the most it has had (at
+  // The stream leases once this many credits are free: a quarter of the worker's window (at
   // least 1, at most one lease batch), so a worker that returns one credit per ack is topped up
   // in batches, with three quarters of its jobs still in hand, rather than one job per lease.
+  // The window is the smaller of the most credits the stream has had and the credits plus the
+  // jobs it holds: the first stays right when the worker settles with the unary calls (the
+  // stream does not see those), the second when it shrinks its window; a worker holding
+  // nothing is always topped up.
   int64_t RefillAt() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return std::clamp<int64_t>(peak_credits_ / 4, 1, kMaxLeaseBatch);
+    return std::clamp<int64_t>(std::min(peak_credits_, held_ + credits_) / 4, 1, kMaxLeaseBatch);
   }
 
   void Leased(absl::StatusOr<std::vector<Job>> jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -251,13 +255,16 @@ class QueueService::ConsumeReactor final
     for (const Job& job : *jobs) {
       ToLeasedJob(job, &unwritten_.emplace_back().emplace<pb::LeasedJob>());
       --credits_;
+      ++held_;
     }
   }
 
   // Starts a settle (ack, nack, extend) of the stream's queue, if the stream has started; its
   // answer joins the outgoing messages. `call(queue, done)` calls the queue.
+  // `releases`: an ack or nack, after which the worker no longer holds the job (whatever the
+  // answer: a refused one was not its job to hold any more).
   template <typename T, typename Call, typename Fill>
-  void Settle(int64_t request_id, uint64_t job_id, Call call, Fill fill) {
+  void Settle(int64_t request_id, uint64_t job_id, bool releases, Call call, Fill fill) {
     std::string queue;
     {
       absl::MutexLock lock(&mu_);
@@ -270,11 +277,12 @@ class QueueService::ConsumeReactor final
       FailAndRun(absl::InvalidArgumentError("the first message must be a start"));
       return;
     }
-    call(queue, [this, request_id, job_id, fill](absl::StatusOr<T> result) {
+    call(queue, [this, request_id, job_id, releases, fill](absl::StatusOr<T> result) {
       Steps steps;
       {
         absl::MutexLock lock(&mu_);
         --outstanding_;
+        if (releases && held_ > 0) --held_;
         if (!broken_ && !failed_) {
           pb::SettleResult* out = &unwritten_.emplace_back().emplace<pb::SettleResult>();
           out->set_request_id(request_id);
@@ -293,7 +301,7 @@ class QueueService::ConsumeReactor final
     const uint64_t job = ack.job_id();
     const LeaseToken token(ack.lease_token());
     Settle<bool>(
-        request_id, job,
+        request_id, job, /*releases=*/true,
         [&](const std::string& queue, Callback<bool> done) {
           queue_->Ack(queue, job, token, std::move(done));
         },
@@ -309,7 +317,7 @@ class QueueService::ConsumeReactor final
     const uint64_t job = nack.job_id();
     const LeaseToken token(nack.lease_token());
     Settle<NackResult>(
-        request_id, job,
+        request_id, job, /*releases=*/true,
         [&](const std::string& queue, Callback<NackResult> done) {
           queue_->Nack(queue, job, token, *args, std::move(done));
         },
@@ -328,7 +336,7 @@ class QueueService::ConsumeReactor final
     const LeaseToken token(extend.lease_token());
     const absl::Duration extension = FromDuration(extend.extension());
     Settle<absl::Time>(
-        request_id, job,
+        request_id, job, /*releases=*/false,
         [&](const std::string& queue, Callback<absl::Time> done) {
           queue_->ExtendLease(queue, job, token, extension, std::move(done));
         },
@@ -347,6 +355,8 @@ class QueueService::ConsumeReactor final
   LeaseArgs lease_ ABSL_GUARDED_BY(mu_);  // queue, worker, visibility timeout, wait
   int64_t credits_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_credits_ ABSL_GUARDED_BY(mu_) = 0;  // the most credits_ has been
+  // Jobs pushed on this stream and not yet acked or nacked on it (RefillAt).
+  int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
   bool leasing_ ABSL_GUARDED_BY(mu_) = false;
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // queue callbacks still to come
   // Jobs and settle answers to write, in the order they became ready.
