@@ -86,7 +86,8 @@ std::shared_ptr<const ClusterView> View(Durability durability) {
 }
 
 // A file system whose WAL fsyncs wait while the gate is closed: a leader's fsync caught in the
-// act. Syncs of other files (MANIFEST, tables) pass.
+// act; opened with Fail(), the held fsyncs (and every later one) fail as a dying disk's would.
+// Syncs of other files (MANIFEST, tables) pass.
 class GatedWalSyncFileSystem final : public rocksdb::FileSystemWrapper {
  public:
   GatedWalSyncFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
@@ -99,6 +100,11 @@ class GatedWalSyncFileSystem final : public rocksdb::FileSystemWrapper {
   }
   void Open() {
     absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  void Fail() {
+    absl::MutexLock lock(&mu_);
+    failing_ = true;
     open_ = true;
   }
   // Waits until a WAL fsync is held at the closed gate; whether one was within 5 s.
@@ -124,12 +130,12 @@ class GatedWalSyncFileSystem final : public rocksdb::FileSystemWrapper {
         : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
     rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) override {
-      fs_->PassGate();
+      if (!fs_->PassGate()) return rocksdb::IOStatus::IOError("injected WAL fsync failure");
       return FSWritableFileOwnerWrapper::Sync(options, dbg);
     }
     rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                             rocksdb::IODebugContext* dbg) override {
-      fs_->PassGate();
+      if (!fs_->PassGate()) return rocksdb::IOStatus::IOError("injected WAL fsync failure");
       return FSWritableFileOwnerWrapper::Fsync(options, dbg);
     }
 
@@ -137,17 +143,21 @@ class GatedWalSyncFileSystem final : public rocksdb::FileSystemWrapper {
     GatedWalSyncFileSystem* const fs_;
   };
 
-  void PassGate() {
+  // Whether the fsync may go on (false: it fails).
+  bool PassGate() {
     absl::MutexLock lock(&mu_);
-    if (open_) return;
-    held_ = true;
-    mu_.Await(absl::Condition(&open_));
-    held_ = false;
+    if (!open_) {
+      held_ = true;
+      mu_.Await(absl::Condition(&open_));
+      held_ = false;
+    }
+    return !failing_;
   }
 
   absl::Mutex mu_;
   bool open_ ABSL_GUARDED_BY(mu_) = true;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool failing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One broker process: its store (over `fs` when given), cluster view and Broker.
@@ -214,7 +224,7 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
     }
   }
 
-  // A produce of one record with acks all, answered into `answer`.
+  // A produce of one record with acks all, answered into `answer` (a refusal at once, too).
   struct Answer {
     absl::Notification done;
     absl::StatusOr<ProduceResult> result;
@@ -227,13 +237,15 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
     record.data.value = value;
     std::vector<ProduceRecordArgs> records;
     records.push_back(std::move(record));
-    EXPECT_TRUE(leader_->broker
-                    ->Produce("t", std::move(records), std::nullopt,
-                              [answer](absl::StatusOr<ProduceResult> r) {
-                                answer->result = std::move(r);
-                                answer->done.Notify();
-                              })
-                    .ok());
+    absl::Status submitted = leader_->broker->Produce(
+        "t", std::move(records), std::nullopt, [answer](absl::StatusOr<ProduceResult> r) {
+          answer->result = std::move(r);
+          answer->done.Notify();
+        });
+    if (!submitted.ok()) {
+      answer->result = submitted;
+      answer->done.Notify();
+    }
     return answer;
   }
 
@@ -315,6 +327,33 @@ TEST_P(ReplicaPowerLoss, FollowersCopyASyncBatchDuringTheLeadersFsyncWhichTheAck
   ASSERT_TRUE(answer->result.ok()) << answer->result.status();
   EXPECT_EQ(answer->result->positions[0].offset, 1);
   EXPECT_EQ(leader_->broker->DescribeTopic("t")->partitions[0].high_watermark, 2);
+}
+
+// The leader's fsync of a batch its followers already copied fails: the batch is never
+// acknowledged, and the high watermark stays below it although the follower reports its copy
+// durable, so no consumer reads what the leader may not have.
+TEST_P(ReplicaPowerLoss, ABatchWhoseLeaderFsyncFailsIsNeitherAcknowledgedNorVisible) {
+  if (GetParam() != Durability::kSync) GTEST_SKIP() << "interval batches are not fsynced";
+  auto gate = std::make_shared<GatedWalSyncFileSystem>();
+  Start(gate);
+  ASSERT_EQ(ProduceAcked("before"), 0);
+
+  gate->Close();
+  absl::Cleanup reopen = [&] { gate->Open(); };
+  std::shared_ptr<Answer> answer = Send("during");
+  ASSERT_TRUE(gate->AwaitHeldSync()) << "the leader's fsync of the batch is held";
+  Pump();
+  ASSERT_EQ(follower_->LogEnd(), 2) << "the follower copied the batch during the fsync";
+  gate->Fail();
+  ASSERT_TRUE(answer->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_FALSE(answer->result.ok()) << "a batch whose fsync failed was acknowledged";
+  Pump();  // the follower reports its durable copy of the batch
+  Pump();
+  EXPECT_EQ(leader_->broker->DescribeTopic("t")->partitions[0].high_watermark, 1)
+      << "the high watermark passed a batch the leader failed to fsync";
+  std::shared_ptr<Answer> later = Send("after");
+  ASSERT_TRUE(later->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_FALSE(later->result.ok()) << "a write accepted after a failed fsync";
 }
 
 INSTANTIATE_TEST_SUITE_P(Durability, ReplicaPowerLoss,
