@@ -237,11 +237,11 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
     record.data.value = value;
     std::vector<ProduceRecordArgs> records;
     records.push_back(std::move(record));
-    absl::Status submitted = leader_->broker->Produce(
-        "t", std::move(records), std::nullopt, [answer](absl::StatusOr<ProduceResult> r) {
-          answer->result = std::move(r);
-          answer->done.Notify();
-        });
+    absl::Status submitted = leader_->broker->Produce("t", std::move(records), std::nullopt,
+                                                      [answer](absl::StatusOr<ProduceResult> r) {
+                                                        answer->result = std::move(r);
+                                                        answer->done.Notify();
+                                                      });
     if (!submitted.ok()) {
       answer->result = submitted;
       answer->done.Notify();
