@@ -15,6 +15,11 @@ Usage: python_produce_stream.py HOST:PORT    (run_with_server.sh appends the add
    (the same count 1.5 s apart, short of the total): the broker stopped reading; once the caller
    reads, all are appended, and the answers that waited come several to a response (fewer
    responses than half the messages).
+4. Plain messages (no producer id), which the broker groups: 3,000 one-record messages to 3
+   partitions with, in the middle, a record for a partition that does not exist, a message with
+   no records, an idempotent message and a message to another topic: each refused message gets
+   its own error while the others are appended, every answer comes in message order, and each
+   partition's log holds the values in send order at the answered offsets.
 """
 
 import os
@@ -58,6 +63,53 @@ class Sender:
         request.records.add(partition=partition, value=value)
         request.sequences.add(partition=partition, base_sequence=sequence)
         return pb.ProduceStreamRequest(sequence=n, request=request)
+
+
+def plain_messages_in_order(stub, topic, sender):
+    other = topic + "-other"
+    stub.CreateTopic(pb.CreateTopicRequest(name=other, partitions=1), timeout=DEADLINE_S)
+    before = [len(fetch_all(stub, topic, p)) for p in range(PARTITIONS)]
+    messages, expect = [], {}  # expect: message number -> (topic, partition, value) or a code
+    for n in range(3000):
+        p = n % PARTITIONS
+        value = b"plain%d" % n
+        if n == 2100:
+            messages.append(sender.message(n, p, value))
+            expect[n] = (topic, p, value)
+            continue
+        request = pb.ProduceRequest(topic=other if n == 2500 else topic)
+        if n == 700:
+            request.records.add(partition=99, value=value)
+            expect[n] = grpc.StatusCode.NOT_FOUND.value[0]
+        elif n == 1400:
+            expect[n] = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        else:
+            request.records.add(partition=0 if n == 2500 else p, value=value)
+            expect[n] = (request.topic, 0 if n == 2500 else p, value)
+        messages.append(pb.ProduceStreamRequest(sequence=n, request=request))
+    answers = list(answers_of(stub.ProduceStream(iter(messages), timeout=60)))
+    check_eq(len(answers), len(messages), "one answer per message")
+    logs = {(topic, p): fetch_all(stub, topic, p) for p in range(PARTITIONS)}
+    logs[(other, 0)] = fetch_all(stub, other, 0)
+    appended = {key: [] for key in logs}
+    for n, a in enumerate(answers):
+        check_eq(a.sequence, n, "answers in message order")
+        if isinstance(expect[n], int):
+            check_eq(a.code, expect[n], "message %d refused alone: %s" % (n, a.message))
+            continue
+        check_eq(a.code, 0, "message %d: %s" % (n, a.message))
+        t, p, value = expect[n]
+        check_eq((a.positions[0].partition, len(a.positions)), (p, 1), "message %d's position" % n)
+        check_eq(logs[(t, p)][a.positions[0].offset].value, value, "the value at its offset")
+        appended[(t, p)].append(value)
+    for (t, p), values in appended.items():
+        start = before[p] if t == topic else 0
+        check_eq([r.value for r in logs[(t, p)][start:]], values,
+                 "%s/%d holds the values in send order, nothing else" % (t, p))
+    stub.DeleteTopic(pb.DeleteTopicRequest(name=other), timeout=DEADLINE_S)
+    print("  ok: 2,998 plain and idempotent messages appended in send order; the bad record "
+          "(%s) and the empty message (%s) refused alone" % (answers[700].message,
+                                                           answers[1400].message))
 
 
 def answers_of(call):
@@ -206,6 +258,7 @@ def main(address):
     appended = order_and_positions(stub, topic, sender)
     cut_and_resend(stub, topic, sender, appended)
     flow_control(address, stub, topic)
+    plain_messages_in_order(stub, topic, sender)
     stub.DeleteTopic(pb.DeleteTopicRequest(name=topic), timeout=DEADLINE_S)
 
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,13 +16,18 @@
 
 namespace conduit::log_broker::api {
 
-// Each message goes to Broker::Produce as it arrives, so the messages of one stream (and of every
-// other stream and call) share the writer's group commit; answers are written in message order,
-// one write in flight at a time, and every answer ready when a write starts goes in it (up to
-// kMaxResponseBytes): a caller streaming one record per message gets its answers in as few
-// responses as the writes allow, instead of paying a write and a read per record. Reading pauses
-// while kWindow messages are unanswered or in the write: the caller is then held back by HTTP/2
-// flow control, and the broker holds at most kWindow requests and answers per stream.
+// Messages go to the broker in order. Consecutive plain messages (no producer id) of one topic
+// and acks are handed over together (Broker::ProduceParts: one entry in the writer's group
+// commit, each message validated and answered on its own) while kMaxGroupsInFlight earlier
+// hand-overs of the stream are unanswered; otherwise a message goes at once. So a caller
+// streaming one record per message pays the writer's per-request costs (and a follower's
+// fetches) once per group, and a lone message waits for nothing. An idempotent message goes alone
+// (Broker::Produce: its sequences are its own), after what was queued before it. Answers are
+// written in message order, one write in flight at a time, and every answer ready when a write
+// starts goes in it (up to kMaxResponseBytes): the caller gets its answers in as few responses as
+// the writes allow, instead of paying a write and a read per record. Reading pauses while kWindow
+// messages are unanswered or in the write: the caller is then held back by HTTP/2 flow control, and
+// the broker holds at most kWindow requests and answers per stream.
 //
 // Authorisation: each message needs Write on its topic. A topic is checked when it first appears
 // on the stream and, once allowed, stays allowed for the stream's life (like Kafka's checks per
@@ -29,8 +35,8 @@ namespace conduit::log_broker::api {
 // answered with PERMISSION_DENIED or UNAUTHENTICATED like any other refused message, nothing of
 // it is appended, and the stream goes on.
 //
-// Lifetime: gRPC calls OnDone once after Finish; Finish is called only when no read, write or
-// Broker::Produce callback is outstanding, so no callback ever runs on a deleted reactor.
+// Lifetime: gRPC calls OnDone once after Finish; Finish is called only when no read, write,
+// hand-over or broker callback is outstanding, so no callback ever runs on a deleted reactor.
 // Reactions and Produce callbacks run on gRPC and writer threads; state is under mu_, and
 // Start*/Finish are called outside it.
 class LogService::ProduceStreamReactor final
@@ -42,6 +48,11 @@ class LogService::ProduceStreamReactor final
   // Allowed topics remembered per stream; a stream writing more is checked for the others at
   // every message (bounds the memory a stream naming many topics can take).
   static constexpr size_t kRememberedTopics = 64;
+  // Hand-overs of grouped messages unanswered at once; a further group waits (and grows).
+  static constexpr int kMaxGroupsInFlight = 2;
+  // A group this large is handed over without waiting.
+  static constexpr size_t kFullGroupRecords = 1000;
+  static constexpr int64_t kFullGroupBytes = 1 << 20;
 
   ProduceStreamReactor(LogService* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
@@ -57,7 +68,7 @@ class LogService::ProduceStreamReactor final
         reads_done_ = true;
         steps = NextLocked();
       }
-      Run(steps);
+      Run(std::move(steps));
       return;
     }
     Slot* slot;
@@ -68,14 +79,15 @@ class LogService::ProduceStreamReactor final
       slot->answer.set_sequence(request_.sequence());
       ++producing_;
     }
-    Produce(slot);  // request_ is free again once this returns
+    std::optional<Message> message = Prepare(slot);  // request_ is free again once this returns
     Steps steps;
     {
       absl::MutexLock lock(&mu_);
+      if (message) QueueLocked(*std::move(message));
       reading_ = false;
       steps = NextLocked();
     }
-    Run(steps);
+    Run(std::move(steps));
   }
 
   void OnWriteDone(bool ok) override {
@@ -87,7 +99,7 @@ class LogService::ProduceStreamReactor final
       if (!ok) broken_ = true;
       steps = NextLocked();
     }
-    Run(steps);
+    Run(std::move(steps));
   }
 
   void OnCancel() override {
@@ -97,7 +109,7 @@ class LogService::ProduceStreamReactor final
       broken_ = true;
       steps = NextLocked();
     }
-    Run(steps);
+    Run(std::move(steps));
   }
 
   void OnDone() override { delete this; }
@@ -106,6 +118,35 @@ class LogService::ProduceStreamReactor final
   struct Slot {
     pb::ProduceStreamResponse::Answer answer;
     bool answered = false;
+  };
+  // Grouped messages handed over together; the hand-over is answered when all of them are.
+  struct Group {
+    int unanswered = 0;
+  };
+  // A message checked and ready for the broker.
+  struct Message {
+    Slot* slot = nullptr;
+    absl::Time started;
+    std::string topic;
+    std::optional<Acks> acks;
+    std::optional<ProducerArgs> producer;
+    int64_t bytes = 0;
+    Broker::ProducePart part;
+  };
+  // Messages queued for the broker: a lone idempotent message, or consecutive plain messages of
+  // one topic and acks (a group).
+  struct Unit {
+    std::string topic;
+    std::optional<Acks> acks;
+    std::optional<ProducerArgs> producer;
+    std::vector<Broker::ProducePart> parts;
+    std::shared_ptr<Group> group;  // plain messages only
+    size_t records = 0;
+    int64_t bytes = 0;
+    // Handed over without waiting: idempotent, or large enough.
+    bool Full() const {
+      return producer.has_value() || records >= kFullGroupRecords || bytes >= kFullGroupBytes;
+    }
   };
 
   // OK when this stream may write `topic` (see the class comment); PERMISSION_DENIED or
@@ -121,35 +162,75 @@ class LogService::ProduceStreamReactor final
     return allowed;
   }
 
-  // Hands the message in request_ to the broker; the answer lands in `slot`.
-  void Produce(Slot* slot) {
+  // Checks the message in request_ and takes its records; nullopt when it is refused here (then
+  // answered in `slot`).
+  std::optional<Message> Prepare(Slot* slot) {
     const absl::Time started = absl::Now();
     pb::ProduceRequest& request = *request_.mutable_request();
     absl::Status refused = AllowWrite(request.topic());
+    const int64_t bytes = RecordBytes(request);
     if (refused.ok()) {
-      refused = service_->guard_.ChargeBytes(*ctx_, security::QuotaKind::kProduceBytes,
-                                             RecordBytes(request));
+      refused = service_->guard_.ChargeBytes(*ctx_, security::QuotaKind::kProduceBytes, bytes);
     }
     if (refused.ok()) refused = grpc_util::CheckTimeFields(request);
     auto acks = FromProto(request.acks());
     if (refused.ok()) refused = acks.status();
-    if (refused.ok()) {
-      std::vector<ProduceRecordArgs> records;
-      records.reserve(request.records_size());
-      for (auto& r : *request.mutable_records()) records.push_back(FromProto(std::move(r)));
-      refused = service_->broker_->Produce(
-          request.topic(), std::move(records), ProducerFromProto(request),
-          [this, slot, started](absl::StatusOr<ProduceResult> result) {
-            service_->metrics_->ObserveProduceLatency(absl::Now() - started);
-            Answer(slot, std::move(result));
-          },
-          *acks);
+    if (!refused.ok()) {
+      Answer(slot, refused, nullptr);
+      return std::nullopt;
     }
-    if (!refused.ok()) Answer(slot, refused);
+    Message m;
+    m.slot = slot;
+    m.started = started;
+    m.topic = request.topic();
+    m.acks = *acks;
+    m.producer = ProducerFromProto(request);
+    m.bytes = bytes;
+    m.part.records.reserve(request.records_size());
+    for (auto& r : *request.mutable_records()) m.part.records.push_back(FromProto(std::move(r)));
+    return m;
   }
 
-  // Records the answer of `slot`'s message (from any thread) and writes what is due.
-  void Answer(Slot* slot, absl::StatusOr<ProduceResult> result) {
+  // Queues `m` behind what is queued: into the last group when it fits there.
+  void QueueLocked(Message m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool plain = !m.producer.has_value();
+    if (queued_.empty() || !plain || queued_.back().producer || queued_.back().Full() ||
+        queued_.back().topic != m.topic || queued_.back().acks != m.acks) {
+      Unit unit;
+      unit.topic = std::move(m.topic);
+      unit.acks = m.acks;
+      unit.producer = std::move(m.producer);
+      if (plain) unit.group = std::make_shared<Group>();
+      queued_.push_back(std::move(unit));
+    }
+    Unit& unit = queued_.back();
+    unit.records += m.part.records.size();
+    unit.bytes += m.bytes;
+    if (unit.group) ++unit.group->unanswered;
+    m.part.done = [this, slot = m.slot, started = m.started,
+                   group = unit.group](absl::StatusOr<ProduceResult> result) {
+      service_->metrics_->ObserveProduceLatency(absl::Now() - started);
+      Answer(slot, std::move(result), group.get());
+    };
+    unit.parts.push_back(std::move(m.part));
+  }
+
+  // Hands `unit` to the broker (outside mu_). Its messages' answers land in their slots.
+  void HandOver(Unit& unit) {
+    if (unit.producer) {
+      Broker::ProducePart& part = unit.parts.front();
+      // Produce consumes its callback only when it takes the request.
+      absl::Status refused = service_->broker_->Produce(
+          unit.topic, std::move(part.records), std::move(unit.producer), part.done, unit.acks);
+      if (!refused.ok()) part.done(refused);
+      return;
+    }
+    service_->broker_->ProduceParts(unit.topic, std::move(unit.parts), unit.acks);
+  }
+
+  // Records the answer of `slot`'s message (from any thread) and writes what is due. `group`:
+  // the hand-over the message was part of, if grouped.
+  void Answer(Slot* slot, absl::StatusOr<ProduceResult> result, Group* group) {
     service_->metrics_->CountProduce(result.status().code());
     pb::ProduceStreamResponse::Answer& out = slot->answer;
     if (result.ok()) {
@@ -175,20 +256,30 @@ class LogService::ProduceStreamReactor final
       absl::MutexLock lock(&mu_);
       slot->answered = true;
       --producing_;
+      if (group != nullptr && --group->unanswered == 0) --groups_in_flight_;
       steps = NextLocked();
     }
-    Run(steps);
+    Run(std::move(steps));
   }
 
   // What the state allows next: the next write and/or the next read, or the end. Decided under
   // mu_ (which marks it started) and carried out by Run after mu_ is released.
   struct Steps {
+    std::deque<Unit> hand_over;  // in order, by one thread at a time (handing_over_)
     const pb::ProduceStreamResponse* write = nullptr;
     bool read = false;
     std::optional<grpc::Status> finish;
   };
   Steps NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Steps steps;
+    // The queue goes to the broker when no group of the stream waits for its answer (or too few
+    // do), or when its head can take no more messages.
+    if (!handing_over_ && !queued_.empty() &&
+        (groups_in_flight_ < kMaxGroupsInFlight || queued_.size() > 1 || queued_.front().Full())) {
+      handing_over_ = true;
+      for (const Unit& unit : queued_) groups_in_flight_ += unit.group ? 1 : 0;
+      steps.hand_over.swap(queued_);
+    }
     if (!broken_ && !writing_ && !slots_.empty() && slots_.front().answered) {
       writing_ = true;
       response_.clear_answers();
@@ -205,7 +296,7 @@ class LogService::ProduceStreamReactor final
       reading_ = true;
       steps.read = true;
     }
-    if (!finished_ && !reading_ && !writing_ && producing_ == 0 &&
+    if (!finished_ && !reading_ && !writing_ && !handing_over_ && producing_ == 0 &&
         (broken_ || (reads_done_ && slots_.empty()))) {
       finished_ = true;
       steps.finish =
@@ -213,10 +304,18 @@ class LogService::ProduceStreamReactor final
     }
     return steps;
   }
-  void Run(const Steps& steps) {
-    if (steps.write != nullptr) StartWrite(steps.write);
-    if (steps.read) StartRead(&request_);
-    if (steps.finish) Finish(*steps.finish);
+  void Run(Steps steps) {
+    while (true) {
+      if (steps.write != nullptr) StartWrite(steps.write);
+      if (steps.read) StartRead(&request_);
+      if (steps.finish) Finish(*steps.finish);
+      if (steps.hand_over.empty()) return;
+      // Units queued meanwhile wait for this thread, so they reach the broker in order.
+      for (Unit& unit : steps.hand_over) HandOver(unit);
+      absl::MutexLock lock(&mu_);
+      handing_over_ = false;
+      steps = NextLocked();
+    }
   }
 
   LogService* const service_;
@@ -230,7 +329,11 @@ class LogService::ProduceStreamReactor final
   // The response being written (while writing_), and how many answers it holds.
   pb::ProduceStreamResponse response_ ABSL_GUARDED_BY(mu_);
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;  // Broker::Produce callbacks still to come
+  // Messages checked and not yet answered (queued or handed over): their callbacks are to come.
+  int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Unit> queued_ ABSL_GUARDED_BY(mu_);    // not yet handed over, in message order
+  bool handing_over_ ABSL_GUARDED_BY(mu_) = false;  // a thread is handing units over
+  int groups_in_flight_ ABSL_GUARDED_BY(mu_) = 0;   // handed-over groups not fully answered
   bool reading_ ABSL_GUARDED_BY(mu_) = true;    // the constructor's read
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -310,12 +310,9 @@ absl::Status Broker::CheckPartition(const TopicState& topic, int32_t partition) 
   return absl::OkStatus();
 }
 
-absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceRecordArgs> records,
-                             std::optional<ProducerArgs> producer, ProduceCallback done,
-                             std::optional<Acks> acks) {
-  auto topic = FindTopic(topic_name);
-  if (!topic.ok()) return topic.status();
-  const TopicMeta meta = (*topic)->meta();
+absl::StatusOr<std::vector<RoutedRecord>> Broker::RouteRecords(
+    TopicState& topic, const TopicMeta& meta, std::vector<ProduceRecordArgs>& records,
+    std::optional<int32_t>* sticky, int64_t* bytes) const {
   if (records.empty()) return absl::InvalidArgumentError("produce request has no records");
   if (records.size() > static_cast<size_t>(kMaxRecordsPerProduce)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -323,8 +320,7 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
   }
   std::vector<RoutedRecord> routed;
   routed.reserve(records.size());
-  std::optional<int32_t> sticky;
-  int64_t bytes = 0;
+  int64_t request_bytes = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     ProduceRecordArgs& r = records[i];
     CONDUIT_RETURN_IF_ERROR(ValidateRecord(meta, r.data, r.partition, i));
@@ -337,35 +333,121 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
       // The dedup window is per partition: a retry must land where the first attempt did.
       partition = hash::PartitionForKey(r.data.event_id, meta.partitions);
     } else {
-      if (!sticky) sticky = StickyPartition(**topic);
-      partition = *sticky;
+      if (!*sticky) *sticky = StickyPartition(topic);
+      partition = **sticky;
     }
-    bytes += static_cast<int64_t>(r.data.PayloadBytes()) + kRecordOverheadBytes;
+    request_bytes += static_cast<int64_t>(r.data.PayloadBytes()) + kRecordOverheadBytes;
     routed.push_back(RoutedRecord{partition, std::move(r.data)});
   }
-  if (bytes > kMaxProduceRequestBytes) {
+  if (request_bytes > kMaxProduceRequestBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "produce request is %d bytes; the limit is %d", bytes, kMaxProduceRequestBytes));
+        "produce request is %d bytes; the limit is %d", request_bytes, kMaxProduceRequestBytes));
   }
-  const bool acks_all = acks.value_or(meta.config.acks) == Acks::kAll;
-  if (cluster_ != nullptr) {
-    absl::flat_hash_map<int32_t, bool> checked;
-    for (const RoutedRecord& r : routed) {
-      if (checked.emplace(r.partition, true).second) {
-        CONDUIT_RETURN_IF_ERROR(CheckServing(**topic, r.partition, /*write=*/true));
-        if (acks_all) CONDUIT_RETURN_IF_ERROR(CheckInSync(**topic, r.partition));
-      }
+  *bytes += request_bytes;
+  return routed;
+}
+
+absl::Status Broker::CheckWritable(const TopicState& topic, const std::vector<RoutedRecord>& routed,
+                                   bool acks_all) const {
+  if (cluster_ == nullptr) return absl::OkStatus();
+  absl::flat_hash_map<int32_t, bool> checked;
+  for (const RoutedRecord& r : routed) {
+    if (checked.emplace(r.partition, true).second) {
+      CONDUIT_RETURN_IF_ERROR(CheckServing(topic, r.partition, /*write=*/true));
+      if (acks_all) CONDUIT_RETURN_IF_ERROR(CheckInSync(topic, r.partition));
     }
-    if (acks_all) done = AwaitReplication(*topic, std::move(done));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceRecordArgs> records,
+                             std::optional<ProducerArgs> producer, ProduceCallback done,
+                             std::optional<Acks> acks) {
+  auto topic = FindTopic(topic_name);
+  if (!topic.ok()) return topic.status();
+  const TopicMeta meta = (*topic)->meta();
+  std::optional<int32_t> sticky;
+  int64_t bytes = 0;
+  auto routed = RouteRecords(**topic, meta, records, &sticky, &bytes);
+  if (!routed.ok()) return routed.status();
+  const bool acks_all = acks.value_or(meta.config.acks) == Acks::kAll;
+  CONDUIT_RETURN_IF_ERROR(CheckWritable(**topic, *routed, acks_all));
+  if (cluster_ != nullptr && acks_all) done = AwaitReplication(*topic, std::move(done));
   std::optional<ProducerStamp> stamp;
   if (producer) {
-    auto checked = CheckProducerArgs(*producer, routed);
+    auto checked = CheckProducerArgs(*producer, *routed);
     if (!checked.ok()) return checked.status();
     stamp = *std::move(checked);
   }
-  return pipeline_.Submit(*std::move(topic), std::move(routed), std::move(stamp), bytes,
+  return pipeline_.Submit(*std::move(topic), *std::move(routed), std::move(stamp), bytes,
                           std::move(done));
+}
+
+void Broker::ProduceParts(const std::string& topic_name, std::vector<ProducePart> parts,
+                          std::optional<Acks> acks) {
+  auto topic = FindTopic(topic_name);
+  if (!topic.ok()) {
+    for (ProducePart& part : parts) part.done(topic.status());
+    return;
+  }
+  const TopicMeta meta = (*topic)->meta();
+  const bool acks_all = acks.value_or(meta.config.acks) == Acks::kAll;
+
+  // One submission: the accepted parts' records in order, each part's count and callback.
+  struct Group {
+    std::vector<RoutedRecord> routed;
+    int64_t bytes = 0;
+    std::vector<std::pair<size_t, ProduceCallback>> parts;  // (records, done)
+  };
+  auto submit = [&](Group group) {
+    if (group.parts.empty()) return;
+    auto parts =
+        std::make_shared<std::vector<std::pair<size_t, ProduceCallback>>>(std::move(group.parts));
+    auto split = [parts](absl::StatusOr<ProduceResult> result) {
+      size_t at = 0;
+      for (auto& [count, done] : *parts) {
+        if (!result.ok()) {
+          done(result.status());
+          continue;
+        }
+        ProduceResult mine;
+        mine.append_time = result->append_time;
+        mine.positions.assign(result->positions.begin() + static_cast<ptrdiff_t>(at),
+                              result->positions.begin() + static_cast<ptrdiff_t>(at + count));
+        at += count;
+        done(std::move(mine));
+      }
+    };
+    absl::Status refused = CheckWritable(**topic, group.routed, acks_all);
+    if (refused.ok()) {
+      ProduceCallback done = split;
+      if (cluster_ != nullptr && acks_all) done = AwaitReplication(*topic, std::move(done));
+      refused = pipeline_.Submit(*topic, std::move(group.routed), std::nullopt, group.bytes,
+                                 std::move(done));
+    }
+    if (!refused.ok()) split(refused);  // refused up front: nothing queued, nothing called
+  };
+
+  std::optional<int32_t> sticky;
+  Group group;
+  for (ProducePart& part : parts) {
+    int64_t bytes = 0;
+    auto routed = RouteRecords(**topic, meta, part.records, &sticky, &bytes);
+    if (!routed.ok()) {
+      part.done(routed.status());
+      continue;
+    }
+    // A group stays within the limits of one request.
+    if (group.routed.size() + routed->size() > static_cast<size_t>(kMaxRecordsPerProduce) ||
+        group.bytes + bytes > kMaxProduceRequestBytes) {
+      submit(std::exchange(group, Group{}));
+    }
+    group.routed.insert(group.routed.end(), std::make_move_iterator(routed->begin()),
+                        std::make_move_iterator(routed->end()));
+    group.bytes += bytes;
+    group.parts.emplace_back(routed->size(), std::move(part.done));
+  }
+  submit(std::move(group));
 }
 
 absl::StatusOr<ProducerStamp> Broker::CheckProducerArgs(const ProducerArgs& producer,

@@ -213,6 +213,21 @@ class Broker {
                        std::optional<ProducerArgs> producer, ProduceCallback done,
                        std::optional<Acks> acks = std::nullopt);
 
+  // Several produce requests of one topic without a producer id, appended as one request: one
+  // entry in the group commit, the parts' records in order (keyless records of all the parts
+  // share one sticky partition, as Kafka's sticky partitioner does for a batch). Each part is
+  // validated alone, so a part with a bad record is refused with its own error and the others go
+  // on; a refusal of them all (unknown topic, not the leader, too few in-sync replicas,
+  // backpressure, broker stopped) answers each part with it. Parts beyond one request's limits
+  // go in further requests. Each part's `done` runs exactly once, with its own records'
+  // positions; on this thread for a refusal up front.
+  struct ProducePart {
+    std::vector<ProduceRecordArgs> records;
+    ProduceCallback done;
+  };
+  void ProduceParts(const std::string& topic, std::vector<ProducePart> parts,
+                    std::optional<Acks> acks = std::nullopt);
+
   // The cluster's metadata made this broker the leader of topic/partition at `epoch`: appends
   // from now on are stamped with it. FAILED_PRECONDITION when `epoch` is below the partition's
   // current one (epochs never go back); NOT_FOUND for an unknown partition. The epoch is
@@ -331,6 +346,16 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);
   absl::StatusOr<TopicMeta> UpdateClusterTopicConfig(const std::string& name,
                                                      const TopicConfigPatch& patch);
+  // Validates and places one request's records (its limits, each record's rules); keyless
+  // records go to `*sticky`, chosen at the first. Adds their bytes to `*bytes` when accepted.
+  absl::StatusOr<std::vector<RoutedRecord>> RouteRecords(TopicState& topic, const TopicMeta& meta,
+                                                         std::vector<ProduceRecordArgs>& records,
+                                                         std::optional<int32_t>* sticky,
+                                                         int64_t* bytes) const;
+  // Cluster mode: OK when every partition of `routed` takes writes here now (and, with acks
+  // all, has enough in-sync replicas). Always OK on a single node.
+  absl::Status CheckWritable(const TopicState& topic, const std::vector<RoutedRecord>& routed,
+                             bool acks_all) const;
   static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
                                                          const std::vector<RoutedRecord>& routed);
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);

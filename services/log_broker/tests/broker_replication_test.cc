@@ -91,6 +91,44 @@ TEST_F(BrokerClusterTest, AcksAllAnswersDeadlineExceededWhenAFollowerNeverFetche
   EXPECT_EQ(Describe("r").high_watermark, 2);
 }
 
+// Grouped produce parts (ProduceStream's plain messages) meet acks all like one request: no
+// part is answered until both followers have fetched past the whole group, and then each gets
+// its own offsets. A part with a bad record is refused alone, at once.
+TEST_F(BrokerClusterTest, AcksAllAnswersGroupedProducePartsOnceTheFollowersHaveTheGroup) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  std::vector<std::unique_ptr<Pending>> answers;
+  std::vector<Broker::ProducePart> parts;
+  for (std::vector<ProduceRecordArgs> records :
+       {std::vector{To(0, "a"), To(0, "b")}, std::vector{To(7, "bad")}, std::vector{To(0, "c")}}) {
+    answers.push_back(std::make_unique<Pending>());
+    parts.push_back({std::move(records), [p = answers.back().get()](auto r) {
+                       p->result = std::move(r);
+                       p->done.Notify();
+                     }});
+  }
+  broker_->ProduceParts("r", std::move(parts));
+  ASSERT_TRUE(answers[1]->Answered()) << "the bad part is refused up front";
+  EXPECT_EQ(answers[1]->result.status().code(), absl::StatusCode::kNotFound);
+  for (int i = 0; i < 1000 && Describe("r").meta.next_offset < 3; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(Describe("r").meta.next_offset, 3) << "the good parts appended at the leader";
+  FetchAsFollower(2, 3);
+  FetchAsFollower(3, 2);  // follower 3 has only the first part
+  EXPECT_FALSE(answers[0]->Answered()) << "acks all waits for the whole group";
+  EXPECT_FALSE(answers[2]->Answered());
+  FetchAsFollower(3, 3);
+  ASSERT_TRUE(answers[0]->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(answers[2]->Answered(absl::Seconds(10)));
+  ASSERT_TRUE(answers[0]->result.ok()) << answers[0]->result.status();
+  ASSERT_TRUE(answers[2]->result.ok()) << answers[2]->result.status();
+  EXPECT_EQ(answers[0]->result->positions.size(), 2u);
+  EXPECT_EQ(answers[0]->result->positions[1].offset, 1);
+  EXPECT_EQ(answers[2]->result->positions.at(0).offset, 2);
+  EXPECT_EQ(Describe("r").high_watermark, 3);
+}
+
 // A batch waiting for its followers when leadership moves is answered UNAVAILABLE ("outcome
 // unknown": the new leader may or may not have it), at once, not at the timeout.
 TEST_F(BrokerClusterTest, WaitingAcksAreAnsweredUnavailableWhenLeadershipMoves) {

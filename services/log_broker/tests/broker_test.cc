@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/hash/murmur2.h"
+#include "services/log_broker/domain/limits.h"
 #include "services/log_broker/tests/broker_fixture.h"
 
 namespace conduit::log_broker {
@@ -271,6 +272,97 @@ TEST_F(BrokerTest, ConcurrentRequestsShareOneWrite) {
   while (acked.load() < 11) absl::SleepFor(absl::Milliseconds(1));  // acks are asynchronous
   // warm-up write, the held write (1 record), then the ten queued requests in one write.
   EXPECT_THAT(store_.write_calls(), ElementsAre(1, 1, 20));
+}
+
+// Broker::ProduceParts, waiting for every part's answer.
+std::vector<absl::StatusOr<ProduceResult>> ProducePartsNow(
+    Broker& broker, const std::string& topic, std::vector<std::vector<ProduceRecordArgs>> parts) {
+  std::vector<absl::StatusOr<ProduceResult>> answers(parts.size(),
+                                                     absl::InternalError("no answer"));
+  absl::Mutex mu;
+  size_t answered = 0;
+  std::vector<Broker::ProducePart> args;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    args.push_back({std::move(parts[i]), [&, i](absl::StatusOr<ProduceResult> r) {
+                      absl::MutexLock lock(&mu);
+                      EXPECT_EQ(answers[i].status().message(), "no answer") << "answered twice";
+                      answers[i] = std::move(r);
+                      ++answered;
+                    }});
+  }
+  broker.ProduceParts(topic, std::move(args));
+  auto all_answered = [&] { return answered == answers.size(); };
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(&all_answered));
+  return answers;
+}
+
+TEST_F(BrokerTest, ProducePartsAppendsThePartsAsOneRequestAndAnswersEachWithItsPositions) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 3, {}).ok());
+  ASSERT_TRUE(Produce("t", {To(0, "warm")}).ok());
+  auto answers = ProducePartsNow(
+      *broker_, "t", {{To(0, "a"), To(1, "b")}, {To(0, "c")}, {Keyless("d"), Keyless("e")}});
+  ASSERT_EQ(answers.size(), 3u);
+  for (const auto& a : answers) ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(answers[0]->positions, ElementsAre(RecordPosition{0, 1}, RecordPosition{1, 0}));
+  EXPECT_THAT(answers[1]->positions, ElementsAre(RecordPosition{0, 2}));
+  ASSERT_EQ(answers[2]->positions.size(), 2u);
+  EXPECT_EQ(answers[2]->positions[0].partition, answers[2]->positions[1].partition)
+      << "keyless records of the parts share one sticky partition";
+  EXPECT_EQ(answers[2]->positions[1].offset, answers[2]->positions[0].offset + 1);
+  EXPECT_EQ(answers[0]->append_time, answers[2]->append_time);
+  EXPECT_THAT(store_.write_calls(), ElementsAre(1, 5)) << "one write for all the parts";
+  auto fetched = Fetch({"t", 0, 0});
+  ASSERT_TRUE(fetched.ok());
+  ASSERT_GE(fetched->records.size(), 3u);
+  EXPECT_EQ(*fetched->records[1].data.value, "a");
+  EXPECT_EQ(*fetched->records[2].data.value, "c");
+}
+
+TEST_F(BrokerTest, AProducePartWithABadRecordIsRefusedAloneAndTheOtherPartsAreAppended) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 2, MaxRecordBytes(16)).ok());
+  auto answers = ProducePartsNow(*broker_, "t",
+                                 {{To(0, "one")},
+                                  {To(0, "ok"), To(5, "no such partition")},
+                                  {},
+                                  {Keyless(std::string(17, 'x'))},
+                                  {To(0, "two")}});
+  ASSERT_TRUE(answers[0].ok()) << answers[0].status();
+  EXPECT_EQ(answers[1].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(answers[2].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(answers[3].status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(answers[4].ok()) << answers[4].status();
+  EXPECT_THAT(answers[0]->positions, ElementsAre(RecordPosition{0, 0}));
+  EXPECT_THAT(answers[4]->positions, ElementsAre(RecordPosition{0, 1}))
+      << "the refused parts consumed no offsets";
+  EXPECT_EQ(store_.record_count(), 2u) << "nothing of a refused part is appended";
+}
+
+TEST_F(BrokerTest, ARefusalOfAllTheProducePartsAnswersEachPart) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  for (const auto& a : ProducePartsNow(*broker_, "nope", {{To(0, "a")}, {To(0, "b")}})) {
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound) << a.status();
+  }
+  store_.FailWrites(absl::ResourceExhaustedError("disk full: test"));
+  for (const auto& a : ProducePartsNow(*broker_, "t", {{To(0, "a")}, {To(0, "b")}})) {
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << a.status();
+  }
+  EXPECT_EQ(store_.record_count(), 0u);
+}
+
+TEST_F(BrokerTest, ProducePartsBeyondOneRequestsLimitsAreAllAppendedInOrder) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  std::vector<std::vector<ProduceRecordArgs>> parts(3);
+  for (auto& part : parts) {
+    for (int i = 0; i < kMaxRecordsPerProduce / 2 + 1; ++i) part.push_back(To(0, "v"));
+  }
+  auto answers = ProducePartsNow(*broker_, "t", std::move(parts));
+  int64_t next = 0;
+  for (const auto& a : answers) {
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_EQ(a->positions.size(), static_cast<size_t>(kMaxRecordsPerProduce / 2 + 1));
+    for (const RecordPosition& p : a->positions) EXPECT_EQ(p.offset, next++);
+  }
 }
 
 TEST_F(BrokerTest, FailedWriteAssignsNoOffsetsAndStopsProduce) {
