@@ -121,7 +121,7 @@ class LogService::ProduceStreamReactor final
   };
   // Grouped messages handed over together; the hand-over is answered when all of them are.
   struct Group {
-    int unanswered = 0;
+    int unanswered = 0;  // under the reactor's mu_
   };
   // A message checked and ready for the broker.
   struct Message {

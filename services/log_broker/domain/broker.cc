@@ -348,14 +348,16 @@ absl::StatusOr<std::vector<RoutedRecord>> Broker::RouteRecords(
 }
 
 absl::Status Broker::CheckWritable(const TopicState& topic, const std::vector<RoutedRecord>& routed,
-                                   bool acks_all) const {
+                                   bool acks_all,
+                                   absl::flat_hash_map<int32_t, absl::Status>* checked) const {
   if (cluster_ == nullptr) return absl::OkStatus();
-  absl::flat_hash_map<int32_t, bool> checked;
   for (const RoutedRecord& r : routed) {
-    if (checked.emplace(r.partition, true).second) {
-      CONDUIT_RETURN_IF_ERROR(CheckServing(topic, r.partition, /*write=*/true));
-      if (acks_all) CONDUIT_RETURN_IF_ERROR(CheckInSync(topic, r.partition));
+    auto [it, fresh] = checked->try_emplace(r.partition);
+    if (fresh) {
+      it->second = CheckServing(topic, r.partition, /*write=*/true);
+      if (it->second.ok() && acks_all) it->second = CheckInSync(topic, r.partition);
     }
+    CONDUIT_RETURN_IF_ERROR(it->second);
   }
   return absl::OkStatus();
 }
@@ -371,7 +373,8 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
   auto routed = RouteRecords(**topic, meta, records, &sticky, &bytes);
   if (!routed.ok()) return routed.status();
   const bool acks_all = acks.value_or(meta.config.acks) == Acks::kAll;
-  CONDUIT_RETURN_IF_ERROR(CheckWritable(**topic, *routed, acks_all));
+  absl::flat_hash_map<int32_t, absl::Status> checked;
+  CONDUIT_RETURN_IF_ERROR(CheckWritable(**topic, *routed, acks_all, &checked));
   if (cluster_ != nullptr && acks_all) done = AwaitReplication(*topic, std::move(done));
   std::optional<ProducerStamp> stamp;
   if (producer) {
@@ -418,23 +421,22 @@ void Broker::ProduceParts(const std::string& topic_name, std::vector<ProducePart
         done(std::move(mine));
       }
     };
-    absl::Status refused = CheckWritable(**topic, group.routed, acks_all);
-    if (refused.ok()) {
-      ProduceCallback done = split;
-      if (cluster_ != nullptr && acks_all) done = AwaitReplication(*topic, std::move(done));
-      refused = pipeline_.Submit(*topic, std::move(group.routed), std::nullopt, group.bytes,
-                                 std::move(done));
-    }
+    // Submit consumes its copy of `split` only when it queues the request.
+    absl::Status refused =
+        pipeline_.Submit(*topic, std::move(group.routed), std::nullopt, group.bytes, split);
     if (!refused.ok()) split(refused);  // refused up front: nothing queued, nothing called
   };
 
   std::optional<int32_t> sticky;
+  absl::flat_hash_map<int32_t, absl::Status> checked;  // partition → CheckWritable's answer
   Group group;
   for (ProducePart& part : parts) {
     int64_t bytes = 0;
     auto routed = RouteRecords(**topic, meta, part.records, &sticky, &bytes);
-    if (!routed.ok()) {
-      part.done(routed.status());
+    absl::Status refused = routed.status();
+    if (refused.ok()) refused = CheckWritable(**topic, *routed, acks_all, &checked);
+    if (!refused.ok()) {
+      part.done(refused);
       continue;
     }
     // A group stays within the limits of one request.
@@ -445,7 +447,10 @@ void Broker::ProduceParts(const std::string& topic_name, std::vector<ProducePart
     group.routed.insert(group.routed.end(), std::make_move_iterator(routed->begin()),
                         std::make_move_iterator(routed->end()));
     group.bytes += bytes;
-    group.parts.emplace_back(routed->size(), std::move(part.done));
+    // Acks all: each part waits for its own records only.
+    ProduceCallback done = std::move(part.done);
+    if (cluster_ != nullptr && acks_all) done = AwaitReplication(*topic, std::move(done));
+    group.parts.emplace_back(routed->size(), std::move(done));
   }
   submit(std::move(group));
 }

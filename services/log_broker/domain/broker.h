@@ -216,11 +216,13 @@ class Broker {
   // Several produce requests of one topic without a producer id, appended as one request: one
   // entry in the group commit, the parts' records in order (keyless records of all the parts
   // share one sticky partition, as Kafka's sticky partitioner does for a batch). Each part is
-  // validated alone, so a part with a bad record is refused with its own error and the others go
-  // on; a refusal of them all (unknown topic, not the leader, too few in-sync replicas,
-  // backpressure, broker stopped) answers each part with it. Parts beyond one request's limits
-  // go in further requests. Each part's `done` runs exactly once, with its own records'
-  // positions; on this thread for a refusal up front.
+  // checked alone, so a part with a bad record, or with a partition this broker cannot write
+  // now (not the leader, too few in-sync replicas), is refused with its own error and the others
+  // go on; with acks all each part is answered once the high watermark covers its own records.
+  // A refusal of them all (unknown topic, backpressure, broker stopped, a failed write) answers
+  // each part with it. Parts beyond one request's limits go in further requests. Each part's
+  // `done` runs exactly once, with its own records' positions; on this thread for a refusal up
+  // front.
   struct ProducePart {
     std::vector<ProduceRecordArgs> records;
     ProduceCallback done;
@@ -353,9 +355,11 @@ class Broker {
                                                          std::optional<int32_t>* sticky,
                                                          int64_t* bytes) const;
   // Cluster mode: OK when every partition of `routed` takes writes here now (and, with acks
-  // all, has enough in-sync replicas). Always OK on a single node.
+  // all, has enough in-sync replicas); `checked` keeps each partition's answer for the request.
+  // Always OK on a single node.
   absl::Status CheckWritable(const TopicState& topic, const std::vector<RoutedRecord>& routed,
-                             bool acks_all) const;
+                             bool acks_all,
+                             absl::flat_hash_map<int32_t, absl::Status>* checked) const;
   static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
                                                          const std::vector<RoutedRecord>& routed);
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);

@@ -125,6 +125,14 @@ absl::Status Broker::CheckServing(const TopicState& topic, int32_t partition, bo
           absl::StrFormat("broker %d is taking over %s/%d at epoch %d; retry shortly", self,
                           topic.name, partition, a->leader_epoch));
     }
+    // The partition already follows a newer view that is still being applied (roles change
+    // before the view is published): an append now would be cut off when it syncs.
+    if (write && part.replica.role == ReplicaState::Role::kFollower) {
+      return absl::UnavailableError(absl::StrFormat(
+          "broker %d no longer leads %s/%d (a newer assignment is being applied); retry after "
+          "GetMetadata",
+          self, topic.name, partition));
+    }
   }
   if (write && !MayLeadUnder(view.get())) {
     if (!cluster_->LeaseValid()) {

@@ -2,6 +2,7 @@
 
 // A Broker on a FakeLogStore and a FakeClock, with synchronous helpers. Reopen() is a restart.
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,16 @@ inline absl::StatusOr<FetchResult> FetchNow(Broker& broker, const FetchArgs& arg
   return result;
 }
 
+// Counts the produce requests the writer has written (each Broker::Produce, or each group of
+// Broker::ProduceParts, is one).
+class RequestCounter : public BrokerObserver {
+ public:
+  void OnBatchWritten(int requests, int records, bool synced, absl::Duration latency) override {
+    written_requests += requests;
+  }
+  std::atomic<int> written_requests{0};
+};
+
 class BrokerTest : public ::testing::Test {
  protected:
   BrokerTest() { Reopen(); }
@@ -90,7 +101,7 @@ class BrokerTest : public ::testing::Test {
   FakeLogStore store_;
   time::FakeClock clock_;
   runtime::Runtime runtime_{&clock_};
-  BrokerObserver observer_;
+  RequestCounter observer_;
   ClusterMetadata* cluster_ = nullptr;  // cluster mode when set (then Reopen())
   std::unique_ptr<Broker> broker_;
 };

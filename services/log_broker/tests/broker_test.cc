@@ -300,23 +300,26 @@ std::vector<absl::StatusOr<ProduceResult>> ProducePartsNow(
 TEST_F(BrokerTest, ProducePartsAppendsThePartsAsOneRequestAndAnswersEachWithItsPositions) {
   ASSERT_TRUE(broker_->CreateTopic("t", 3, {}).ok());
   ASSERT_TRUE(Produce("t", {To(0, "warm")}).ok());
+  const int before = observer_.written_requests.load();
   auto answers = ProducePartsNow(
-      *broker_, "t", {{To(0, "a"), To(1, "b")}, {To(0, "c")}, {Keyless("d"), Keyless("e")}});
-  ASSERT_EQ(answers.size(), 3u);
+      *broker_, "t", {{To(0, "a"), To(1, "b")}, {Keyless("d")}, {To(0, "c")}, {Keyless("e")}});
+  ASSERT_EQ(answers.size(), 4u);
   for (const auto& a : answers) ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(observer_.written_requests.load() - before, 1) << "the parts went as one request";
   EXPECT_THAT(answers[0]->positions, ElementsAre(RecordPosition{0, 1}, RecordPosition{1, 0}));
-  EXPECT_THAT(answers[1]->positions, ElementsAre(RecordPosition{0, 2}));
-  ASSERT_EQ(answers[2]->positions.size(), 2u);
-  EXPECT_EQ(answers[2]->positions[0].partition, answers[2]->positions[1].partition)
+  ASSERT_EQ(answers[1]->positions.size(), 1u);
+  ASSERT_EQ(answers[3]->positions.size(), 1u);
+  EXPECT_EQ(answers[1]->positions[0].partition, answers[3]->positions[0].partition)
       << "keyless records of the parts share one sticky partition";
-  EXPECT_EQ(answers[2]->positions[1].offset, answers[2]->positions[0].offset + 1);
-  EXPECT_EQ(answers[0]->append_time, answers[2]->append_time);
-  EXPECT_THAT(store_.write_calls(), ElementsAre(1, 5)) << "one write for all the parts";
+  const int32_t sticky = answers[1]->positions[0].partition;
+  EXPECT_THAT(answers[2]->positions, ElementsAre(RecordPosition{0, sticky == 0 ? 3 : 2}));
+  EXPECT_EQ(answers[3]->positions[0].offset,
+            answers[1]->positions[0].offset + (sticky == 0 ? 2 : 1));
+  EXPECT_EQ(answers[0]->append_time, answers[3]->append_time);
   auto fetched = Fetch({"t", 0, 0});
   ASSERT_TRUE(fetched.ok());
   ASSERT_GE(fetched->records.size(), 3u);
   EXPECT_EQ(*fetched->records[1].data.value, "a");
-  EXPECT_EQ(*fetched->records[2].data.value, "c");
 }
 
 TEST_F(BrokerTest, AProducePartWithABadRecordIsRefusedAloneAndTheOtherPartsAreAppended) {
@@ -343,26 +346,48 @@ TEST_F(BrokerTest, ARefusalOfAllTheProducePartsAnswersEachPart) {
   for (const auto& a : ProducePartsNow(*broker_, "nope", {{To(0, "a")}, {To(0, "b")}})) {
     EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound) << a.status();
   }
+  // Refused by the write (the disk filled after the request was queued).
   store_.FailWrites(absl::ResourceExhaustedError("disk full: test"));
   for (const auto& a : ProducePartsNow(*broker_, "t", {{To(0, "a")}, {To(0, "b")}})) {
     EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << a.status();
   }
+  // Refused at submission (a failed write stopped the pipeline).
+  store_.FailWrites(absl::UnavailableError("disk on fire"));
+  EXPECT_EQ(Produce("t", {To(0, "x")}).status().code(), absl::StatusCode::kUnavailable);
+  for (const auto& a : ProducePartsNow(*broker_, "t", {{To(0, "a")}, {To(0, "b")}})) {
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable) << a.status();
+  }
   EXPECT_EQ(store_.record_count(), 0u);
 }
 
-TEST_F(BrokerTest, ProducePartsBeyondOneRequestsLimitsAreAllAppendedInOrder) {
+TEST_F(BrokerTest, ProducePartsBeyondOneRequestsLimitsGoInFurtherRequestsAllInOrder) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  const size_t per_part = kMaxRecordsPerProduce / 2 + 1;
   std::vector<std::vector<ProduceRecordArgs>> parts(3);
   for (auto& part : parts) {
-    for (int i = 0; i < kMaxRecordsPerProduce / 2 + 1; ++i) part.push_back(To(0, "v"));
+    for (size_t i = 0; i < per_part; ++i) part.push_back(To(0, "v"));
   }
+  int before = observer_.written_requests.load();
   auto answers = ProducePartsNow(*broker_, "t", std::move(parts));
+  EXPECT_EQ(observer_.written_requests.load() - before, 3) << "no two parts fit in one request";
   int64_t next = 0;
   for (const auto& a : answers) {
     ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_EQ(a->positions.size(), static_cast<size_t>(kMaxRecordsPerProduce / 2 + 1));
+    ASSERT_EQ(a->positions.size(), per_part);
     for (const RecordPosition& p : a->positions) EXPECT_EQ(p.offset, next++);
   }
+
+  // By bytes: two parts of 14 MiB fit in one request (32 MiB), a third does not.
+  ASSERT_TRUE(broker_->CreateTopic("big", 1, MaxRecordBytes(8 << 20)).ok());
+  std::vector<std::vector<ProduceRecordArgs>> big(3);
+  for (auto& part : big) {
+    for (int i = 0; i < 2; ++i) part.push_back(To(0, std::string(7 << 20, 'x')));
+  }
+  before = observer_.written_requests.load();
+  for (const auto& a : ProducePartsNow(*broker_, "big", std::move(big))) {
+    EXPECT_TRUE(a.ok()) << a.status();
+  }
+  EXPECT_EQ(observer_.written_requests.load() - before, 2);
 }
 
 TEST_F(BrokerTest, FailedWriteAssignsNoOffsetsAndStopsProduce) {
