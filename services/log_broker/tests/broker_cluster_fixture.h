@@ -74,10 +74,12 @@ class BrokerClusterTest : public LifecycleTest {
     }
     fake_.view->topics[name] = t;
   }
+  // Applies the cluster's view as it now is. The broker keeps the object it applied; the test
+  // goes on editing a copy, so an edit is a new view only once applied (as with etcd's).
   absl::Status Apply() {
     auto next = std::make_shared<ClusterView>(*fake_.view);
     next->revision = ++revision_;
-    fake_.view = next;
+    fake_.view = std::make_shared<ClusterView>(*next);
     return broker_->ApplyView(next);
   }
 
