@@ -52,6 +52,7 @@ Producer::~Producer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    WakeSenderLocked(absl::InfinitePast());
   }
   if (sender_.joinable()) sender_.join();
   // Calls whose records already have results (failed with a refused batch) may still be
@@ -93,10 +94,23 @@ void Producer::Send(ProducerRecord record, Callback done) {
   if (!record.partition && !record.key) partition = sticky_partition_;
   record.partition = partition;
   PartitionQueue& q = queues_[partition];
-  if (q.queued.empty()) q.first_queued = absl::Now();
+  const absl::Time now = absl::Now();
+  const bool first = q.queued.empty();
+  if (first) q.first_queued = now;
   q.bytes += size;
   q.queued.push_back(Pending{std::move(record), std::move(done), size});
   ++outstanding_;
+  const bool due = static_cast<int>(q.queued.size()) >= options_.max_batch_records ||
+                   q.bytes >= options_.max_batch_bytes || now - q.first_queued >= options_.linger;
+  if (!due) {
+    // The sender thread starts the batch when its linger is over.
+    if (first) WakeSenderLocked(now + options_.linger);
+    return;
+  }
+  // Full (or no linger): the batch goes from this thread, without waiting for the sender's.
+  const bool ready = PumpLocked(now);
+  lock.Release();
+  if (ready) SendOutbox();
 }
 
 std::future<absl::StatusOr<RecordPosition>> Producer::Send(ProducerRecord record) {
@@ -108,8 +122,14 @@ std::future<absl::StatusOr<RecordPosition>> Producer::Send(ProducerRecord record
 }
 
 absl::Status Producer::Flush() {
+  bool ready;
+  {
+    absl::MutexLock lock(&mu_);
+    flushing_ = true;
+    ready = PumpLocked(absl::Now());
+  }
+  if (ready) SendOutbox();
   absl::MutexLock lock(&mu_);
-  flushing_ = true;
   mu_.Await(absl::Condition(
       +[](int64_t* n) { return *n == 0; }, &outstanding_));
   flushing_ = false;

@@ -137,10 +137,27 @@ class Producer {
 
   Producer(ProducerOptions options, int32_t partitions, int64_t producer_id, int32_t epoch);
   static size_t SizeOf(const ProducerRecord& r);  // the bytes max_batch_bytes counts
+  // The sender thread: starts batches whose linger or backoff is over, and refreshes metadata
+  // when a call asked for it. It sleeps until the next such time or until woken; a batch that
+  // fills up goes from the thread that filled it (Send), and the next batch after an answer
+  // from the thread that got it (OnResponse), so neither waits for this thread.
   void Loop();
   // Moves ready batches out of the queues, and batches due to be resent, to outbox_; true when
   // any.
   bool ReadyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the sender thread next has timed work: the earliest end of a linger (for a partition
+  // that may start a batch) or of a resend backoff; InfiniteFuture when none.
+  absl::Time NextDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the sender thread if it sleeps past `due` (always, with InfinitePast).
+  void WakeSenderLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ReadyLocked, then wakes the sender thread if its timed work moved earlier (or a metadata
+  // refresh is wanted). Send the outbox afterwards (SendOutbox, without mu_).
+  bool PumpLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t InFlightLimit() const;  // batches of one partition in flight at once
+  // Behind a refused batch, calls still to return: nothing new starts until they have.
+  static bool AwaitsDoomedCalls(const PartitionQueue& q);
+  // A batch waits to be resent: only it goes next, when its backoff is over.
+  static bool Resending(const PartitionQueue& q);
   // Starts the calls in outbox_, unless another thread is at it.
   void SendOutbox();
   BatchPtr StartBatchLocked(int32_t partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,6 +203,10 @@ class Producer {
   // A call failed in a way that asks for fresh metadata; the sender thread reads it.
   bool refresh_wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The sender thread sleeps on sender_cv_ until sender_sleeps_until_ unless woken.
+  absl::CondVar sender_cv_;
+  bool sender_woken_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time sender_sleeps_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   // Batches to send, in the order ReadyLocked chose them; one thread at a time sends them.
   std::deque<std::pair<int32_t, BatchPtr>> outbox_ ABSL_GUARDED_BY(mu_);

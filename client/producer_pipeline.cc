@@ -80,21 +80,15 @@ Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
 }
 
 bool Producer::ReadyLocked(absl::Time now) {
-  const size_t limit =
-      options_.idempotent ? static_cast<size_t>(std::clamp(options_.max_in_flight, 1, 5)) : 1;
+  const size_t limit = InFlightLimit();
   std::deque<std::pair<int32_t, BatchPtr>>* send = &outbox_;
   const size_t before = send->size();
   for (auto& [partition, q] : queues_) {
     if (!fatal_.ok()) break;  // FailPendingLocked failed what was waiting; nothing new starts
     // Sequences restart after a refused batch only once every call behind it has returned: a
     // request still on its way could otherwise be appended under a reused sequence.
-    const bool doomed = std::any_of(q.in_flight.begin(), q.in_flight.end(),
-                                    [](const BatchPtr& b) { return b->doomed && !b->answered; });
-    if (doomed) continue;
-    const bool resending = std::any_of(q.in_flight.begin(), q.in_flight.end(), [](const BatchPtr& b) {
-      return b->retry_at != absl::InfinitePast();
-    });
-    if (resending) {
+    if (AwaitsDoomedCalls(q)) continue;
+    if (Resending(q)) {
       // Only the first unanswered batch goes again (the first in the deque: answered ones
       // leave from the front), and nothing new meanwhile: either would overtake it.
       Batch& lead = *q.in_flight.front();
@@ -116,26 +110,78 @@ bool Producer::ReadyLocked(absl::Time now) {
   return send->size() > before;
 }
 
-void Producer::Loop() {
-  const absl::Duration tick = std::max(absl::Microseconds(200), options_.linger / 4);
-  while (true) {
-    bool refresh;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_ && outstanding_ == 0) return;
-      refresh = std::exchange(refresh_wanted_, false);
+bool Producer::AwaitsDoomedCalls(const PartitionQueue& q) {
+  return std::any_of(q.in_flight.begin(), q.in_flight.end(),
+                     [](const BatchPtr& b) { return b->doomed && !b->answered; });
+}
+
+bool Producer::Resending(const PartitionQueue& q) {
+  return std::any_of(q.in_flight.begin(), q.in_flight.end(),
+                     [](const BatchPtr& b) { return b->retry_at != absl::InfinitePast(); });
+}
+
+size_t Producer::InFlightLimit() const {
+  return options_.idempotent ? static_cast<size_t>(std::clamp(options_.max_in_flight, 1, 5)) : 1;
+}
+
+absl::Time Producer::NextDueLocked() const {
+  absl::Time due = absl::InfiniteFuture();
+  if (!fatal_.ok()) return due;
+  const size_t limit = InFlightLimit();
+  // As ReadyLocked decides: what waits for an answer (a doomed partition, one at its limit,
+  // a resend behind an unanswered batch) is started by that answer, not by the clock.
+  for (const auto& [partition, q] : queues_) {
+    if (AwaitsDoomedCalls(q)) continue;
+    if (Resending(q)) {
+      const absl::Time at = q.in_flight.front()->retry_at;
+      if (at != absl::InfinitePast()) due = std::min(due, at);
+      continue;
     }
-    // Here, not on a gRPC callback thread: Refresh blocks. A batch it concerns waits out its
-    // backoff meanwhile, so it goes to the leader the refresh found.
-    if (refresh) (void)router_->Refresh();  // a failed refresh shows in the next attempt
-    bool ready;
-    {
-      absl::MutexLock lock(&mu_);
-      ready = ReadyLocked(absl::Now());
+    if (q.in_flight.size() < limit && !q.queued.empty()) {
+      due = std::min(due, q.first_queued + options_.linger);
     }
-    SendOutbox();
-    if (!ready) absl::SleepFor(tick);
   }
+  return due;
+}
+
+void Producer::WakeSenderLocked(absl::Time due) {
+  if (due < sender_sleeps_until_) {
+    sender_woken_ = true;
+    sender_cv_.Signal();
+  }
+}
+
+bool Producer::PumpLocked(absl::Time now) {
+  const bool ready = ReadyLocked(now);
+  WakeSenderLocked(refresh_wanted_ ? absl::InfinitePast() : NextDueLocked());
+  return ready;
+}
+
+void Producer::Loop() {
+  mu_.Lock();
+  while (!(stopping_ && outstanding_ == 0)) {
+    if (std::exchange(refresh_wanted_, false)) {
+      // Here, not on a gRPC callback thread: Refresh blocks. A batch it concerns waits out its
+      // backoff meanwhile, so it goes to the leader the refresh found.
+      mu_.Unlock();
+      (void)router_->Refresh();  // a failed refresh shows in the next attempt
+      mu_.Lock();
+    }
+    if (ReadyLocked(absl::Now())) {
+      mu_.Unlock();
+      SendOutbox();
+      mu_.Lock();
+      continue;
+    }
+    sender_sleeps_until_ = NextDueLocked();
+    sender_woken_ = false;
+    bool timed_out = false;
+    while (!timed_out && !sender_woken_ && !refresh_wanted_ && !(stopping_ && outstanding_ == 0)) {
+      timed_out = sender_cv_.WaitWithDeadline(&mu_, sender_sleeps_until_);
+    }
+    sender_sleeps_until_ = absl::InfinitePast();  // awake: nobody need wake it
+  }
+  mu_.Unlock();
 }
 
 void Producer::SendOutbox() {
@@ -309,9 +355,9 @@ void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::
       SettleLocked(q, *batch, status, response);
     }
     CollectAnsweredLocked();
-    // The partition's next batch goes out now, not at the sender's next tick, and the server
-    // works on it while this batch's callbacks run.
-    ReadyLocked(absl::Now());
+    // The partition's next batch goes out now, from this thread, and the server works on it
+    // while this batch's callbacks run.
+    PumpLocked(absl::Now());
   }
   SendOutbox();
   RunCompletions();
@@ -346,6 +392,7 @@ void Producer::RunCompletions() {
     outstanding_ -= records;
   }
   completing_ = false;
+  if (stopping_ && outstanding_ == 0) WakeSenderLocked(absl::InfinitePast());
   mu_.Unlock();
 }
 

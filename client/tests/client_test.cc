@@ -53,6 +53,42 @@ TEST_F(ClientTest, ProducerBatchesPlacesKeysLikeTheBrokerAndKeepsOrder) {
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
 }
 
+// A batch that fills up goes at once, and so does whatever Flush asks for, however long the
+// linger; a lone record waits out its linger (that is how records get batched).
+TEST_F(ClientTest, ProducerSendsFullBatchesAtOnceAndLoneRecordsAfterTheirLinger) {
+  ASSERT_TRUE(log_->CreateTopic("linger", 1).ok());
+  auto patient = Producer::Create({.address = address(),
+                                   .topic = "linger",
+                                   .max_batch_records = 10,
+                                   .linger = absl::Seconds(60)});
+  ASSERT_TRUE(patient.ok()) << patient.status();
+  absl::SleepFor(absl::Milliseconds(100));  // records come once the producer has settled
+  std::vector<std::future<absl::StatusOr<RecordPosition>>> full;
+  for (int i = 0; i < 10; ++i) full.push_back((*patient)->Send(ProducerRecord{.value = "full"}));
+  for (auto& f : full) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "a full batch waited for its linger";
+    EXPECT_TRUE(f.get().ok());
+  }
+  auto flushed = (*patient)->Send(ProducerRecord{.value = "flushed"});
+  const absl::Time flush_start = absl::Now();
+  ASSERT_TRUE((*patient)->Flush().ok());
+  EXPECT_LT(absl::Now() - flush_start, absl::Seconds(10)) << "Flush waited for the linger";
+  EXPECT_TRUE(flushed.get().ok());
+
+  const absl::Duration linger = absl::Milliseconds(300);
+  auto lingering = Producer::Create({.address = address(), .topic = "linger", .linger = linger});
+  ASSERT_TRUE(lingering.ok()) << lingering.status();
+  const absl::Time sent = absl::Now();
+  auto lone = (*lingering)->Send(ProducerRecord{.value = "lone"});
+  ASSERT_EQ(lone.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "a lone record was never sent";
+  EXPECT_GE(absl::Now() - sent, linger) << "a lone record went before its linger was over";
+  absl::StatusOr<RecordPosition> p = lone.get();
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->offset, 11);
+}
+
 // Pipelined batches (one record each, five in flight): one is refused outright. The batches
 // behind it that were already in flight fail with it rather than leave a gap; every record that
 // succeeded is in the log once, in send order; and the producer carries on afterwards.
