@@ -123,6 +123,25 @@ absl::StatusOr<bool> NextEncodedRecord(std::string_view* in, int64_t* offset,
   return true;
 }
 
+absl::Status ForEachRecordInEntry(
+    int64_t key_offset, std::string_view entry,
+    absl::FunctionRef<absl::StatusOr<bool>(int64_t offset, std::string_view value)> fn) {
+  if (!IsChunk(entry)) return fn(key_offset, entry).status();
+  entry.remove_prefix(1);
+  int64_t offset = 0, last = key_offset - 1;
+  std::string_view value;
+  while (true) {
+    absl::StatusOr<bool> next = NextEncodedRecord(&entry, &offset, &value);
+    if (!next.ok()) return next.status();
+    if (!*next) return absl::OkStatus();
+    if (offset <= last) return Corrupt("record chunk offsets");
+    last = offset;
+    absl::StatusOr<bool> more = fn(offset, value);
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::OkStatus();
+  }
+}
+
 std::string EncodeTopicMeta(const TopicMeta& meta) {
   const TopicConfig& c = meta.config;
   std::string out;

@@ -3,6 +3,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/record.h"
@@ -29,6 +30,24 @@ void AppendEncodedRecord(int64_t offset, std::string_view value, std::string* ou
 // cut short. `value` points into `in`'s bytes.
 absl::StatusOr<bool> NextEncodedRecord(std::string_view* in, int64_t* offset,
                                        std::string_view* value);
+
+// A record entry, the value under RecordKey(partition, offset), is one of:
+//   - a single record (the record value above) at the key's offset — how records were stored
+//     before chunks, still read;
+//   - a chunk: records appended together, from the key's offset on:
+//       u8 0xC0 | (varint offset, varint len + record value)*   with offsets rising
+//     (the first record's offset is the key's; compaction may leave holes after it).
+// One RocksDB entry per chunk instead of per record: one memtable insert, one WAL record and one
+// key per chunk (see the README's storage section).
+inline constexpr char kChunkMarker = '\xC0';
+inline bool IsChunk(std::string_view entry) { return !entry.empty() && entry[0] == kChunkMarker; }
+// Starts an empty chunk in *out (replacing its contents); AppendEncodedRecord adds records.
+inline void StartChunk(std::string* out) { out->assign(1, kChunkMarker); }
+// Calls fn(offset, record value) for each record of the entry stored under `key_offset`, in
+// offset order, until fn returns false or an error (returned). DATA_LOSS for a corrupt chunk.
+absl::Status ForEachRecordInEntry(
+    int64_t key_offset, std::string_view entry,
+    absl::FunctionRef<absl::StatusOr<bool>(int64_t offset, std::string_view value)> fn);
 
 // Topic metadata, format version 2 (version 1 stops after `created`):
 //   u8 version=2 | BE64 id | varint len + name | varint partitions | u8 durability

@@ -4,7 +4,8 @@
 //
 // Column families:
 //   "meta"          broker metadata; keys start with a one-byte prefix (below)
-//   "topic.<id>"    one per topic: records keyed by RecordKey(partition, offset)
+//   "topic.<id>"    one per topic: record entries (a chunk of records, or one record; codec.h)
+//                   keyed by RecordKey(partition, offset of the entry's first record)
 
 #include <array>
 #include <cstdint>
@@ -143,7 +144,7 @@ inline std::optional<ProducerId> ProducerIdOfKey(std::string_view key) {
   return ProducerId(static_cast<int64_t>(coding::ReadBigEndian64(key.data() + 1)));
 }
 
-// Record key: BE32(partition) + BE64(offset), 12 bytes, so a partition's records are one
+// Record key: BE32(partition) + BE64(offset), 12 bytes, so a partition's record entries are one
 // contiguous, offset-ordered key range.
 inline constexpr size_t kRecordKeySize = 12;
 

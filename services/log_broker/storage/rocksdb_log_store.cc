@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(
       rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(), rocksdb_util::DefaultCfOptions(),
                          {std::string(keys::kMetaColumnFamily)}, options.file_system);
   if (!db.ok()) return db.status();
-  std::unique_ptr<RocksDbLogStore> store(new RocksDbLogStore(*std::move(db), path));
+  std::unique_ptr<RocksDbLogStore> store(
+      new RocksDbLogStore(*std::move(db), path, options.max_chunk_bytes));
 
   // Attach each topic column family to its metadata; drop orphans left by a crash in the
   // middle of CreateTopic / DeleteTopic.
@@ -88,8 +89,9 @@ absl::StatusOr<std::unique_ptr<RocksDbLogStore>> RocksDbLogStore::Open(
   return store;
 }
 
-RocksDbLogStore::RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path)
-    : db_(std::move(db)), space_(path) {
+RocksDbLogStore::RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path,
+                                 int64_t max_chunk_bytes)
+    : db_(std::move(db)), space_(path), max_chunk_bytes_(max_chunk_bytes) {
   meta_ = db_.Find(keys::kMetaColumnFamily);
 }
 
@@ -174,41 +176,8 @@ absl::Status RocksDbLogStore::Write(const WriteSet& writes, bool sync) {
   // Only appends are refused for space: retention, compaction and dedup expiry free it.
   if (!writes.records.empty()) CONDUIT_RETURN_IF_ERROR(space_.Check());
   rocksdb::WriteBatch batch;
-  std::string value;
-  TopicId cached_id;
-  rocksdb_util::OpenDb::Handle cached;
-  auto topic_cf = [&](TopicId topic_id) -> absl::StatusOr<rocksdb::ColumnFamilyHandle*> {
-    if (!cached || topic_id != cached_id) {
-      auto handle = TopicHandle(topic_id);
-      if (!handle.ok()) return handle.status();
-      cached = *std::move(handle);
-      cached_id = topic_id;
-    }
-    return cached.get();
-  };
+  CONDUIT_RETURN_IF_ERROR(AddRecordWrites(writes, &batch));
   rocksdb::Status s;
-  auto check = [&](const rocksdb::Status& st) { KeepFirstError(&s, st); };
-  for (const auto& d : writes.range_deletes) {
-    auto cf = topic_cf(d.topic_id);
-    if (!cf.ok()) return cf.status();
-    check(batch.DeleteRange(*cf, keys::RecordKey(d.partition, d.from), keys::RecordKey(d.partition, d.to)));
-  }
-  for (const auto& d : writes.record_deletes) {
-    auto cf = topic_cf(d.topic_id);
-    if (!cf.ok()) return cf.status();
-    check(batch.Delete(*cf, keys::RecordKey(d.partition, d.offset)));
-  }
-  for (const AppendEntry& e : writes.records) {
-    auto cf = topic_cf(e.topic_id);
-    if (!cf.ok()) return cf.status();
-    if (e.stored.empty()) {
-      codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value,
-                          e.producer ? &*e.producer : nullptr);
-      check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), value));
-    } else {
-      check(batch.Put(*cf, keys::RecordKey(e.partition, e.offset), e.stored));
-    }
-  }
   AddMetaWrites(writes, meta_.get(), &batch, &s);
   if (!s.ok()) return ToStatus(s, "build write batch");
   rocksdb::WriteOptions options;
@@ -239,25 +208,6 @@ int64_t RocksDbLogStore::LiveDataBytes() const {
     }
   }
   return static_cast<int64_t>(total);
-}
-
-absl::Status RocksDbLogStore::Scan(
-    TopicId topic_id, int32_t partition, int64_t from, int64_t end,
-    absl::FunctionRef<absl::StatusOr<bool>(int64_t offset, std::string_view value)> take) {
-  if (from >= end) return absl::OkStatus();
-  auto handle = TopicHandle(topic_id);
-  if (!handle.ok()) return handle.status();
-  const std::string upper = keys::RecordKey(partition, end);
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions options;
-  options.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, handle->get()));
-  for (it->Seek(keys::RecordKey(partition, from)); it->Valid(); it->Next()) {
-    CONDUIT_ASSIGN_OR_RETURN(bool more, take(keys::OffsetOfRecordKey(it->key().ToStringView()),
-                                             it->value().ToStringView()));
-    if (!more) return absl::OkStatus();
-  }
-  return ToStatus(it->status(), "read records");
 }
 
 absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id,

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include <rocksdb/file_system.h>
+#include <rocksdb/write_batch.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -22,10 +23,14 @@ struct RocksDbLogStoreOptions {
   // The file system under the database; null is RocksDB's default, the local disk. Tests pass
   // a conduit::testing::PowerLossFileSystem to lose what was not synced.
   std::shared_ptr<rocksdb::FileSystem> file_system;
+  // A Write packs each partition's appended records into chunks of about this many bytes, one
+  // RocksDB entry each (codec.h).
+  int64_t max_chunk_bytes = 64 << 10;
 };
 
 // LogStore on one RocksDB instance: a "meta" column family for topic metadata and one column
-// family per topic for its records (see key_schema.h). Topic creation and deletion are ordered
+// family per topic for its records (see key_schema.h), stored as chunks of the records one Write
+// appends to a partition (codec.h). Topic creation and deletion are ordered
 // so that a crash between steps leaves at most an orphan column family, dropped at next Open.
 //
 // Thread-safe.
@@ -67,7 +72,11 @@ class RocksDbLogStore final : public LogStore {
                                                           std::string_view bytes) override;
 
  private:
-  RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path);
+  RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path, int64_t max_chunk_bytes);
+  // Adds the WriteSet's record deletes and appends to `batch`, reading the chunks that deletes
+  // cut into (rocksdb_log_store_records.cc; Write runs on one thread, so they cannot change
+  // meanwhile).
+  absl::Status AddRecordWrites(const WriteSet& writes, rocksdb::WriteBatch* batch);
   // Calls `take` with each record of `partition` in [from, end), in offset order, until it
   // returns false or an error (returned).
   absl::Status Scan(
@@ -81,6 +90,7 @@ class RocksDbLogStore final : public LogStore {
   rocksdb_util::OpenDb db_;
   const rocksdb_util::SpaceGuard space_;  // checked before every write that adds data
   rocksdb_util::OpenDb::Handle meta_;
+  const int64_t max_chunk_bytes_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<TopicId, rocksdb_util::OpenDb::Handle> topics_ ABSL_GUARDED_BY(mu_);
 };

@@ -47,19 +47,34 @@ absl::StatusOr<PartitionRecovery> RocksDbLogStore::RecoverPartition(TopicId topi
   options.iterate_lower_bound = &lower_slice;
   options.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, handle->get()));
-  RecordData ignored;
-  int32_t epoch = 0;
+  // The first and last records: the first of the first entry, the last of the last (a chunk
+  // holds several).
+  auto record_at = [](int64_t offset, std::string_view value, int64_t* at,
+                      absl::Time* append_time) -> absl::StatusOr<bool> {
+    RecordData ignored;
+    int32_t epoch = 0;
+    *at = offset;
+    CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(value, append_time, &epoch, &ignored));
+    return true;
+  };
   it->SeekToLast();
   if (it->Valid()) {
-    out.end_offset = keys::OffsetOfRecordKey(it->key().ToStringView()) + 1;
-    CONDUIT_RETURN_IF_ERROR(
-        codec::DecodeRecord(it->value().ToStringView(), &out.last_append_time, &epoch, &ignored));
+    int64_t last = 0;
+    CONDUIT_RETURN_IF_ERROR(codec::ForEachRecordInEntry(
+        keys::OffsetOfRecordKey(it->key().ToStringView()), it->value().ToStringView(),
+        [&](int64_t offset, std::string_view value) {
+          return record_at(offset, value, &last, &out.last_append_time);
+        }));
+    out.end_offset = last + 1;
     it->SeekToFirst();
     if (it->Valid()) {
-      out.first_offset = keys::OffsetOfRecordKey(it->key().ToStringView());
-      ignored = RecordData();
-      CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(it->value().ToStringView(),
-                                                  &out.first_append_time, &epoch, &ignored));
+      CONDUIT_RETURN_IF_ERROR(codec::ForEachRecordInEntry(
+          keys::OffsetOfRecordKey(it->key().ToStringView()), it->value().ToStringView(),
+          [&](int64_t offset, std::string_view value) -> absl::StatusOr<bool> {
+            CONDUIT_RETURN_IF_ERROR(
+                record_at(offset, value, &out.first_offset, &out.first_append_time).status());
+            return false;
+          }));
     }
   }
   if (!it->status().ok()) return ToStatus(it->status(), "recover partition");
