@@ -26,9 +26,12 @@ namespace conduit::bench {
 namespace lb = ::conduit::log_broker;
 
 // The raw ceiling: the same records written by one thread straight to a fresh RocksDB (the
-// broker's options, column family layout, key and value encoding), one WriteBatch of `batch`
+// broker's options, column family layout, key and record encoding), one WriteBatch of `batch`
 // records per write, partitions round-robin; sync writes for `sync`, else unsynced writes with
-// a background SyncWAL every flush interval.
+// a background SyncWAL every flush interval. One RocksDB entry per record, as the broker stored
+// records before chunks (the broker now writes one entry per chunk of a partition's records:
+// services/log_broker/README.md), so this is RocksDB used key-per-record, not a bound on the
+// broker.
 absl::StatusOr<CeilingFigures> RunCeiling(const Scenario& s, const Settings& settings) {
   testing::TempDir dir;
   const std::string cf = lb::keys::TopicColumnFamily(lb::TopicId(1));

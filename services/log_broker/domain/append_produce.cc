@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "services/log_broker/domain/append_pipeline.h"
 
 namespace conduit::log_broker {
@@ -75,6 +76,20 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, bool* sync) {
 
   absl::flat_hash_map<int32_t, int32_t> counts;  // records per partition
   for (const RoutedRecord& r : p.records) ++counts[r.partition];
+  // A partition this broker stopped leading after the request was queued: ApplyView makes it a
+  // follower before its fetcher truncates it, so a truncation in this batch could otherwise be
+  // overtaken by records the new leader never had. Nothing is staged; the client retries.
+  for (const auto& [partition, n] : counts) {
+    Partition& part = p.topic->partitions[partition];
+    absl::MutexLock lock(&part.mu);
+    if (part.replica.role == ReplicaState::Role::kFollower) {
+      p.Answer(absl::UnavailableError(absl::StrFormat(
+          "this broker no longer leads %s/%d (a newer assignment is being applied); retry after "
+          "GetMetadata",
+          p.topic->name, partition)));
+      return;
+    }
+  }
   if (p.stamp) {
     auto originals = CheckSequences(p, ctx, counts, &answered_from_batch);
     if (!originals.ok()) {

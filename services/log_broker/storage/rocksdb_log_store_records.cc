@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "services/log_broker/storage/codec.h"
 #include "services/log_broker/storage/key_schema.h"
@@ -109,7 +110,12 @@ absl::Status RocksDbLogStore::AddRecordWrites(const WriteSet& writes, rocksdb::W
     absl::flat_hash_set<int64_t> rewritten;  // entries (by key offset) already looked at
     for (int64_t probe : d.Probes()) {
       it->SeekForPrev(keys::RecordKey(partition, probe));
-      if (!it->Valid()) continue;
+      if (!it->Valid()) {
+        // An error must not pass for "no entry": the range's delete would drop a chunk whose
+        // kept records are then never rewritten.
+        if (!it->status().ok()) return ToStatus(it->status(), "read records to delete");
+        continue;
+      }
       const int64_t key_offset = it.key_offset();
       const std::string_view entry = it->value().ToStringView();
       if (!codec::IsChunk(entry) || !rewritten.insert(key_offset).second) continue;
@@ -161,6 +167,13 @@ absl::Status RocksDbLogStore::AddRecordWrites(const WriteSet& writes, rocksdb::W
         chunk_start = e.offset;
         codec::StartChunk(&chunk);
       }
+      if (j > i && e.offset <= appends[j - 1]->offset) {
+        // The domain assigns each partition's offsets in order; a chunk out of order could not
+        // be read back, so refuse the write rather than store it.
+        return absl::InternalError(absl::StrCat("appends to partition ", e.partition,
+                                                " out of offset order: ", e.offset, " after ",
+                                                appends[j - 1]->offset));
+      }
       std::string_view stored = e.stored;
       if (stored.empty()) {
         codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value,
@@ -178,12 +191,16 @@ absl::Status RocksDbLogStore::AddRecordWrites(const WriteSet& writes, rocksdb::W
 absl::Status RocksDbLogStore::Scan(
     TopicId topic_id, int32_t partition, int64_t from, int64_t end,
     absl::FunctionRef<absl::StatusOr<bool>(int64_t offset, std::string_view value)> take) {
+  from = std::max<int64_t>(from, 0);  // a negative offset's key would sort after every record
   if (from >= end) return absl::OkStatus();
   CONDUIT_ASSIGN_OR_RETURN(auto handle, TopicHandle(topic_id));
   PartitionIterator it(db_.db(), handle.get(), partition, end);
   // The entry holding `from` may be a chunk that starts before it.
   it->SeekForPrev(keys::RecordKey(partition, from));
-  if (!it->Valid()) it->Seek(keys::RecordKey(partition, from));
+  if (!it->Valid()) {
+    if (!it->status().ok()) return ToStatus(it->status(), "read records");
+    it->Seek(keys::RecordKey(partition, from));
+  }
   bool more = true;
   for (; more && it->Valid(); it->Next()) {
     CONDUIT_RETURN_IF_ERROR(codec::ForEachRecordInEntry(

@@ -188,6 +188,36 @@ TEST_F(BrokerClusterTest, AProduceMadeWhileLeadershipMovesIsRefused) {
   EXPECT_EQ(Describe("r").meta.next_offset, 1) << "nothing appended after the move";
 }
 
+// A produce queued while this broker led but staged only once it follows (ApplyView changes the
+// role before the follower's truncation is queued) is refused and appends nothing: staged, it
+// could be overtaken by a truncation in the same batch, and its records outlive the cut.
+TEST_F(BrokerClusterTest, AProduceQueuedBeforeLeadershipMovedIsRefusedWhenStaged) {
+  SetReplicatedTopic();
+  ASSERT_TRUE(Apply().ok());
+  store_.HoldWrites(true);
+  Pending first, queued;
+  auto answer = [](Pending* p) {
+    return [p](absl::StatusOr<ProduceResult> r) {
+      p->result = std::move(r);
+      p->done.Notify();
+    };
+  };
+  ASSERT_TRUE(broker_->Produce("r", {To(0, "a")}, std::nullopt, answer(&first)).ok());
+  store_.WaitForWritesEntered(1);
+  // Checked while this broker leads; waits behind the held write.
+  ASSERT_TRUE(broker_->Produce("r", {To(0, "queued")}, std::nullopt, answer(&queued)).ok());
+  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, 3, {1, 2, 3}, {2, 3}};
+  ASSERT_TRUE(Apply().ok());
+  store_.HoldWrites(false);
+  ASSERT_TRUE(queued.Answered(absl::Seconds(10)));
+  EXPECT_EQ(queued.result.status().code(), absl::StatusCode::kUnavailable)
+      << queued.result.status();
+  EXPECT_THAT(std::string(queued.result.status().message()),
+              ::testing::HasSubstr("no longer leads r/0"));
+  ASSERT_TRUE(first.Answered(absl::Seconds(10)));
+  EXPECT_EQ(Describe("r").meta.next_offset, 1) << "only the record written before the move";
+}
+
 // A batch waiting for its followers when leadership moves is answered UNAVAILABLE ("outcome
 // unknown": the new leader may or may not have it), at once, not at the timeout.
 TEST_F(BrokerClusterTest, WaitingAcksAreAnsweredUnavailableWhenLeadershipMoves) {
