@@ -65,8 +65,11 @@ WORKLOADS = {
                      "100 pipelined reserves + deletes (beanstalkd has no batch commands)",
     "batch-cycle-8": "the same, 8 workers",
     "worker-1": "Conduit only: the C++ client `Worker`, 1 thread leasing up to 100 jobs, acks sent together",
-    "ceiling-b1": "RocksDB alone: 1 record per WriteBatch",
-    "ceiling-b100": "RocksDB alone: 100 records per WriteBatch",
+    "ceiling-b1": "RocksDB alone: 1 record per WriteBatch, one entry per record",
+    "ceiling-b100": "RocksDB alone: 100 records per WriteBatch, one entry per record (Conduit "
+                    "itself now stores a chunk of a partition's records per entry: "
+                    "services/log_broker/README.md; the ceiling is RocksDB used key-per-record, "
+                    "as Conduit used it before)",
 }
 
 def replication_section(p, path, seconds):
