@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@ class ServerProcess {
     int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
+      std::fprintf(stderr, "cannot start %s: %s\n", binary.c_str(), std::strerror(rc));
       pid_ = -1;
       return;
     }
@@ -55,6 +57,10 @@ class ServerProcess {
       }
       int status;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        // Said here, as the log may be empty (killed by a signal before it wrote anything).
+        std::fprintf(stderr, "%s exited before serving: %s %d (log: %s)\n", binary.c_str(),
+                     WIFSIGNALED(status) ? "signal" : "exit status",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), log.c_str());
         pid_ = -1;
         return;
       }
