@@ -102,15 +102,17 @@ void Producer::Send(ProducerRecord record, Callback done) {
   ++outstanding_;
   const bool due = static_cast<int>(q.queued.size()) >= options_.max_batch_records ||
                    q.bytes >= options_.max_batch_bytes || now - q.first_queued >= options_.linger;
-  if (!due) {
-    // The sender thread starts the batch when its linger is over.
-    if (first) WakeSenderLocked(now + options_.linger);
-    return;
+  // The sender thread starts the batch: now when it is full (or there is no linger) and may
+  // start, else when its linger is over; a partition at its in-flight limit starts its next
+  // batch when an answer comes (OnResponse). Not this thread: a call that fails at once
+  // completes records, and their callbacks do not run inside Send.
+  const bool may_start =
+      q.in_flight.size() < InFlightLimit() && !AwaitsDoomedCalls(q) && !Resending(q);
+  if (due && may_start) {
+    WakeSenderLocked(absl::InfinitePast());
+  } else if (first) {
+    WakeSenderLocked(now + options_.linger);
   }
-  // Full (or no linger): the batch goes from this thread, without waiting for the sender's.
-  const bool ready = PumpLocked(now);
-  lock.Release();
-  if (ready) SendOutbox();
 }
 
 std::future<absl::StatusOr<RecordPosition>> Producer::Send(ProducerRecord record) {
@@ -122,14 +124,9 @@ std::future<absl::StatusOr<RecordPosition>> Producer::Send(ProducerRecord record
 }
 
 absl::Status Producer::Flush() {
-  bool ready;
-  {
-    absl::MutexLock lock(&mu_);
-    flushing_ = true;
-    ready = PumpLocked(absl::Now());
-  }
-  if (ready) SendOutbox();
   absl::MutexLock lock(&mu_);
+  flushing_ = true;
+  WakeSenderLocked(absl::InfinitePast());  // what lingers goes now
   mu_.Await(absl::Condition(
       +[](int64_t* n) { return *n == 0; }, &outstanding_));
   flushing_ = false;

@@ -137,10 +137,10 @@ class Producer {
 
   Producer(ProducerOptions options, int32_t partitions, int64_t producer_id, int32_t epoch);
   static size_t SizeOf(const ProducerRecord& r);  // the bytes max_batch_bytes counts
-  // The sender thread: starts batches whose linger or backoff is over, and refreshes metadata
-  // when a call asked for it. It sleeps until the next such time or until woken; a batch that
-  // fills up goes from the thread that filled it (Send), and the next batch after an answer
-  // from the thread that got it (OnResponse), so neither waits for this thread.
+  // The sender thread: starts batches that are full or whose linger or backoff is over, and
+  // refreshes metadata when a call asked for it. It sleeps until the next such time or until
+  // woken (Send wakes it for a batch that fills up); the next batch after an answer goes from
+  // the thread that got it (OnResponse).
   void Loop();
   // Moves ready batches out of the queues, and batches due to be resent, to outbox_; true when
   // any.

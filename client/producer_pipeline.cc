@@ -147,6 +147,7 @@ absl::Time Producer::NextDueLocked() const {
 void Producer::WakeSenderLocked(absl::Time due) {
   if (due < sender_sleeps_until_) {
     sender_woken_ = true;
+    sender_sleeps_until_ = absl::InfinitePast();  // woken: later calls need not signal again
     sender_cv_.Signal();
   }
 }
