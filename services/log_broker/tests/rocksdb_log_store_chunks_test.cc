@@ -96,6 +96,24 @@ TEST(RocksDbLogStoreChunks, ReadsStartAndStopAnywhereInsideChunks) {
   EXPECT_EQ(extent->last_append_time, absl::FromUnixSeconds(1029));
 }
 
+// A chunk must hold rising offsets to be read back: appends out of order are refused whole,
+// and nothing of them is written. A negative first offset reads from the start.
+TEST(RocksDbLogStoreChunks, AppendsOutOfOffsetOrderAreRefusedAndNothingIsWritten) {
+  conduit::testing::TempDir dir;
+  auto store = *RocksDbLogStore::Open(dir.path());
+  ASSERT_TRUE(store->CreateTopic(Topic(1)).ok());
+  Records records;
+  WriteSet good;
+  for (int64_t o = 0; o < 3; ++o) records.Add(&good, 0, o);
+  ASSERT_TRUE(store->Write(good, false).ok());
+  WriteSet bad;
+  records.Add(&bad, 0, 4);
+  records.Add(&bad, 0, 3);
+  EXPECT_EQ(store->Write(bad, false).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Offsets(store.get(), 0, 0, 10), Span(0, 3));
+  EXPECT_EQ(Offsets(store.get(), 0, -5, 2), Span(0, 2));
+}
+
 // Deletes as retention (a range from the log start), a follower's truncation (a range to the
 // end, then new records there) and compaction (single offsets, many per write) cut chunks at
 // random places; after each write, and after a reopen, the store holds exactly what a model
