@@ -2,6 +2,7 @@
 // this machine, in one run (scripts/bench-peers.sh renders its lines into docs/BENCHMARKS.md).
 //
 //   replication_bench [--seconds=3] [--kills=20] [--lease_ttl=2s] [--only=conduit|nats|failover]
+//                     [--config=LABEL] [--workload=PREFIX]
 //
 // 1. Throughput and latency, each configuration on a fresh cluster of three conduit-broker
 //    processes + etcd (or three clustered nats-server processes), a 1-partition topic (like one
@@ -33,6 +34,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -48,10 +50,15 @@
 ABSL_FLAG(double, seconds, 3, "measured seconds per workload (after a 200 ms warm-up)");
 ABSL_FLAG(int, value_bytes, 100, "record / message payload bytes");
 ABSL_FLAG(int, window, 5000, "producer-batched: records (messages) outstanding at once");
+ABSL_FLAG(int, batch_records, 0,
+          "producer-batched: the Producer's max_batch_records (0: the Producer's default)");
 ABSL_FLAG(int, kills, 20, "failover: leaders killed per system");
 ABSL_FLAG(std::string, lease_ttl, "2s", "brokers' --etcd-lease-ttl");
 ABSL_FLAG(std::string, replica_lag_time, "2s", "failover cluster's --replica-lag-time");
 ABSL_FLAG(std::string, only, "", "run one part: conduit | nats | failover");
+ABSL_FLAG(std::string, config, "",
+          "conduit part: run only the configuration with this label (e.g. \"conduit RF 1\")");
+ABSL_FLAG(std::string, workload, "", "run only the workloads whose name starts with this");
 
 namespace conduit::bench {
 namespace {
@@ -88,6 +95,7 @@ void ReportFailover(const std::string& label, const FailoverFigures& f) {
 // estimate that leans high by the set-up's share.
 template <typename Cpu, typename Workload>
 void Measure(const std::string& label, const std::string& workload, Cpu cpu, Workload run) {
+  if (!absl::StartsWith(workload, absl::GetFlag(FLAGS_workload))) return;
   const absl::Duration cpu0 = cpu();
   const peers::Figures f = run();
   const double records =
@@ -107,6 +115,9 @@ peers::Figures ProducerWindow(const std::string& bootstrap, const std::string& t
   options.address = bootstrap;
   options.topic = topic;
   options.linger = absl::Milliseconds(1);
+  if (absl::GetFlag(FLAGS_batch_records) > 0) {
+    options.max_batch_records = absl::GetFlag(FLAGS_batch_records);
+  }
   auto producer = client::Producer::Create(options);
   peers::Figures f;
   if (!producer.ok()) return peers::FailedFigures(producer.status().ToString());
@@ -160,6 +171,7 @@ void ConduitRows(const absl::Duration run, int bytes) {
       {"conduit RF 3 acks all interval", 3, lpb::ACKS_ALL, lpb::DURABILITY_INTERVAL},
   };
   for (const ConduitConfig& cfg : configs) {
+    if (!absl::GetFlag(FLAGS_config).empty() && absl::GetFlag(FLAGS_config) != cfg.label) continue;
     const absl::Time t0 = absl::Now();
     BrokerCluster c;
     if (!c.Start(3, true, {"--etcd-lease-ttl", absl::GetFlag(FLAGS_lease_ttl)})) {

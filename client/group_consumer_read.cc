@@ -181,7 +181,11 @@ void GroupConsumer::CommitAsync(std::function<void(absl::Status)> done) {
   }
   SetDeadline(&call->ctx);
   coordinator_->async()->CommitOffsets(
-      &call->ctx, &call->req, &call->resp, [this, call, done = std::move(done)](grpc::Status s) {
+      &call->ctx, &call->req, &call->resp,
+      [this, call, done = std::move(done)](grpc::Status s) mutable {
+        // The context holds a reference to the channel: it goes before this consumer may be
+        // destroyed, not with this callback on gRPC's thread (see Producer::SendAsync).
+        call.reset();
         done(FromGrpcStatus(s));
         absl::MutexLock lock(&mu_);
         --async_commits_;

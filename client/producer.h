@@ -163,10 +163,11 @@ class Producer {
   BatchPtr StartBatchLocked(int32_t partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAsync(int32_t partition, BatchPtr batch);
   // `sent`/`ctx`: the route the call took and its context; null when it could not be sent (no
-  // leader known).
+  // leader known). The call's last touch of this object is EndCall, after it.
   void OnResponse(int32_t partition, const BatchPtr& batch, const grpc::Status& status,
                   const conduit::log::v1::ProduceResponse& response,
                   const ClusterRouter::Route* sent, const grpc::ClientContext* ctx);
+  void EndCall();  // a call is over: the destructor may go on once none is left
   // What a failed call says of its partition's leader (taken into the router outside mu_).
   struct RouteNews {
     bool not_leader = false;  // refused by a broker that does not lead the partition

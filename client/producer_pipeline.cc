@@ -206,17 +206,30 @@ void Producer::SendAsync(int32_t partition, BatchPtr batch) {
   if (!route.ok()) {  // offline, or its leader's address unknown: as a failed call
     OnResponse(partition, batch, grpc_util::ToGrpcStatus(route.status()), lpb::ProduceResponse(),
                nullptr, nullptr);
+    EndCall();
     return;
   }
   auto call = std::make_shared<Call>();
-  call->route = *route;
-  call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
+  Call* c = call.get();
+  c->route = *route;
+  c->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
   Batch* raw = batch.get();
-  route->stub->async()->Produce(
-      &call->ctx, &raw->request, &call->response,
-      [this, partition, batch = std::move(batch), call](grpc::Status status) {
-        OnResponse(partition, batch, status, call->response, &call->route, &call->ctx);
-      });
+  // The context holds a reference to the channel. It goes as the call ends, before this
+  // Producer may be destroyed, not later with the callback on gRPC's thread: were that the
+  // channel's last reference, gRPC 1.51 would shut its callback threads down from one of them
+  // and abort the process (tests/integration/client_shutdown_test.cc).
+  auto on_done = [this, partition, batch = std::move(batch),
+                  call = std::move(call)](grpc::Status status) mutable {
+    OnResponse(partition, batch, status, call->response, &call->route, &call->ctx);
+    call.reset();
+    EndCall();
+  };
+  route->stub->async()->Produce(&c->ctx, &raw->request, &c->response, std::move(on_done));
+}
+
+void Producer::EndCall() {
+  absl::MutexLock lock(&mu_);
+  --live_calls_;  // the last touch of this object by the call
 }
 
 void Producer::SettleLocked(PartitionQueue& q, Batch& batch, const grpc::Status& status,
@@ -362,8 +375,6 @@ void Producer::OnResponse(int32_t partition, const BatchPtr& batch, const grpc::
   }
   SendOutbox();
   RunCompletions();
-  absl::MutexLock lock(&mu_);
-  --live_calls_;  // the last touch of this object by the call
 }
 
 void Producer::RunCompletions() {

@@ -38,6 +38,11 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
     if (ctx_) ctx_->TryCancel();
     mu_.Await(absl::Condition(
         +[](bool* busy) { return !*busy; }, &busy_));
+    // The channel goes here, on the caller's thread. The last reference to this object may be
+    // a callback's, dropped on gRPC's thread; were the channel's last reference dropped there,
+    // gRPC 1.51 would shut its callback threads down from one of them and abort the process
+    // (a broker's shutdown, once its server is gone: see client_shutdown_test.cc).
+    stub_.reset();
   }
 
  private:
@@ -146,7 +151,7 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
   const ReplicaFetcherOptions options_;
   const int32_t leader_;
   const std::string address_;
-  const std::unique_ptr<pb::ReplicaService::Stub> stub_;
+  std::unique_ptr<pb::ReplicaService::Stub> stub_ ABSL_GUARDED_BY(mu_);  // null once stopped
 
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
