@@ -12,11 +12,13 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -25,8 +27,6 @@
 #include "common/testing/temp_dir.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "tests/support/server_process.h"
-
-#include <grpcpp/grpcpp.h>
 
 namespace conduit::testing {
 namespace {
@@ -37,6 +37,25 @@ std::string Binary(const char* name) {
   const char* dir = std::getenv("CONDUIT_BIN_DIR");
   return std::string(dir ? dir : "build/bin") + "/" + name;
 }
+
+// Keeps the other core busy while it lives, so that gRPC's thread is often still winding a call
+// down when the client that made it is destroyed.
+class BusyCore {
+ public:
+  BusyCore()
+      : thread_([this] {
+          while (!stop_.load(std::memory_order_relaxed)) {
+          }
+        }) {}
+  ~BusyCore() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 class ClientShutdown : public ::testing::Test {
  protected:
@@ -66,11 +85,7 @@ class ClientShutdown : public ::testing::Test {
 // core kept busy so that gRPC's thread is often still winding the last call down when the
 // Producer is gone. Reaching the end is the test: the bug aborts the process.
 TEST_F(ClientShutdown, ProducersDestroyedRightAfterTheirLastAnswerDoNotAbortTheProcess) {
-  std::atomic<bool> stop{false};
-  std::thread busy([&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
+  BusyCore busy;
   for (int round = 0; round < 500; ++round) {
     auto producer = client::Producer::Create({.address = server_->address(),
                                               .topic = "events",
@@ -83,18 +98,12 @@ TEST_F(ClientShutdown, ProducersDestroyedRightAfterTheirLastAnswerDoNotAbortTheP
     for (auto& f : sent) ASSERT_TRUE(f.get().ok()) << round;
     producer->reset();
   }
-  stop.store(true);
-  busy.join();
 }
 
 // The same for a GroupConsumer destroyed right after its CommitAsync is answered (abandoned, as
 // a process that stops without leaving its group).
 TEST_F(ClientShutdown, ConsumersDestroyedRightAfterAnAsyncCommitDoNotAbortTheProcess) {
-  std::atomic<bool> stop{false};
-  std::thread busy([&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
+  BusyCore busy;
   for (int round = 0; round < 120; ++round) {
     auto consumer = client::GroupConsumer::Create({.address = server_->address(),
                                                    .group = absl::StrCat("g", round),
@@ -108,8 +117,6 @@ TEST_F(ClientShutdown, ConsumersDestroyedRightAfterAnAsyncCommitDoNotAbortThePro
     ASSERT_TRUE(committed.get_future().get().ok()) << round;
     consumer->reset();
   }
-  stop.store(true);
-  busy.join();
 }
 
 }  // namespace
