@@ -29,6 +29,11 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
     }
     BatchContext::Staged& s = ctx.Stage(topic, partition);
     s.append_time = absl::InfinitePast();
+    // Room for this fetch's records at once (a batch may take several: still doubling).
+    std::vector<AppendEntry>& entries = ctx.writes().records;
+    if (entries.capacity() < entries.size() + owned->size()) {
+      entries.reserve(std::max(entries.size() + owned->size(), 2 * entries.capacity()));
+    }
     const bool dedup = topic->config().dedup_window > absl::ZeroDuration();
     for (const StoredRecord& r : *owned) {
       if (r.offset < part->next_offset) continue;  // never out of order from one leader

@@ -257,6 +257,14 @@ absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::DecodeRecords(int32_t
   std::vector<StoredRecord> out;
   int64_t offset = 0;
   std::string_view value;
+  // Counted first, so that the records are not moved as the vector grows (a follower decodes
+  // thousands per fetch).
+  size_t count = 0;
+  for (std::string_view rest = bytes;; ++count) {
+    CONDUIT_ASSIGN_OR_RETURN(bool more, codec::NextEncodedRecord(&rest, &offset, &value));
+    if (!more) break;
+  }
+  out.reserve(count);
   while (true) {
     CONDUIT_ASSIGN_OR_RETURN(bool more, codec::NextEncodedRecord(&bytes, &offset, &value));
     if (!more) return out;
