@@ -100,8 +100,7 @@ void Producer::Send(ProducerRecord record, Callback done) {
   q.bytes += size;
   q.queued.push_back(Pending{std::move(record), std::move(done), size});
   ++outstanding_;
-  const bool due = static_cast<int>(q.queued.size()) >= options_.max_batch_records ||
-                   q.bytes >= options_.max_batch_bytes || now - q.first_queued >= options_.linger;
+  const bool due = FullLocked(q) || now - q.first_queued >= options_.linger;
   // The sender thread starts the batch: now when it is full (or there is no linger) and may
   // start, else when its linger is over; a partition at its in-flight limit starts its next
   // batch when an answer comes (OnResponse). Not this thread: a call that fails at once

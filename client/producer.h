@@ -157,6 +157,8 @@ class Producer {
   // refresh is wanted). Send the outbox afterwards (SendOutbox, without mu_).
   bool PumpLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t InFlightLimit() const;  // batches of one partition in flight at once
+  // The partition's queued records fill a batch (max_batch_records or max_batch_bytes).
+  bool FullLocked(const PartitionQueue& q) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Behind a refused batch, calls still to return: nothing new starts until they have.
   static bool AwaitsDoomedCalls(const PartitionQueue& q);
   // A batch waits to be resent: only it goes next, when its backoff is over.
