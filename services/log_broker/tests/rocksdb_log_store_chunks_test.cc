@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include "common/rocksdb/rocksdb_util.h"
 #include "common/testing/temp_dir.h"
 #include "services/log_broker/storage/codec.h"
 #include "services/log_broker/storage/key_schema.h"
@@ -205,18 +206,10 @@ TEST(RocksDbLogStoreChunks, RecordsStoredOnePerEntryAreReadAndDeletedAlongsideCh
   { ASSERT_TRUE((*RocksDbLogStore::Open(dir.path()))->CreateTopic(Topic(1)).ok()); }
   {
     // As an older broker wrote them: the record value under each offset's key.
-    std::vector<std::string> names;
-    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.path(), &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir.path(), cfs, &handles, &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
-    rocksdb::ColumnFamilyHandle* topic_cf = nullptr;
-    for (auto* h : handles) {
-      if (h->GetName() == keys::TopicColumnFamily(TopicId(1))) topic_cf = h;
-    }
+    auto db =
+        rocksdb_util::Open(dir.path(), rocksdb::DBOptions(), rocksdb::ColumnFamilyOptions(), {});
+    ASSERT_TRUE(db.ok()) << db.status();
+    rocksdb_util::OpenDb::Handle topic_cf = db->Find(keys::TopicColumnFamily(TopicId(1)));
     ASSERT_NE(topic_cf, nullptr);
     for (int64_t o = 0; o < 10; ++o) {
       RecordData data;
@@ -224,9 +217,10 @@ TEST(RocksDbLogStoreChunks, RecordsStoredOnePerEntryAreReadAndDeletedAlongsideCh
       std::string value;
       codec::EncodeRecord(data, absl::FromUnixSeconds(1000 + o), 1, &value);
       ASSERT_FALSE(codec::IsChunk(value));
-      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), topic_cf, keys::RecordKey(0, o), value).ok());
+      ASSERT_TRUE(db->db()
+                      ->Put(rocksdb::WriteOptions(), topic_cf.get(), keys::RecordKey(0, o), value)
+                      .ok());
     }
-    for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
   }
   auto store = *RocksDbLogStore::Open(dir.path(), {.max_chunk_bytes = 400});
   Records records;

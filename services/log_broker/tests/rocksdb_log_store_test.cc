@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include "common/rocksdb/rocksdb_util.h"
 #include "common/testing/temp_dir.h"
 #include "services/log_broker/storage/codec.h"
 #include "services/log_broker/storage/key_schema.h"
@@ -246,20 +247,15 @@ TEST(RocksDbLogStore, DedupEntriesArePerPartitionAndLegacyEntriesMigrate) {
     ASSERT_TRUE(store->Write(w, true).ok());
   }
   {  // plant an entry as the previous version wrote it: 'E' + BE64(topic id) + event id
-    std::vector<std::string> names;
-    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.path(), &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const auto& n : names) families.emplace_back(n, rocksdb::ColumnFamilyOptions());
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir.path(), families, &handles, &raw).ok());
-    const size_t meta = std::find(names.begin(), names.end(), "meta") - names.begin();
+    auto db =
+        rocksdb_util::Open(dir.path(), rocksdb::DBOptions(), rocksdb::ColumnFamilyOptions(), {});
+    ASSERT_TRUE(db.ok()) << db.status();
+    rocksdb_util::OpenDb::Handle meta = db->Find("meta");
+    ASSERT_NE(meta, nullptr);
     std::string key = keys::TopicScopeKey(keys::kLegacyDedupPrefix, TopicId(1)) + "old";
-    ASSERT_TRUE(
-        raw->Put(rocksdb::WriteOptions(), handles[meta], key, codec::EncodeDedupEntry(legacy))
-            .ok());
-    for (auto* h : handles) (void)raw->DestroyColumnFamilyHandle(h);
-    delete raw;
+    ASSERT_TRUE(db->db()
+                    ->Put(rocksdb::WriteOptions(), meta.get(), key, codec::EncodeDedupEntry(legacy))
+                    .ok());
   }
   for (int open = 0; open < 2; ++open) {  // the second open reads the rewritten entry
     auto store = *RocksDbLogStore::Open(dir.path());
