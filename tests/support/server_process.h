@@ -73,9 +73,15 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   const std::string& address() const { return address_; }
 
-  // Sends `signal` without waiting (SIGSTOP, SIGCONT).
+  // Sends `signal` (SIGSTOP, SIGCONT). For SIGSTOP it returns once every thread has stopped:
+  // kill() wakes one thread to start the group stop, and the others run on until it reaches
+  // them, long enough on a busy machine for a request sent "to a paused broker" to be served.
   void Signal(int signal) {
-    if (pid_ > 0) ::kill(pid_, signal);
+    if (pid_ <= 0) return;
+    ::kill(pid_, signal);
+    if (signal != SIGSTOP) return;
+    int status = 0;
+    if (waitpid(pid_, &status, WUNTRACED) == pid_ && !WIFSTOPPED(status)) pid_ = -1;  // exited
   }
   // Whether the process has exited (reaps it then); for a child expected to stop by itself.
   bool Exited(int* status = nullptr) {
