@@ -1,10 +1,8 @@
 #pragma once
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -24,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/testing/spawn.h"
 
 namespace conduit::testing {
 
@@ -34,7 +33,7 @@ namespace conduit::testing {
 // endpoint. Output goes to <dir>/etcd.log (appended across restarts). Test-speed raft timing
 // (heartbeat 50 ms, election 500 ms) makes etcd's minimum lease TTL 1 s.
 //
-// The child gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG), so no etcd
+// The child gets SIGKILL when the thread that started it ends (SpawnTiedChild), so no etcd
 // outlives a crashed or timed-out test; the destructor kills and reaps it otherwise. Start it
 // from the test's own thread (a fixture's SetUp). Not thread-safe.
 class EtcdProcess {
@@ -210,24 +209,8 @@ class EtcdProcess {
       args.push_back("--initial-cluster-state=new");
       args.push_back("--initial-cluster-token=" + token_);
     }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int log = ::open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log < 0) return false;
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid == 0) {  // the child: async-signal-safe calls only until exec
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);  // the test died before prctl
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(log);
-    pid_ = pid;
-    return pid > 0;
+    pid_ = SpawnTiedChild(std::move(args), log_path());
+    return pid_ > 0;
   }
 
   // Reaps the child (waitpid with `options`); true once it is gone.

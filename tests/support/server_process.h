@@ -1,10 +1,7 @@
 #pragma once
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -14,13 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-
-extern char** environ;
+#include "common/testing/spawn.h"
 
 namespace conduit::testing {
 
 // A Conduit server child process (conduit-broker, conduit-queue, ...) on 127.0.0.1:0 with a
-// --port-file; output goes to <work>/server.log. The destructor SIGKILLs it if still running.
+// --port-file; output goes to <work>/server.log. The destructor SIGKILLs it if still running, and
+// it gets SIGKILL when the thread that started it ends (SpawnTiedChild).
 class ServerProcess {
  public:
   ServerProcess(const std::string& binary, const std::string& data_dir, const std::string& work,
@@ -32,19 +29,11 @@ class ServerProcess {
                                      "",               "--port-file", port_file,
                                      "--log-level",    "warn"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
     const std::string log = work + "/server.log";
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      std::fprintf(stderr, "cannot start %s: %s\n", binary.c_str(), std::strerror(rc));
-      pid_ = -1;
+    int error = 0;
+    pid_ = SpawnTiedChild(std::move(args), log, &error);
+    if (pid_ < 0) {
+      std::fprintf(stderr, "cannot start %s: %s\n", binary.c_str(), std::strerror(error));
       return;
     }
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
