@@ -8,7 +8,9 @@
 // its object is gone does exactly that when it is destroyed right after its last answer: the
 // Producer did, and `replication_bench` aborted in one run of three with "ref_counted.h:183
 // assertion failed: prior > 0". A test process that hosts a server in-process keeps the pool
-// alive and cannot see it; this one starts conduit-standalone as a child process.
+// alive and cannot see it; this one starts conduit-standalone as a child process. The
+// coordinator's GrpcTopicSource is checked here too: in conduit-coordinator it outlives the
+// server at shutdown, as a client in such a process.
 
 #include <stdlib.h>
 
@@ -26,6 +28,7 @@
 #include "client/producer.h"
 #include "common/testing/temp_dir.h"
 #include "conduit/log/v1/log.grpc.pb.h"
+#include "services/coordinator/broker/grpc_topic_source.h"
 #include "tests/support/server_process.h"
 
 namespace conduit::testing {
@@ -116,6 +119,21 @@ TEST_F(ClientShutdown, ConsumersDestroyedRightAfterAnAsyncCommitDoNotAbortThePro
     (*consumer)->Abandon();
     ASSERT_TRUE(committed.get_future().get().ok()) << round;
     consumer->reset();
+  }
+}
+
+// The coordinator's view of the broker (GrpcTopicSource) is such a client too, and in
+// conduit-coordinator it outlives the server: at shutdown the gRPC server goes first, then the
+// group coordinator and the topic source. Each round: a Describe answered, the source destroyed
+// at once.
+TEST_F(ClientShutdown, TopicSourcesDestroyedRightAfterAnAnswerDoNotAbortTheProcess) {
+  BusyCore busy;
+  for (int round = 0; round < 300; ++round) {
+    auto source = std::make_unique<coordinator::GrpcTopicSource>(server_->address());
+    auto marks = source->Describe("events");
+    ASSERT_TRUE(marks.ok()) << round << ": " << marks.status();
+    ASSERT_EQ(marks->size(), 2u);
+    source.reset();
   }
 }
 

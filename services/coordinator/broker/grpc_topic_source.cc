@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -15,8 +16,38 @@ namespace conduit::coordinator {
 
 namespace lpb = ::conduit::log::v1;
 
+// Callback calls on their way; the source's destructor waits for them. A callback's captures
+// (its ClientContext, a stub) hold channels, and in a process whose gRPC server has gone (the
+// coordinator at shutdown) dropping the last reference to a channel on gRPC's callback thread
+// shuts those threads down from one of their own: gRPC 1.51 aborts the process
+// (tests/integration/client_shutdown_test.cc). So each callback releases what it holds, then
+// answers, and ends its count last; until then the source, and so its channels, live. Shared
+// with the callbacks, which touch it after the destructor may have woken.
+struct CallsInFlight {
+  absl::Mutex mu;
+  int count ABSL_GUARDED_BY(mu) = 0;
+
+  void Begin() {
+    absl::MutexLock lock(&mu);
+    ++count;
+  }
+  void End() {
+    absl::MutexLock lock(&mu);
+    --count;
+  }
+  void AwaitNone() {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* count) { return *count == 0; }, &count));
+  }
+};
+
 GrpcTopicSource::GrpcTopicSource(std::string address, absl::Duration deadline)
-    : deadline_(deadline), address_(std::move(address)) {}
+    : deadline_(deadline),
+      address_(std::move(address)),
+      calls_(std::make_shared<CallsInFlight>()) {}
+
+GrpcTopicSource::~GrpcTopicSource() { calls_->AwaitNone(); }
 
 void GrpcTopicSource::SetAddress(const std::string& address) {
   absl::MutexLock lock(&mu_);
@@ -99,12 +130,23 @@ void GrpcTopicSource::DescribeAsync(const std::string& topic, MarksCallback done
   auto call = std::make_shared<Call>();
   SetDeadline(&call->ctx);
   call->req.set_name(topic);
+  calls_->Begin();
   (*stub)->async()->DescribeTopic(
       &call->ctx, &call->req, &call->resp,
-      [this, topic, call, stub = *stub, done = std::move(done)](grpc::Status s) {
-        if (!s.ok()) return done(FromBroker(s, "DescribeTopic"));
-        if (!LedElsewhere(call->resp)) return done(MarksOf(call->resp));
-        DescribeAtLeaders(topic, stub, call->resp, std::move(done));
+      [this, topic, call, stub = *stub, done = std::move(done),
+       calls = calls_](grpc::Status s) mutable {
+        std::optional<absl::StatusOr<std::vector<PartitionMarks>>> answer;
+        if (!s.ok()) {
+          answer = FromBroker(s, "DescribeTopic");
+        } else if (!LedElsewhere(call->resp)) {
+          answer = MarksOf(call->resp);
+        } else {
+          DescribeAtLeaders(topic, stub, call->resp, std::move(done));  // counted on its own
+        }
+        call.reset();  // the channels go before the answer (CallsInFlight)
+        stub.reset();
+        if (answer) done(*std::move(answer));
+        calls->End();
       });
 }
 
@@ -122,7 +164,8 @@ struct MarksMerge {
 // DescribeTopic at one leader: takes the partitions it leads into `merge`; the last answer in
 // finishes the merge.
 void DescribeAtLeader(std::shared_ptr<lpb::LogService::Stub> stub, const std::string& topic,
-                      absl::Time deadline, std::shared_ptr<MarksMerge> merge) {
+                      absl::Time deadline, std::shared_ptr<MarksMerge> merge,
+                      std::shared_ptr<CallsInFlight> calls) {
   struct Call {
     grpc::ClientContext ctx;
     lpb::DescribeTopicRequest req;
@@ -131,20 +174,28 @@ void DescribeAtLeader(std::shared_ptr<lpb::LogService::Stub> stub, const std::st
   auto call = std::make_shared<Call>();
   call->ctx.set_deadline(absl::ToChronoTime(deadline));
   call->req.set_name(topic);
+  calls->Begin();
   stub->async()->DescribeTopic(
-      &call->ctx, &call->req, &call->resp, [call, stub, merge](grpc::Status s) {
-        absl::MutexLock lock(&merge->mu);
-        if (!s.ok() && merge->error.ok()) merge->error = FromBroker(s, "DescribeTopic");
-        for (const lpb::PartitionInfo& p : call->resp.partitions()) {
-          const size_t i = static_cast<size_t>(p.partition());
-          if (p.leader() == call->resp.answered_by() && i < merge->marks.size()) {
-            merge->marks[i] = MarksOf(p);
+      &call->ctx, &call->req, &call->resp, [call, stub, merge, calls](grpc::Status s) mutable {
+        std::optional<absl::StatusOr<std::vector<PartitionMarks>>> out;
+        {
+          absl::MutexLock lock(&merge->mu);
+          if (!s.ok() && merge->error.ok()) merge->error = FromBroker(s, "DescribeTopic");
+          for (const lpb::PartitionInfo& p : call->resp.partitions()) {
+            const size_t i = static_cast<size_t>(p.partition());
+            if (p.leader() == call->resp.answered_by() && i < merge->marks.size()) {
+              merge->marks[i] = MarksOf(p);
+            }
+          }
+          if (--merge->pending == 0) {
+            out = merge->error.ok() ? absl::StatusOr<std::vector<PartitionMarks>>(merge->marks)
+                                    : merge->error;
           }
         }
-        if (--merge->pending > 0) return;
-        absl::StatusOr<std::vector<PartitionMarks>> out = merge->marks;
-        if (!merge->error.ok()) out = merge->error;
-        merge->done(std::move(out));
+        call.reset();  // the channels go before the answer (CallsInFlight)
+        stub.reset();
+        if (out) merge->done(*std::move(out));
+        calls->End();
       });
 }
 
@@ -176,18 +227,24 @@ void GrpcTopicSource::DescribeAtLeaders(const std::string& topic, std::shared_pt
   auto call = std::make_shared<Call>();
   SetDeadline(&call->ctx);
   call->req.add_topics(topic);
-  via->async()->GetMetadata(&call->ctx, &call->req, &call->resp,
-                            [topic, call, via, merge, leaders, stubs = leaders_,
-                             deadline = absl::Now() + deadline_](grpc::Status s) {
-                              if (!s.ok()) return merge->done(FromBroker(s, "GetMetadata"));
-                              std::map<int32_t, std::string> addresses;
-                              for (const auto& b : call->resp.brokers())
-                                addresses[b.id()] = b.address();
-                              for (int32_t leader : leaders) {
-                                DescribeAtLeader(stubs->For(addresses[leader]), topic, deadline,
-                                                 merge);
-                              }
-                            });
+  calls_->Begin();
+  via->async()->GetMetadata(
+      &call->ctx, &call->req, &call->resp,
+      [topic, call, via, merge, leaders, stubs = leaders_, deadline = absl::Now() + deadline_,
+       calls = calls_](grpc::Status s) mutable {
+        if (s.ok()) {
+          std::map<int32_t, std::string> addresses;
+          for (const auto& b : call->resp.brokers()) addresses[b.id()] = b.address();
+          for (int32_t leader : leaders) {
+            DescribeAtLeader(stubs->For(addresses[leader]), topic, deadline, merge, calls);
+          }
+        }
+        call.reset();  // the channels go before the answer (CallsInFlight)
+        via.reset();
+        stubs.reset();
+        if (!s.ok()) merge->done(FromBroker(s, "GetMetadata"));
+        calls->End();
+      });
 }
 
 grpc::Status GrpcTopicSource::CallFollowingLeader(

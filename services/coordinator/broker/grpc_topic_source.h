@@ -11,6 +11,8 @@
 
 namespace conduit::coordinator {
 
+struct CallsInFlight;  // grpc_topic_source.cc
+
 // TopicSource over the log broker's gRPC API (conduit.log.v1.LogService). The channel is made
 // on first use, so that conduit-standalone can point it at its own address once it is serving.
 // Every call has a deadline; failures come back as the broker's status (UNAVAILABLE when it
@@ -24,6 +26,8 @@ class GrpcTopicSource final : public TopicSource {
  public:
   // `address` is host:port, or empty until SetAddress.
   explicit GrpcTopicSource(std::string address, absl::Duration deadline = absl::Seconds(3));
+  // Waits for the callback calls on their way.
+  ~GrpcTopicSource() override;
 
   void SetAddress(const std::string& address);
 
@@ -59,6 +63,8 @@ class GrpcTopicSource final : public TopicSource {
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<conduit::log::v1::LogService::Stub> stub_ ABSL_GUARDED_BY(mu_);
   const std::shared_ptr<LeaderStubs> leaders_ = std::make_shared<LeaderStubs>();
+  // Callback calls on their way (grpc_topic_source.cc); the destructor waits for them.
+  const std::shared_ptr<CallsInFlight> calls_;
 };
 
 }  // namespace conduit::coordinator
