@@ -8,8 +8,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 extern char** environ;
 
@@ -74,6 +79,21 @@ inline pid_t SpawnTiedChild(std::vector<std::string> argv, const std::string& lo
     return -1;
   }
   return pid;
+}
+
+// Whether process `pid` has ended within `timeout`: gone, or a zombie its new parent (init, or a
+// subreaper) has not reaped yet. For tests that check a child died with its parent.
+inline bool ProcessEndedWithin(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const size_t name_end = line.rfind(')');
+    if (name_end != std::string::npos && line.compare(name_end, 3, ") Z") == 0) return true;
+    absl::SleepFor(absl::Milliseconds(10));  // waiting for the kernel to end the process
+  }
+  return false;
 }
 
 }  // namespace conduit::testing

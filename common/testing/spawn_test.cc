@@ -21,21 +21,6 @@
 namespace conduit::testing {
 namespace {
 
-// Whether process `pid` has ended within `timeout`: gone, or a zombie not yet reaped by its new
-// parent (init, or a subreaper).
-bool EndedWithin(pid_t pid, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string line;
-    if (!std::getline(stat, line)) return true;
-    const size_t name_end = line.rfind(')');
-    if (name_end != std::string::npos && line.compare(name_end, 3, ") Z") == 0) return true;
-    absl::SleepFor(absl::Milliseconds(10));  // waiting for the kernel to kill the orphan
-  }
-  return false;
-}
-
 // A "test process" (forked here) starts a long sleep as its child, says its pid, and is killed
 // (SIGKILL, as ctest kills a test at its timeout): no destructor runs. `tied`: started with
 // SpawnTiedChild, else with a plain fork+exec (the negative control). Returns the sleep's pid.
@@ -66,7 +51,8 @@ TEST(SpawnTiedChildTest, TheChildDiesWithATestThatIsKilled) {
   TempDir dir;
   const pid_t sleeper = SleepOfAKilledTest(dir, /*tied=*/true);
   ASSERT_GT(sleeper, 0);
-  EXPECT_TRUE(EndedWithin(sleeper, absl::Seconds(10))) << "sleep " << sleeper << " outlived it";
+  EXPECT_TRUE(ProcessEndedWithin(sleeper, absl::Seconds(10)))
+      << "sleep " << sleeper << " outlived it";
   ::kill(sleeper, SIGKILL);
 }
 
@@ -75,7 +61,7 @@ TEST(SpawnTiedChildTest, AnUntiedChildOutlivesATestThatIsKilled) {
   TempDir dir;
   const pid_t sleeper = SleepOfAKilledTest(dir, /*tied=*/false);
   ASSERT_GT(sleeper, 0);
-  EXPECT_FALSE(EndedWithin(sleeper, absl::Milliseconds(500)));
+  EXPECT_FALSE(ProcessEndedWithin(sleeper, absl::Milliseconds(500)));
   ::kill(sleeper, SIGKILL);
 }
 

@@ -82,7 +82,7 @@ class RelayProcessTest : public ::testing::Test {
     relays_.clear();  // SIGKILLed if still running
     broker_.reset();
     db_.reset();
-    pg_.reset();  // pg_ctl stop
+    pg_.reset();  // a fast shutdown
   }
 
   // Starts a relay; `name` is its application_name (pg_stat_activity) and log file stem.
