@@ -81,8 +81,10 @@ server_begin() {
 }
 
 server_start() {
-  "$server" --data-dir "$tmp/data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-    --port-file "$tmp/port" "$@" >"$tmp/server.log" 2>&1 &
+  # setpriv execs the server with a parent-death signal: it ends with this script even when the
+  # script is killed (a test timeout) before its cleanup can run.
+  /usr/bin/setpriv --pdeathsig KILL -- "$server" --data-dir "$tmp/data" --listen 127.0.0.1:0 \
+    --metrics-listen 127.0.0.1:0 --port-file "$tmp/port" "$@" >"$tmp/server.log" 2>&1 &
   server_pid=$!
 
   # The server writes the port file atomically (rename) once it is serving.

@@ -62,9 +62,12 @@ class Member:
         self.events = []
         self.stderr = []
         self.lock = threading.Lock()
+        # setpriv execs the member with a parent-death signal: it ends with this test even when
+        # the test is killed (a timeout) before its cleanup can run.
         self.proc = subprocess.Popen(
-            [PYTHON, MEMBER_SCRIPT, "--group", group, "--topic", topic,
-             "--client-id", self.client_id, "--session-timeout", str(SESSION_TIMEOUT_S), address],
+            ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--", PYTHON, MEMBER_SCRIPT,
+             "--group", group, "--topic", topic, "--client-id", self.client_id,
+             "--session-timeout", str(SESSION_TIMEOUT_S), address],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.threads = [threading.Thread(target=self._read_stdout, daemon=True),
                         threading.Thread(target=self._read_stderr, daemon=True)]
