@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,31 @@ inline bool ProcessEndedWithin(pid_t pid, absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(10));  // waiting for the kernel to end the process
   }
   return false;
+}
+
+// For tests that a child ends with its parent: forks a "test process" that runs `start` (it
+// starts a child and returns its pid, or -1) and is then SIGKILLed, as ctest kills a test at its
+// timeout, so no destructor runs. Returns what `start` returned, once that process is gone (-1
+// if it ended otherwise). Call it while the calling process has no other threads (the test
+// binary's first test, say): the forked copy goes on running code.
+inline pid_t PidLeftByAKilledProcess(const std::function<pid_t()>& start) {
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return -1;
+  const pid_t test = ::fork();
+  if (test == 0) {
+    ::close(report[0]);
+    const pid_t child = start();
+    (void)!::write(report[1], &child, sizeof child);
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(1);
+  }
+  ::close(report[1]);
+  pid_t child = -1;
+  if (test < 0 || ::read(report[0], &child, sizeof child) != sizeof child) child = -1;
+  ::close(report[0]);
+  int status = 0;
+  if (test > 0) ::waitpid(test, &status, 0);
+  return test > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? child : -1;
 }
 
 }  // namespace conduit::testing

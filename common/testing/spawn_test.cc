@@ -14,37 +14,24 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/testing/temp_dir.h"
 
 namespace conduit::testing {
 namespace {
 
-// A "test process" (forked here) starts a long sleep as its child, says its pid, and is killed
-// (SIGKILL, as ctest kills a test at its timeout): no destructor runs. `tied`: started with
-// SpawnTiedChild, else with a plain fork+exec (the negative control). Returns the sleep's pid.
+// The sleep a killed "test process" started (PidLeftByAKilledProcess). `tied`: started with
+// SpawnTiedChild, else with a plain fork+exec (the negative control).
 pid_t SleepOfAKilledTest(const TempDir& dir, bool tied) {
-  const std::string pid_file = dir.path() + "/sleep.pid";
-  const pid_t test = ::fork();
-  if (test == 0) {
-    pid_t sleeper = -1;
-    if (tied) {
-      sleeper = SpawnTiedChild({"/bin/sleep", "60"}, dir.path() + "/sleep.log");
-    } else if ((sleeper = ::fork()) == 0) {
+  return PidLeftByAKilledProcess([&]() -> pid_t {
+    if (tied) return SpawnTiedChild({"/bin/sleep", "60"}, dir.path() + "/sleep.log");
+    const pid_t sleeper = ::fork();
+    if (sleeper == 0) {
       ::execl("/bin/sleep", "/bin/sleep", "60", static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    std::ofstream(pid_file) << sleeper;
-    ::kill(::getpid(), SIGKILL);  // as ctest does at a timeout
-    ::_exit(1);
-  }
-  int status = 0;
-  ::waitpid(test, &status, 0);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  pid_t sleeper = -1;
-  std::ifstream(pid_file) >> sleeper;
-  return sleeper;
+    return sleeper;
+  });
 }
 
 TEST(SpawnTiedChildTest, TheChildDiesWithATestThatIsKilled) {

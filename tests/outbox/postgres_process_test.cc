@@ -5,10 +5,6 @@
 #include "tests/support/postgres_process.h"
 
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -23,20 +19,11 @@ TEST(PostgresProcessTest, TheServerEndsWithATestThatIsKilled) {
     GTEST_SKIP() << "PostgreSQL 15 is not installed (scripts/install-deps.sh)";
   }
   TempDir dir;
-  const std::string pid_file = dir.path() + "/postmaster.pid";
-  // The "test": this binary's only test and not yet threaded, so it may fork and go on.
-  const pid_t test = ::fork();
-  if (test == 0) {
-    PostgresProcess pg(dir.path());
-    std::ofstream(pid_file) << (pg.running() ? pg.pid() : -1);
-    ::kill(::getpid(), SIGKILL);  // no destructor runs
-    ::_exit(1);
-  }
-  int status = 0;
-  ::waitpid(test, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  pid_t postmaster = -1;
-  std::ifstream(pid_file) >> postmaster;
+  // This binary's only test, not yet threaded: it may fork.
+  const pid_t postmaster = PidLeftByAKilledProcess([&]() -> pid_t {
+    auto* pg = new PostgresProcess(dir.path());  // never stopped: its process is killed
+    return pg->running() ? pg->pid() : -1;
+  });
   ASSERT_GT(postmaster, 0) << "postgres did not start; see " << dir.path() << "/pg.log";
   EXPECT_TRUE(ProcessEndedWithin(postmaster, absl::Seconds(10)))
       << "the postmaster (pid " << postmaster << ") outlived the test";
