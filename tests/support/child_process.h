@@ -26,13 +26,25 @@ inline int RunCommand(std::vector<std::string> argv, const std::string& log) {
 class ChildProcess {
  public:
   ChildProcess(std::vector<std::string> argv, const std::string& log)
-      : pid_(SpawnTiedChild(std::move(argv), log)) {}
+      : pid_(SpawnTiedChild(std::move(argv), log, &spawn_error_)) {}
   ~ChildProcess() { Kill(SIGKILL); }
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   bool started() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
+  int spawn_error() const { return spawn_error_; }  // the errno when it could not be started
+
+  // Sends `signal` (SIGSTOP, SIGCONT). For SIGSTOP it returns once every thread has stopped:
+  // kill() wakes one thread to start the group stop, and the others run on until it reaches
+  // them, long enough on a busy machine for a request sent "to a paused broker" to be served.
+  void Signal(int signal) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, signal);
+    if (signal != SIGSTOP) return;
+    int status = 0;
+    if (waitpid(pid_, &status, WUNTRACED) == pid_ && !WIFSTOPPED(status)) pid_ = -1;  // exited
+  }
 
   // Whether the process has exited (reaps it then).
   bool Exited(int* status = nullptr) {
@@ -55,6 +67,7 @@ class ChildProcess {
   }
 
  private:
+  int spawn_error_ = 0;
   pid_t pid_ = -1;
 };
 
