@@ -1,7 +1,10 @@
 // The floor gRPC sets on this machine for Conduit's one-record-per-call
 // workloads: a server that speaks LogService's CreateTopic, ListTopics, Produce
 // and ProduceStream but stores nothing and answers at once (an offset counter),
-// built with grpc::ServerBuilder's defaults and no interceptors. peer_bench
+// and WorkQueue's CreateQueue, DeleteQueue, Enqueue, Lease and AckBatch the same
+// way (a Lease hands out as many made-up jobs as asked for, each with a 100-byte
+// payload and the fields a Conduit lease fills in), built with
+// grpc::ServerBuilder's defaults and no interceptors. peer_bench
 // --system=grpc-floor drives it with exactly the code that drives
 // conduit-standalone, so Conduit's figure ÷ this one is the share of gRPC's
 // ceiling Conduit reaches, and a target above this figure cannot be met through
@@ -23,8 +26,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "conduit/log/v1/log.grpc.pb.h"
+#include "conduit/queue/v1/queue.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, port_file, "", "where to write the port listened on");
@@ -32,18 +38,84 @@ ABSL_FLAG(std::string, port_file, "", "where to write the port listened on");
 namespace {
 
 namespace lpb = conduit::log::v1;
+namespace qpb = conduit::queue::v1;
+
+grpc::ServerUnaryReactor* Answered(grpc::CallbackServerContext* ctx) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t ns = absl::ToUnixNanos(t);
+  out->set_seconds(ns / 1'000'000'000);
+  out->set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
+}
+
+class QueueFloorService final : public qpb::WorkQueue::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* CreateQueue(grpc::CallbackServerContext* ctx,
+                                        const qpb::CreateQueueRequest*,
+                                        qpb::CreateQueueResponse*) override {
+    return Answered(ctx);
+  }
+  grpc::ServerUnaryReactor* DeleteQueue(grpc::CallbackServerContext* ctx,
+                                        const qpb::DeleteQueueRequest*,
+                                        qpb::DeleteQueueResponse*) override {
+    return Answered(ctx);
+  }
+  grpc::ServerUnaryReactor* Enqueue(grpc::CallbackServerContext* ctx,
+                                    const qpb::EnqueueRequest* request,
+                                    qpb::EnqueueResponse* response) override {
+    for (int i = 0; i < request->jobs_size(); ++i) {
+      response->add_jobs()->set_job_id(next_id_.fetch_add(1));
+    }
+    return Answered(ctx);
+  }
+  grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* ctx,
+                                  const qpb::LeaseRequest* request,
+                                  qpb::LeaseResponse* response) override {
+    const absl::Time now = absl::Now();
+    const int jobs = request->max_jobs() == 0 ? 1 : request->max_jobs();
+    for (int i = 0; i < jobs; ++i) {
+      const uint64_t id = leased_.fetch_add(1);
+      qpb::LeasedJob* job = response->add_jobs();
+      job->set_job_id(id);
+      job->set_lease_token(absl::StrFormat("%x-%x-%016x", id, 1, id * 0x9E3779B97F4A7C15ull));
+      job->set_attempt(1);
+      SetTime(now + absl::Seconds(60), job->mutable_deadline());
+      job->set_payload(std::string(100, 'j'));
+      SetTime(now, job->mutable_enqueued_at());
+    }
+    return Answered(ctx);
+  }
+  grpc::ServerUnaryReactor* AckBatch(grpc::CallbackServerContext* ctx,
+                                     const qpb::AckBatchRequest* request,
+                                     qpb::AckBatchResponse* response) override {
+    for (const auto& job : request->jobs()) {
+      auto* r = response->add_results();
+      r->set_job_id(job.job_id());
+      r->set_code(0);
+    }
+    return Answered(ctx);
+  }
+
+ private:
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> leased_{1};
+};
 
 class FloorService final : public lpb::LogService::CallbackService {
  public:
   grpc::ServerUnaryReactor* CreateTopic(grpc::CallbackServerContext* ctx,
                                         const lpb::CreateTopicRequest*,
                                         lpb::CreateTopicResponse*) override {
-    return Done(ctx);
+    return Answered(ctx);
   }
   grpc::ServerUnaryReactor* ListTopics(grpc::CallbackServerContext* ctx,
                                        const lpb::ListTopicsRequest*,
                                        lpb::ListTopicsResponse*) override {
-    return Done(ctx);
+    return Answered(ctx);
   }
   grpc::ServerUnaryReactor* Produce(grpc::CallbackServerContext* ctx,
                                     const lpb::ProduceRequest* request,
@@ -53,7 +125,7 @@ class FloorService final : public lpb::LogService::CallbackService {
       p->set_partition(record.partition());
       p->set_offset(next_offset_.fetch_add(1));
     }
-    return Done(ctx);
+    return Answered(ctx);
   }
   grpc::ServerBidiReactor<lpb::ProduceStreamRequest, lpb::ProduceStreamResponse>* ProduceStream(
       grpc::CallbackServerContext*) override {
@@ -61,12 +133,6 @@ class FloorService final : public lpb::LogService::CallbackService {
   }
 
  private:
-  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx) {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-
   // The broker's ProduceStream protocol without the broker: every message is
   // answered as soon as it is read; the answers ready when a write can start go
   // in one response (one write in flight, gRPC's rule), and at most kWindow
@@ -195,6 +261,8 @@ int main(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  QueueFloorService queue_service;
+  builder.RegisterService(&queue_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::fprintf(stderr, "grpc_floor: cannot listen on 127.0.0.1\n");

@@ -139,6 +139,7 @@ int Run() {
           [&] { return peers::ConduitAppend(port, "peer-floor", 1, 100, bytes, run); });
     maybe("append-stream-1",
           [&] { return peers::ConduitAppendStream(port, "peer-floor", bytes, run); });
+    maybe("batch-cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 100, run); });
   } else if (system == "redis") {
     maybe("append-1x1", [&] { return peers::RedisXadd(port, 1, 1, bytes, run); });
     maybe("append-8x1", [&] { return peers::RedisXadd(port, 8, 1, bytes, run); });

@@ -64,13 +64,13 @@ for durability in sync interval; do
   run "conduit $durability" conduit "$(cat "$dir/port")" --durability="$durability"
 done
 
-# gRPC's own floor for one record per call: the same client code against a LogService that
-# stores nothing and answers at once (bench/grpc_floor.cc).
+# gRPC's own floor for one record per call and the batched queue cycle: the same client code
+# against a LogService and WorkQueue that store nothing and answer at once (bench/grpc_floor.cc).
 dir="$work/grpc-floor"; mkdir -p "$dir"
 "$BIN/grpc_floor" --port_file="$dir/port" >"$dir/log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
-run "grpc floor" grpc-floor "$(cat "$dir/port")" --only=append-
+run "grpc floor" grpc-floor "$(cat "$dir/port")"
 
 for fsync in always everysec; do
   port=$(free_port); dir="$work/redis-$fsync"; mkdir -p "$dir"

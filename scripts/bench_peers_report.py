@@ -109,7 +109,9 @@ p(f"Each system is started fresh on a free 127.0.0.1 port with an empty data dir
   "`grpc floor` is `bench/grpc_floor.cc`: the same Conduit client code against a LogService that "
   "stores nothing and answers every Produce at once (default `grpc::ServerBuilder`, no "
   "interceptors; on ProduceStream one response per 100 answers), the most a gRPC C++ server "
-  "(Debian's gRPC 1.51) gives one-record requests and messages on this machine.")
+  "(Debian's gRPC 1.51) gives one-record requests and messages on this machine; its WorkQueue "
+  "answers Enqueue, Lease (made-up jobs with 100-byte payloads) and AckBatch at once the same "
+  "way, for `batch-cycle-1`.")
 p("")
 p("Matched durability:")
 p("- **fsync before ack**: Conduit `sync` (WAL fsync, group-committed); Redis "
@@ -224,6 +226,11 @@ a, n = ops("conduit interval", "cycle-stream-8"), ops("nats jetstream", "cycle-8
 target("conduit interval `cycle-stream-8` ÷ NATS work-queue pull+ack `cycle-8`", a / n if a and n else None, 1.0)
 a, n = ops("conduit interval", "batch-cycle-1"), ops("nats jetstream", "batch-cycle-1")
 target("conduit interval `batch-cycle-1` ÷ NATS `batch-cycle-1`", a / n if a and n else None, 1.0)
+floor = ops("grpc floor", "batch-cycle-1")
+if a and n and floor:
+    p(f"- For scale: gRPC alone (`grpc floor`: a Lease answered at once with 100 made-up jobs, an "
+      f"AckBatch with OK) takes {floor:,.0f} jobs/s from the same worker; Conduit interval reaches "
+      f"{a / floor:.2f} of that, and the target needs {n / floor:.2f}.")
 if replication_path and os.path.exists(replication_path):
     replication_section(p, target, ops("grpc floor", "append-1x100"), replication_path, seconds)
 p("")
