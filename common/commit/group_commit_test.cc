@@ -1,6 +1,9 @@
 #include "common/commit/group_commit.h"
 
+#include <pthread.h>
+
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -215,6 +218,39 @@ TEST_F(GroupCommitTest, TheSpaceCheckRefusesBeforeAnythingIsQueued) {
   ASSERT_TRUE(Submit("b", &b).ok());
   b.done.WaitForNotification();
   EXPECT_EQ(storage_.batches(), (std::vector<std::vector<std::string>>{{"b"}}));
+}
+
+// The name of the calling thread, as top -H and perf show it.
+std::string ThisThreadName() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+TEST(GroupCommitThreads, AreNamedAfterTheServiceCutToFifteenCharacters) {
+  time::FakeClock clock;
+  for (const auto& [service, write_name, reply_name] :
+       {std::tuple<std::string, std::string, std::string>{"queue", "queue-write", "queue-reply"},
+        {"coordinator", "coordinator-wri", "coordinator-rep"}}) {
+    std::string written_on, completed_on;
+    absl::Notification done;
+    {
+      GroupCommit<int> engine(
+          {.service = service}, &clock,
+          [&](std::vector<int>&) {
+            written_on = ThisThreadName();
+            return absl::OkStatus();
+          },
+          [&](int&, const absl::Status&) {
+            completed_on = ThisThreadName();
+            done.Notify();
+          });
+      ASSERT_TRUE(engine.Submit(1, 1).ok());
+      done.WaitForNotification();
+    }
+    EXPECT_EQ(written_on, write_name);
+    EXPECT_EQ(completed_on, reply_name);
+  }
 }
 
 }  // namespace
