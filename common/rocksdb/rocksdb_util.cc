@@ -1,6 +1,7 @@
 #include "common/rocksdb/rocksdb_util.h"
 
 #include <rocksdb/cache.h>
+#include <rocksdb/memtablerep.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
@@ -111,6 +112,12 @@ rocksdb::ColumnFamilyOptions DefaultCfOptions(size_t insert_hint_prefix) {
   return options;
 }
 
+rocksdb::ColumnFamilyOptions WriteMostlyCfOptions() {
+  rocksdb::ColumnFamilyOptions options = DefaultCfOptions();
+  options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+  return options;
+}
+
 OpenDb::~OpenDb() {
   if (!db_) return;
   handles_.clear();
@@ -149,7 +156,8 @@ absl::StatusOr<OpenDb::Handle> OpenDb::CreateColumnFamily(
 absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& db_options,
                             const rocksdb::ColumnFamilyOptions& cf_options,
                             const std::vector<std::string>& required_cfs,
-                            std::shared_ptr<rocksdb::FileSystem> file_system) {
+                            std::shared_ptr<rocksdb::FileSystem> file_system,
+                            const CfOptionsByName& own_options) {
   OpenDb result;
   rocksdb::DBOptions options = db_options;
   if (file_system) {
@@ -166,7 +174,13 @@ absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& d
     if (std::find(names.begin(), names.end(), cf) == names.end()) names.push_back(cf);
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& name : names) descriptors.emplace_back(name, cf_options);
+  for (const auto& name : names) {
+    auto own = own_options.find(name);
+    descriptors.emplace_back(name, own == own_options.end() ? cf_options : own->second);
+    if (!descriptors.back().options.memtable_factory->IsInsertConcurrentlySupported()) {
+      options.allow_concurrent_memtable_write = false;
+    }
+  }
 
   std::vector<rocksdb::ColumnFamilyHandle*> raw;
   rocksdb::DB* db = nullptr;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string_view>
 #include <string>
@@ -42,6 +43,16 @@ rocksdb::DBOptions DefaultDbOptions();
 // between point and range-deletion entries, which live in different skip lists (fixed upstream
 // later), so range deletions must stay outside the hint's domain.
 rocksdb::ColumnFamilyOptions DefaultCfOptions(size_t insert_hint_prefix = 0);
+// For a column family that is written while serving and read only when the database opens
+// (a recovery scan). Its memtable is RocksDB's vector memtable: an insert appends, with no
+// search of a skip list (which an insert hint does not spare a key that sorts before the last
+// one, such as a delete of a key put earlier); the memtable is sorted once, when it is flushed
+// or scanned. A point read or an iterator on an unflushed memtable copies and sorts all of it:
+// never read such a column family while serving.
+rocksdb::ColumnFamilyOptions WriteMostlyCfOptions();
+
+// Column family name → the options it is opened with.
+using CfOptionsByName = std::map<std::string, rocksdb::ColumnFamilyOptions, std::less<>>;
 
 // An open database and the column family handles opened with it. Handles are shared_ptrs whose
 // deleter returns them to the DB, so a reader may keep a dropped column family's handle until it
@@ -74,19 +85,22 @@ class OpenDb {
   friend absl::StatusOr<OpenDb> Open(const std::string&, const rocksdb::DBOptions&,
                                      const rocksdb::ColumnFamilyOptions&,
                                      const std::vector<std::string>&,
-                                     std::shared_ptr<rocksdb::FileSystem>);
+                                     std::shared_ptr<rocksdb::FileSystem>, const CfOptionsByName&);
   std::unique_ptr<rocksdb::Env> env_;  // before db_: the DB must close before its Env goes
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<Handle> handles_;
 };
 
 // Opens (creating if needed) the database at `path` with every column family it already has,
-// plus `required_cfs`, each opened with `cf_options`. A non-null `file_system` replaces
-// db_options.env with an Env over it, owned by the OpenDb (tests pass one that simulates a
-// power loss).
+// plus `required_cfs`, each opened with `cf_options` unless `own_options` names it. A non-null
+// `file_system` replaces db_options.env with an Env over it, owned by the OpenDb (tests pass one
+// that simulates a power loss). When a column family's memtable cannot take concurrent inserts
+// (WriteMostlyCfOptions), the database is opened without them
+// (allow_concurrent_memtable_write), which RocksDB requires.
 absl::StatusOr<OpenDb> Open(const std::string& path, const rocksdb::DBOptions& db_options,
                             const rocksdb::ColumnFamilyOptions& cf_options,
                             const std::vector<std::string>& required_cfs,
-                            std::shared_ptr<rocksdb::FileSystem> file_system = nullptr);
+                            std::shared_ptr<rocksdb::FileSystem> file_system = nullptr,
+                            const CfOptionsByName& own_options = {});
 
 }  // namespace conduit::rocksdb_util

@@ -17,9 +17,14 @@ using rocksdb_util::ToStatus;
 absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(
     const std::string& path, const RocksDbQueueStoreOptions& options) {
   std::vector<std::string> cfs(keys::kColumnFamilies.begin(), keys::kColumnFamilies.end());
+  // Index entries and leases are read only by the recovery scan at open (RecoverJobs): while
+  // serving they are only written, and an ack's lease delete sorts just before that lease's put.
+  const rocksdb_util::CfOptionsByName write_mostly = {
+      {keys::kJobIndexCf, rocksdb_util::WriteMostlyCfOptions()},
+      {keys::kLeasesCf, rocksdb_util::WriteMostlyCfOptions()}};
   auto db = rocksdb_util::Open(path, rocksdb_util::DefaultDbOptions(),
                                rocksdb_util::DefaultCfOptions(keys::kQueueKeySize), cfs,
-                               options.file_system);
+                               options.file_system, write_mostly);
   if (!db.ok()) return db.status();
   std::unique_ptr<RocksDbQueueStore> store(new RocksDbQueueStore(*std::move(db), path));
   CONDUIT_RETURN_IF_ERROR(store->MoveLegacyNextJobId());
