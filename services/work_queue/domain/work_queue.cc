@@ -150,14 +150,17 @@ absl::StatusOr<std::vector<Job>> WorkQueue::ReadJobs(const Queue& q,
   out.reserve(ids.size());
   size_t next_stored = 0;
   for (uint64_t id : ids) {
-    auto pending = q.pending.find(id);
-    const std::optional<Job>& job =
-        pending != q.pending.end() ? pending->second.job : (*read)[next_stored++];
+    std::optional<Job> job;
+    if (auto pending = q.pending.find(id); pending != q.pending.end()) {
+      job = pending->second.job;  // its write is still queued: copied, not taken
+    } else {
+      job = std::move((*read)[next_stored++]);
+    }
     if (!job) {
       return absl::InternalError(absl::StrCat("job ", id, " of queue '", q.meta.name,
                                               "' is indexed but its record is missing"));
     }
-    out.push_back(*job);
+    out.push_back(*std::move(job));
   }
   return out;
 }
