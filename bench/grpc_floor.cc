@@ -11,7 +11,7 @@
 // that RPC here, whatever the broker does. Not a test double: nothing checks
 // behaviour against it.
 //
-//   grpc_floor --port-file=FILE      (listens on 127.0.0.1, an ephemeral port;
+//   grpc_floor --port_file=FILE      (listens on 127.0.0.1, an ephemeral port;
 //   SIGTERM stops it)
 
 #include <atomic>
