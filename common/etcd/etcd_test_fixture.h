@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -92,19 +93,18 @@ class WatchRecorder {
   // Waits up to 10 s for at least `n` events; returns whether they came.
   bool AwaitEvents(size_t n) {
     absl::MutexLock lock(&mu_);
-    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return events_.size() >= n; };
-    return mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(10));
+    return AwaitUpTo10s([this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return events_.size() >= n;
+    });
   }
   std::optional<int64_t> AwaitCompacted() {
     absl::MutexLock lock(&mu_);
-    auto seen = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return compacted_.has_value(); };
-    mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(10));
+    AwaitUpTo10s([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return compacted_.has_value(); });
     return compacted_;
   }
   std::optional<absl::Status> AwaitEnded() {
     absl::MutexLock lock(&mu_);
-    auto seen = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_.has_value(); };
-    mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(10));
+    AwaitUpTo10s([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_.has_value(); });
     return ended_;
   }
 
@@ -126,6 +126,19 @@ class WatchRecorder {
   }
 
  private:
+  // Waits until `done()` holds or 10 s have passed on the steady clock; returns done(). absl's
+  // timed waits end at a wall-clock deadline, which a step of the VM's clock brings forward.
+  template <typename Done>
+  bool AwaitUpTo10s(Done done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= left.zero()) return false;
+      mu_.AwaitWithTimeout(absl::Condition(&done), absl::FromChrono(left));
+    }
+    return true;
+  }
+
   absl::Mutex mu_;
   std::vector<WatchEvent> events_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> batch_revisions_ ABSL_GUARDED_BY(mu_);
