@@ -52,7 +52,7 @@ rocksdb::ColumnFamilyOptions DefaultCfOptions(size_t insert_hint_prefix = 0);
 rocksdb::ColumnFamilyOptions WriteMostlyCfOptions();
 
 // Column family name → the options it is opened with.
-using CfOptionsByName = std::map<std::string, rocksdb::ColumnFamilyOptions, std::less<>>;
+using CfOptionsByName = std::map<std::string, rocksdb::ColumnFamilyOptions>;
 
 // An open database and the column family handles opened with it. Handles are shared_ptrs whose
 // deleter returns them to the DB, so a reader may keep a dropped column family's handle until it

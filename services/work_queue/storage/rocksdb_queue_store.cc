@@ -211,8 +211,9 @@ absl::StatusOr<std::vector<std::optional<Job>>> RocksDbQueueStore::ReadJobs(
     const std::string upper = keys::JobKey(queue_id, last + 1);
     const rocksdb::Slice upper_slice(upper);
     rocksdb::ReadOptions options;
-    // A lease reads each ready record once: caching its blocks would only evict what others
-    // read again (and allocate a block per block read).
+    // Consecutive records are read by a lease (each ready record once) and by a restart:
+    // caching their blocks would only evict blocks that are read again, and cost an allocation
+    // per block.
     options.fill_cache = false;
     options.iterate_upper_bound = last == UINT64_MAX ? nullptr : &upper_slice;
     std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, jobs_.get()));
