@@ -2,7 +2,9 @@
 
 #include <pthread.h>
 
+#include <set>
 #include <string>
+#include <utility>
 #include <tuple>
 #include <vector>
 
@@ -10,6 +12,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/time/clock.h"
 
 namespace conduit::commit {
@@ -227,30 +230,118 @@ std::string ThisThreadName() {
   return name;
 }
 
+// Where an engine completes its entries: the thread each ran on, in completion order.
+struct Completions {
+  absl::Mutex mu;
+  std::vector<std::pair<int, std::string>> done ABSL_GUARDED_BY(mu);  // (entry, thread)
+  int running ABSL_GUARDED_BY(mu) = 0;
+  bool overlapped ABSL_GUARDED_BY(mu) = false;  // two completions ran at once
+
+  void Record(int entry) {
+    {
+      absl::MutexLock lock(&mu);
+      overlapped |= ++running > 1;
+    }
+    const std::string thread = ThisThreadName();
+    absl::MutexLock lock(&mu);
+    --running;
+    done.emplace_back(entry, thread);
+  }
+  void WaitFor(size_t n) {
+    absl::MutexLock lock(&mu);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done.size() >= n; };
+    mu.Await(absl::Condition(&reached));
+  }
+};
+
 TEST(GroupCommitThreads, AreNamedAfterTheServiceCutToFifteenCharacters) {
   time::FakeClock clock;
   for (const auto& [service, write_name, reply_name] :
        {std::tuple<std::string, std::string, std::string>{"queue", "queue-write", "queue-reply"},
         {"coordinator", "coordinator-wri", "coordinator-rep"}}) {
-    std::string written_on, completed_on;
-    absl::Notification done;
+    std::string written_on;
+    absl::Notification second_queued;
+    Completions completions;
     {
       GroupCommit<int> engine(
           {.service = service}, &clock,
-          [&](std::vector<int>&) {
+          [&](std::vector<int>& batch) {
             written_on = ThisThreadName();
+            if (batch.front() == 1) second_queued.WaitForNotification();
             return absl::OkStatus();
           },
-          [&](int&, const absl::Status&) {
-            completed_on = ThisThreadName();
-            done.Notify();
-          });
+          [&](int& entry, const absl::Status&) { completions.Record(entry); });
       ASSERT_TRUE(engine.Submit(1, 1).ok());
-      done.WaitForNotification();
+      ASSERT_TRUE(engine.Submit(2, 1).ok());  // queued while 1 is written (or with it)
+      second_queued.Notify();
+      completions.WaitFor(2);
     }
     EXPECT_EQ(written_on, write_name);
-    EXPECT_EQ(completed_on, reply_name);
+    absl::MutexLock lock(&completions.mu);
+    for (const auto& [entry, thread] : completions.done) {
+      EXPECT_TRUE(thread == write_name || thread == reply_name) << thread;
+    }
   }
+}
+
+TEST(GroupCommitThreads, AnIdleEngineCompletesOnItsWriterAndOneWithAWriteQueuedOnItsReplyThread) {
+  time::FakeClock clock;
+  absl::Notification writing_two, third_queued;
+  Completions completions;
+  GroupCommit<int> engine(
+      {.service = "queue"}, &clock,
+      [&](std::vector<int>& batch) {
+        if (batch.front() == 2) {
+          writing_two.Notify();
+          third_queued.WaitForNotification();
+        }
+        return absl::OkStatus();
+      },
+      [&](int& entry, const absl::Status&) { completions.Record(entry); });
+  // Nothing queued behind it, nothing being completed: the writer answers, with no hand-off.
+  ASSERT_TRUE(engine.Submit(1, 1).ok());
+  completions.WaitFor(1);
+  // 3 is queued while 2 is written: 2 goes to the completion thread, so that its answers do not
+  // hold up the write of 3.
+  ASSERT_TRUE(engine.Submit(2, 1).ok());
+  writing_two.WaitForNotification();
+  ASSERT_TRUE(engine.Submit(3, 1).ok());
+  third_queued.Notify();
+  completions.WaitFor(3);
+  absl::MutexLock lock(&completions.mu);
+  ASSERT_EQ(completions.done.size(), 3u);
+  EXPECT_EQ(completions.done[0], std::make_pair(1, std::string("queue-write")));
+  EXPECT_EQ(completions.done[1], std::make_pair(2, std::string("queue-reply")));
+}
+
+TEST(GroupCommitThreads, CompletesEveryEntryOnceInSubmissionOrderOneAtATime) {
+  time::FakeClock clock;
+  Completions completions;
+  constexpr int kEntries = 2000;
+  {
+    GroupCommit<int> engine(
+        {.service = "queue"}, &clock,
+        [&](std::vector<int>& batch) {
+          // Some writes take a while, so that entries queue behind them and batches are
+          // completed by both threads.
+          if (batch.front() % 7 == 0) absl::SleepFor(absl::Microseconds(200));
+          return absl::OkStatus();
+        },
+        [&](int& entry, const absl::Status&) { completions.Record(entry); });
+    for (int i = 0; i < kEntries; ++i) {
+      ASSERT_TRUE(engine.Submit(i, 1).ok());
+      if (i % 3 == 0) absl::SleepFor(absl::Microseconds(50));
+    }
+  }  // the destructor completes everything
+  absl::MutexLock lock(&completions.mu);
+  ASSERT_EQ(completions.done.size(), static_cast<size_t>(kEntries));
+  std::set<std::string> threads;
+  for (int i = 0; i < kEntries; ++i) {
+    ASSERT_EQ(completions.done[i].first, i);
+    threads.insert(completions.done[i].second);
+  }
+  EXPECT_FALSE(completions.overlapped);
+  EXPECT_EQ(threads, (std::set<std::string>{"queue-write", "queue-reply"}));
 }
 
 }  // namespace

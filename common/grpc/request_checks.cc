@@ -176,7 +176,16 @@ absl::Status Check(const Message& m, const Plan& plan) {
 }  // namespace
 
 absl::Status CheckTimeFields(const Message& request) {
-  const Plan* plan = PlanCache::Get().For(request.GetDescriptor());
+  // A stream's messages are of one type: each thread remembers the last type's plan (plans are
+  // complete once For returns, and never freed), so a message costs no lock.
+  thread_local const Descriptor* last_type = nullptr;
+  thread_local const Plan* last_plan = nullptr;
+  const Descriptor* type = request.GetDescriptor();
+  if (type != last_type) {
+    last_plan = PlanCache::Get().For(type);
+    last_type = type;
+  }
+  const Plan* plan = last_plan;
   if (plan->entries.empty()) return absl::OkStatus();
   return Check(request, *plan);
 }

@@ -21,9 +21,9 @@ inline constexpr int64_t kMaxTimestampSeconds = 253'402'300'799;  // 9999-12-31T
 // (nested messages, repeated fields, map values) is within the protobuf range; otherwise
 // INVALID_ARGUMENT naming the first bad field by its path, e.g. "records[3].event_time".
 //
-// Costs one map lookup for a message type without time fields, and only visits the fields
-// that can lead to one (a Produce of 1,000 records reads 1,000 `event_time` presence bits, not
-// the payloads). Thread-safe.
+// Costs one map lookup for a message type without time fields (none when the thread's previous
+// request was of the same type), and only visits the fields that can lead to one (a Produce of
+// 1,000 records reads 1,000 `event_time` presence bits, not the payloads). Thread-safe.
 absl::Status CheckTimeFields(const google::protobuf::Message& request);
 
 }  // namespace conduit::grpc_util

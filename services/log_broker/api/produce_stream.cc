@@ -1,6 +1,7 @@
 // LogService.ProduceStream: Produce, one message at a time, on one stream.
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -42,8 +43,12 @@ namespace conduit::log_broker::api {
 //
 // Lifetime: gRPC calls OnDone once after Finish; Finish is called only when no read, write,
 // hand-over or broker callback is outstanding, so no callback ever runs on a deleted reactor.
-// Reactions and Produce callbacks run on gRPC and writer threads; state is under mu_, and
-// Start*/Finish are called outside it.
+// Reactions and Produce callbacks run on gRPC and the broker's threads; state is under mu_, and
+// Start*/Finish are called outside it. The exception: a grouped message's answer is filled and
+// marked answered without mu_, and only the group's last answer takes it (Slot, Group): a group
+// answered message by message under mu_ contended with the reading thread, and together with
+// the group commit completing on its writer (common/commit/group_commit.h) that cost about a
+// fifth of the messages/s of append-stream-1 (PERFORMANCE-NOTES).
 class LogService::ProduceStreamReactor final
     : public grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse> {
  public:
@@ -76,19 +81,21 @@ class LogService::ProduceStreamReactor final
       Run(std::move(steps));
       return;
     }
-    Slot* slot;
-    {
-      absl::MutexLock lock(&mu_);
-      slots_.emplace_back();
-      slot = &slots_.back();  // deque: stays put while later slots are added and earlier popped
-      slot->answer.set_sequence(request_.sequence());
-      ++producing_;
-    }
-    std::optional<Message> message = Prepare(slot);  // request_ is free again once this returns
+    absl::StatusOr<Message> message = Prepare();  // request_ is free again once this returns
+    if (!message.ok()) service_->metrics_->CountProduce(message.status().code());
     Steps steps;
     {
       absl::MutexLock lock(&mu_);
-      if (message) QueueLocked(*std::move(message));
+      Slot& slot = slots_.emplace_back();  // deque: stays put while slots are added and popped
+      slot.answer.set_sequence(request_.sequence());
+      if (message.ok()) {
+        message->slot = &slot;
+        ++producing_;
+        QueueLocked(*std::move(message));
+      } else {
+        Fill(message.status(), &slot.answer);
+        slot.answered.store(true, std::memory_order_relaxed);
+      }
       reading_ = false;
       steps = NextLocked();
     }
@@ -121,12 +128,18 @@ class LogService::ProduceStreamReactor final
 
  private:
   struct Slot {
+    // Filled by the thread that answers the message, before it sets `answered`.
     pb::ProduceStreamResponse::Answer answer;
-    bool answered = false;
+    // Set with release once `answer` is filled, and then the answering thread does not touch the
+    // slot again: the slot may be written and popped at once. Read under mu_ (acquire).
+    std::atomic<bool> answered{false};
   };
-  // Grouped messages handed over together; the hand-over is answered when all of them are.
+  // Grouped messages handed over together. Their answers take no lock except the group's last
+  // one, which writes what is due: the broker's thread answering a group does not contend with
+  // the thread reading the stream message by message.
   struct Group {
-    int unanswered = 0;  // under the reactor's mu_
+    int messages = 0;                 // under the reactor's mu_, until handed over
+    std::atomic<int> unanswered{0};  // set when handed over
   };
   // A message checked and ready for the broker.
   struct Message {
@@ -167,9 +180,9 @@ class LogService::ProduceStreamReactor final
     return allowed;
   }
 
-  // Checks the message in request_ and takes its records; nullopt when it is refused here (then
-  // answered in `slot`).
-  std::optional<Message> Prepare(Slot* slot) {
+  // Checks the message in request_ and takes its records; the status to answer with when it is
+  // refused here.
+  absl::StatusOr<Message> Prepare() {
     const absl::Time started = absl::Now();
     pb::ProduceRequest& request = *request_.mutable_request();
     absl::Status refused = AllowWrite(request.topic());
@@ -180,12 +193,8 @@ class LogService::ProduceStreamReactor final
     if (refused.ok()) refused = grpc_util::CheckTimeFields(request);
     auto acks = FromProto(request.acks());
     if (refused.ok()) refused = acks.status();
-    if (!refused.ok()) {
-      Answer(slot, refused, nullptr);
-      return std::nullopt;
-    }
+    if (!refused.ok()) return refused;
     Message m;
-    m.slot = slot;
     m.started = started;
     m.topic = request.topic();
     m.acks = *acks;
@@ -211,7 +220,7 @@ class LogService::ProduceStreamReactor final
     Unit& unit = queued_.back();
     unit.records += m.part.records.size();
     unit.bytes += m.bytes;
-    if (unit.group) ++unit.group->unanswered;
+    if (unit.group) ++unit.group->messages;
     m.part.done = [this, slot = m.slot, started = m.started,
                    group = unit.group](absl::StatusOr<ProduceResult> result) {
       service_->metrics_->ObserveProduceLatency(absl::Now() - started);
@@ -233,36 +242,46 @@ class LogService::ProduceStreamReactor final
     service_->broker_->ProduceParts(unit.topic, std::move(unit.parts), unit.acks);
   }
 
-  // Records the answer of `slot`'s message (from any thread) and writes what is due. `group`:
-  // the hand-over the message was part of, if grouped.
-  void Answer(Slot* slot, absl::StatusOr<ProduceResult> result, Group* group) {
-    service_->metrics_->CountProduce(result.status().code());
-    pb::ProduceStreamResponse::Answer& out = slot->answer;
+  // The answer of a message, from its result.
+  static void Fill(const absl::StatusOr<ProduceResult>& result,
+                   pb::ProduceStreamResponse::Answer* out) {
     if (result.ok()) {
-      out.mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
+      out->mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
       for (const RecordPosition& p : result->positions) {
-        auto* position = out.add_positions();
+        auto* position = out->add_positions();
         position->set_partition(p.partition);
         position->set_offset(p.offset);
         position->set_duplicate(p.duplicate);
       }
-      SetTimestamp(result->append_time, out.mutable_append_time());
-    } else {
-      out.set_code(static_cast<int32_t>(result.status().code()));
-      out.set_message(std::string(result.status().message()));
-      if (auto hint = LeaderHintOf(result.status())) {
-        out.set_leader_id(hint->id);
-        out.set_leader_address(hint->address);
-        out.set_leader_epoch(hint->epoch);
-      }
+      SetTimestamp(result->append_time, out->mutable_append_time());
+      return;
     }
+    out->set_code(static_cast<int32_t>(result.status().code()));
+    out->set_message(std::string(result.status().message()));
+    if (auto hint = LeaderHintOf(result.status())) {
+      out->set_leader_id(hint->id);
+      out->set_leader_address(hint->address);
+      out->set_leader_epoch(hint->epoch);
+    }
+  }
+
+  // Records the answer of `slot`'s handed-over message (from any thread) and writes what is due.
+  // `group`: the hand-over the message was part of, if grouped.
+  void Answer(Slot* slot, absl::StatusOr<ProduceResult> result, Group* group) {
+    service_->metrics_->CountProduce(result.status().code());
+    Fill(result, &slot->answer);
     Steps steps;
-    {
+    if (group != nullptr) {
+      slot->answered.store(true, std::memory_order_release);  // the slot's last use here
+      if (group->unanswered.fetch_sub(1, std::memory_order_acq_rel) > 1) return;
+      absl::MutexLock lock(&mu_);  // the group's last answer writes
+      producing_ -= group->messages;
+      --groups_in_flight_;
+      steps = NextLocked();
+    } else {
       absl::MutexLock lock(&mu_);
-      slot->answered = true;
+      slot->answered.store(true, std::memory_order_release);
       --producing_;
-      if (group != nullptr && --group->unanswered > 0) return;  // the group's last answer writes
-      if (group != nullptr) --groups_in_flight_;
       steps = NextLocked();
     }
     Run(std::move(steps));
@@ -270,8 +289,9 @@ class LogService::ProduceStreamReactor final
 
   // What the state allows next: the next write and/or the next read, or the end. Decided under
   // mu_ (which marks it started) and carried out by Run after mu_ is released.
+  static bool Answered(const Slot& slot) { return slot.answered.load(std::memory_order_acquire); }
   struct Steps {
-    std::deque<Unit> hand_over;  // in order, by one thread at a time (handing_over_)
+    std::vector<Unit> hand_over;  // in order, by one thread at a time (handing_over_)
     const pb::ProduceStreamResponse* write = nullptr;
     bool read = false;
     std::optional<grpc::Status> finish;
@@ -283,14 +303,18 @@ class LogService::ProduceStreamReactor final
     if (!handing_over_ && !queued_.empty() &&
         (groups_in_flight_ < kMaxGroupsInFlight || queued_.size() > 1 || queued_.front().Full())) {
       handing_over_ = true;
-      for (const Unit& unit : queued_) groups_in_flight_ += unit.group ? 1 : 0;
+      for (const Unit& unit : queued_) {
+        if (unit.group == nullptr) continue;
+        ++groups_in_flight_;
+        unit.group->unanswered.store(unit.group->messages, std::memory_order_relaxed);
+      }
       steps.hand_over.swap(queued_);
     }
-    if (!broken_ && !writing_ && !slots_.empty() && slots_.front().answered) {
+    if (!broken_ && !writing_ && !slots_.empty() && Answered(slots_.front())) {
       writing_ = true;
       response_.clear_answers();
       size_t bytes = 0;
-      while (!slots_.empty() && slots_.front().answered && bytes < kMaxResponseBytes) {
+      while (!slots_.empty() && Answered(slots_.front()) && bytes < kMaxResponseBytes) {
         bytes += slots_.front().answer.ByteSizeLong();
         *response_.add_answers() = std::move(slots_.front().answer);
         slots_.pop_front();
@@ -337,7 +361,7 @@ class LogService::ProduceStreamReactor final
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Messages checked and not yet answered (queued or handed over): their callbacks are to come.
   int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<Unit> queued_ ABSL_GUARDED_BY(mu_);    // not yet handed over, in message order
+  std::vector<Unit> queued_ ABSL_GUARDED_BY(mu_);   // not yet handed over, in message order
   bool handing_over_ ABSL_GUARDED_BY(mu_) = false;  // a thread is handing units over
   int groups_in_flight_ ABSL_GUARDED_BY(mu_) = 0;   // handed-over groups not fully answered
   bool reading_ ABSL_GUARDED_BY(mu_) = true;    // the constructor's read
