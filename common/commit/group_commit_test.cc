@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <set>
 #include <string>
 #include <utility>
@@ -318,19 +319,34 @@ TEST(GroupCommitThreads, CompletesEveryEntryOnceInSubmissionOrderOneAtATime) {
   time::FakeClock clock;
   Completions completions;
   constexpr int kEntries = 2000;
+  std::atomic<int> submitted{0};
+  std::atomic<bool> pausing{false};  // the submitter waits for every answer: no write waits
   {
     GroupCommit<int> engine(
         {.service = "queue"}, &clock,
         [&](std::vector<int>& batch) {
-          // Some writes take a while, so that entries queue behind them and batches are
-          // completed by both threads.
-          if (batch.front() % 7 == 0) absl::SleepFor(absl::Microseconds(200));
+          // Every so often a write lasts until the next entry is queued behind it, so that its
+          // batch goes to the completion thread while the writer goes on.
+          if (batch.front() % 50 == 0 && batch.back() + 1 < kEntries) {
+            const absl::Time until = absl::Now() + absl::Seconds(5);
+            while (submitted.load() < batch.back() + 2 && !pausing.load() && absl::Now() < until) {
+              absl::SleepFor(absl::Microseconds(20));
+            }
+          }
           return absl::OkStatus();
         },
         [&](int& entry, const absl::Status&) { completions.Record(entry); });
     for (int i = 0; i < kEntries; ++i) {
       ASSERT_TRUE(engine.Submit(i, 1).ok());
+      submitted.store(i + 1);
       if (i % 3 == 0) absl::SleepFor(absl::Microseconds(50));
+      if (i % 500 == 250) {
+        // All answered and the engine idle: the next batch is completed by the writer.
+        pausing.store(true);
+        completions.WaitFor(i + 1);
+        absl::SleepFor(absl::Milliseconds(20));
+        pausing.store(false);
+      }
     }
   }  // the destructor completes everything
   absl::MutexLock lock(&completions.mu);
