@@ -116,8 +116,15 @@ class Producer {
     size_t size = 0;  // SizeOf(record), taken before the record is moved into a request
   };
   struct Batch {
+    Batch();
     std::vector<Pending> records;
-    conduit::log::v1::ProduceRequest request;
+    // On an arena: a batch's hundreds of records, their strings moved in, are freed at once
+    // (per-record allocations were a third of a producing process's CPU).
+    google::protobuf::Arena arena;
+    conduit::log::v1::ProduceRequest& request;
+    // The records are moved into `request` by the sending thread, without mu_, before the
+    // first attempt (FillRequest); nothing else touches them or `request` until its call ends.
+    bool filled = false;
     int attempts = 0;
     absl::Time retry_at = absl::InfinitePast();  // else waiting to be resent then
     bool answered = false;  // `result` is final; completed once every earlier batch is
@@ -165,7 +172,10 @@ class Producer {
   static bool Resending(const PartitionQueue& q);
   // Starts the calls in outbox_, unless another thread is at it.
   void SendOutbox();
+  // Takes the partition's next records into a batch (and its sequences); the request's records
+  // are filled later, without the lock that Send waits for.
   BatchPtr StartBatchLocked(int32_t partition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void FillRequest(int32_t partition, Batch& batch);
   void SendAsync(int32_t partition, BatchPtr batch);
   // `sent`/`ctx`: the route the call took and its context; null when it could not be sent (no
   // leader known). The call's last touch of this object is EndCall, after it.

@@ -2,6 +2,7 @@
 // and sent in order (up to max_in_flight per partition). Their answers: producer_answers.cc.
 
 #include <algorithm>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 
@@ -15,45 +16,38 @@ namespace lpb = ::conduit::log::v1;
 
 namespace {
 
-// Per attempt: the call's context and response live as long as the call.
+// Per attempt: the call's context and response live as long as the call. The response (a
+// position per record) is parsed onto an arena, freed at once.
 struct Call {
   ClusterRouter::Route route;  // where it went
   grpc::ClientContext ctx;
-  lpb::ProduceResponse response;
+  google::protobuf::Arena arena;
+  lpb::ProduceResponse& response = *google::protobuf::Arena::CreateMessage<lpb::ProduceResponse>(&arena);
 };
 
 }  // namespace
 
+Producer::Batch::Batch()
+    : request(*google::protobuf::Arena::CreateMessage<lpb::ProduceRequest>(&arena)) {}
+
 Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
   PartitionQueue& q = queues_[partition];
   auto batch = std::make_shared<Batch>();
-  lpb::ProduceRequest& req = batch->request;
-  req.set_topic(options_.topic);
-  req.set_acks(options_.acks);
+  const size_t take = std::min(q.queued.size(), static_cast<size_t>(options_.max_batch_records));
+  batch->records.reserve(take);
   size_t bytes = 0;
-  while (!q.queued.empty() && static_cast<int>(batch->records.size()) < options_.max_batch_records &&
+  while (!q.queued.empty() && batch->records.size() < take &&
          (batch->records.empty() || bytes < options_.max_batch_bytes)) {
     Pending& p = q.queued.front();
-    const size_t size = p.size;
-    bytes += size;
-    q.bytes -= size;
-    // The request owns the record's contents from here (a retry resends the request); the
-    // batch keeps only what the callback needs.
-    lpb::ProduceRecord* r = req.add_records();
-    r->set_partition(partition);
-    if (p.record.key) r->set_key(std::move(*p.record.key));
-    if (p.record.value) r->set_value(std::move(*p.record.value));
-    for (auto& [k, v] : p.record.headers) {
-      lpb::Header* h = r->add_headers();
-      h->set_key(std::move(k));
-      h->set_value(std::move(v));
-    }
-    if (p.record.event_time) grpc_util::SetTimestamp(*p.record.event_time, r->mutable_event_time());
-    r->set_event_id(std::move(p.record.event_id));
+    bytes += p.size;
+    q.bytes -= p.size;
     batch->records.push_back(std::move(p));
     q.queued.pop_front();
   }
   if (!q.queued.empty()) q.first_queued = absl::Now();
+  lpb::ProduceRequest& req = batch->request;
+  req.set_topic(options_.topic);
+  req.set_acks(options_.acks);
   if (options_.idempotent) {
     req.set_producer_id(producer_id_);
     req.set_producer_epoch(producer_epoch_);
@@ -65,6 +59,27 @@ Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
   if (partition == sticky_partition_) sticky_partition_ = (sticky_partition_ + 1) % partitions_;
   q.in_flight.push_back(batch);
   return batch;
+}
+
+void Producer::FillRequest(int32_t partition, Batch& batch) {
+  if (std::exchange(batch.filled, true)) return;  // a resend: the same request
+  auto* records = batch.request.mutable_records();
+  records->Reserve(static_cast<int>(batch.records.size()));
+  for (Pending& p : batch.records) {
+    // The request owns the record's contents from here (a retry resends the request); the
+    // batch keeps only what the callback needs.
+    lpb::ProduceRecord* r = records->Add();
+    r->set_partition(partition);
+    if (p.record.key) r->set_key(std::move(*p.record.key));
+    if (p.record.value) r->set_value(std::move(*p.record.value));
+    for (auto& [k, v] : p.record.headers) {
+      lpb::Header* h = r->add_headers();
+      h->set_key(std::move(k));
+      h->set_value(std::move(v));
+    }
+    if (p.record.event_time) grpc_util::SetTimestamp(*p.record.event_time, r->mutable_event_time());
+    if (!p.record.event_id.empty()) r->set_event_id(std::move(p.record.event_id));
+  }
 }
 
 bool Producer::ReadyLocked(absl::Time now) {
@@ -194,6 +209,7 @@ void Producer::SendOutbox() {
 }
 
 void Producer::SendAsync(int32_t partition, BatchPtr batch) {
+  FillRequest(partition, *batch);
   absl::StatusOr<ClusterRouter::Route> route = router_->Leader(options_.topic, partition);
   if (!route.ok()) {  // offline, or its leader's address unknown: as a failed call
     OnResponse(partition, batch, grpc_util::ToGrpcStatus(route.status()), lpb::ProduceResponse(),
