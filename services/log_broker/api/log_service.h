@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc/arena_allocator.h"
 #include "common/grpc/call_guard.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "services/log_broker/api/convert.h"
@@ -31,7 +32,10 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
  public:
   LogService(Broker* broker, LogMetrics* metrics,
              const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open())
-      : broker_(broker), metrics_(metrics), guard_(guard) {}
+      : broker_(broker), metrics_(metrics), guard_(guard) {
+    SetMessageAllocatorFor_Produce(&produce_messages_);
+    SetMessageAllocatorFor_Fetch(&fetch_messages_);
+  }
 
   // Ends open Tail streams (within about a second) so a server shutdown can drain quickly.
   void BeginShutdown() { shutting_down_.store(true); }
@@ -99,6 +103,9 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   Broker* const broker_;
   LogMetrics* const metrics_;
   const grpc_util::CallGuard& guard_;
+  // A batch's records (Produce) and a Fetch's records are parsed and built on a per-call arena.
+  grpc_util::ArenaMessageAllocator<pb::ProduceRequest, pb::ProduceResponse> produce_messages_;
+  grpc_util::ArenaMessageAllocator<pb::FetchRequest, pb::FetchResponse> fetch_messages_;
   std::atomic<bool> shutting_down_{false};
   absl::Mutex address_mu_;
   std::string address_ ABSL_GUARDED_BY(address_mu_);

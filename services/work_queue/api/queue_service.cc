@@ -105,8 +105,12 @@ grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx
     return Done(ctx, s);
   }
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  // The request is the call's and unused after this point: its payloads move out.
   std::vector<NewJob> jobs;
-  for (const pb::NewJob& j : request->jobs()) jobs.push_back(FromProto(j));
+  jobs.reserve(request->jobs_size());
+  for (pb::NewJob& j : *const_cast<pb::EnqueueRequest*>(request)->mutable_jobs()) {
+    jobs.push_back(FromProto(std::move(j)));
+  }
   auto* reactor = ctx->DefaultReactor();
   queue_->Enqueue(request->queue(), std::move(jobs), EnqueuedFinisher(reactor, response));
   return reactor;
@@ -299,7 +303,7 @@ grpc::ServerUnaryReactor* QueueService::AddDeadLetters(grpc::CallbackServerConte
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   std::vector<NewDeadLetter> letters;
   for (const pb::NewDeadLetter& d : request->dead_letters()) {
-    NewDeadLetter letter{FromProto(d.job()), d.reason(), {}};
+    NewDeadLetter letter{FromProto(pb::NewJob(d.job())), d.reason(), {}};
     for (const pb::Attempt& a : d.attempts()) {
       letter.attempts.push_back(
           Attempt{a.attempt(), a.worker_id(), FromTimestamp(a.leased_at()),

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/grpc/arena_allocator.h"
 #include "common/grpc/call_guard.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 #include "services/work_queue/domain/work_queue.h"
@@ -20,7 +21,11 @@ class QueueService final : public pb::WorkQueue::CallbackService {
  public:
   explicit QueueService(WorkQueue* queue,
                         const grpc_util::CallGuard& guard = grpc_util::CallGuard::Open())
-      : queue_(queue), guard_(guard) {}
+      : queue_(queue), guard_(guard) {
+    SetMessageAllocatorFor_Enqueue(&enqueue_messages_);
+    SetMessageAllocatorFor_Lease(&lease_messages_);
+    SetMessageAllocatorFor_AckBatch(&ack_batch_messages_);
+  }
 
   grpc::ServerUnaryReactor* CreateQueue(grpc::CallbackServerContext*, const pb::CreateQueueRequest*,
                                         pb::CreateQueueResponse*) override;
@@ -73,6 +78,10 @@ class QueueService final : public pb::WorkQueue::CallbackService {
   }
   WorkQueue* const queue_;
   const grpc_util::CallGuard& guard_;
+  // The methods that carry many jobs parse and build them on a per-call arena.
+  grpc_util::ArenaMessageAllocator<pb::EnqueueRequest, pb::EnqueueResponse> enqueue_messages_;
+  grpc_util::ArenaMessageAllocator<pb::LeaseRequest, pb::LeaseResponse> lease_messages_;
+  grpc_util::ArenaMessageAllocator<pb::AckBatchRequest, pb::AckBatchResponse> ack_batch_messages_;
 };
 
 }  // namespace conduit::work_queue::api

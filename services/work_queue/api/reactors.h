@@ -3,6 +3,8 @@
 // Small helpers the work queue's gRPC adapters share: finishing a unary reactor from a domain
 // callback or a status, and the NewJob conversion (Enqueue, AddDeadLetters).
 
+#include <utility>
+
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
@@ -46,15 +48,19 @@ void ToLeasedJob(const Job& job, ::conduit::queue::v1::LeasedJob* out);
 // INVALID_ARGUMENT for a failure class that is not one.
 absl::StatusOr<NackArgs> NackArgsFromProto(const ::conduit::queue::v1::NackRequest& request);
 
-inline NewJob FromProto(const ::conduit::queue::v1::NewJob& j) {
+// Moves the strings out: the request is the call's and unused afterwards.
+inline NewJob FromProto(::conduit::queue::v1::NewJob&& j) {
   NewJob job;
-  job.payload = j.payload();
-  for (const auto& h : j.headers()) job.headers.push_back(Header{h.key(), h.value()});
-  job.idempotency_key = j.idempotency_key();
+  job.payload = std::move(*j.mutable_payload());
+  job.headers.reserve(j.headers_size());
+  for (auto& h : *j.mutable_headers()) {
+    job.headers.push_back(Header{std::move(*h.mutable_key()), std::move(*h.mutable_value())});
+  }
+  job.idempotency_key = std::move(*j.mutable_idempotency_key());
   if (j.has_delay()) job.delay = grpc_util::FromDuration(j.delay());
   if (j.has_not_before()) job.not_before = grpc_util::FromTimestamp(j.not_before());
   job.priority = j.priority();
-  job.tenant = j.tenant();
+  job.tenant = std::move(*j.mutable_tenant());
   if (j.has_source()) {
     job.source = JobSource{j.source().topic(), j.source().partition(), j.source().offset()};
   }
