@@ -58,7 +58,9 @@ void Worker::WorkLoop() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    qpb::LeaseResponse resp;
+    // A lease's jobs are parsed onto an arena, freed at once after they are handled.
+    google::protobuf::Arena arena;
+    qpb::LeaseResponse& resp = *google::protobuf::Arena::CreateMessage<qpb::LeaseResponse>(&arena);
     grpc::Status s = LeaseOnce(&resp);
     if (!s.ok()) {
       const grpc::StatusCode code = s.error_code();
