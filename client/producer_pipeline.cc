@@ -22,7 +22,8 @@ struct Call {
   ClusterRouter::Route route;  // where it went
   grpc::ClientContext ctx;
   google::protobuf::Arena arena;
-  lpb::ProduceResponse& response = *google::protobuf::Arena::CreateMessage<lpb::ProduceResponse>(&arena);
+  lpb::ProduceResponse& response =
+      *google::protobuf::Arena::CreateMessage<lpb::ProduceResponse>(&arena);
 };
 
 }  // namespace
