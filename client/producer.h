@@ -119,12 +119,11 @@ class Producer {
     Batch();
     std::vector<Pending> records;
     // On an arena: a batch's hundreds of records, their strings moved in, are freed at once
-    // (per-record allocations were a third of a producing process's CPU).
+    // (per-record allocations were a third of a producing process's CPU). The records are moved
+    // into `request` by the sending thread, without mu_, before the first attempt (FillRequest);
+    // nothing else touches them or `request` until its call ends.
     google::protobuf::Arena arena;
     conduit::log::v1::ProduceRequest& request;
-    // The records are moved into `request` by the sending thread, without mu_, before the
-    // first attempt (FillRequest); nothing else touches them or `request` until its call ends.
-    bool filled = false;
     int attempts = 0;
     absl::Time retry_at = absl::InfinitePast();  // else waiting to be resent then
     bool answered = false;  // `result` is final; completed once every earlier batch is

@@ -63,7 +63,8 @@ Producer::BatchPtr Producer::StartBatchLocked(int32_t partition) {
 }
 
 void Producer::FillRequest(int32_t partition, Batch& batch) {
-  if (std::exchange(batch.filled, true)) return;  // a resend: the same request
+  // A batch has at least one record: a request that has them is a resend's, the same request.
+  if (batch.request.records_size() > 0) return;
   auto* records = batch.request.mutable_records();
   records->Reserve(static_cast<int>(batch.records.size()));
   for (Pending& p : batch.records) {

@@ -65,9 +65,8 @@ inline bool IsDiskFull(const absl::Status& s) {
 //   refused UNAVAILABLE until a restart.
 //
 // Thread-safe. `write` runs on the writer thread, `complete` on the writer or the completion
-// thread (never both at once); they are
-// named "<service>-write" and "<service>-reply" (cut to Linux's 15 characters), as `top -H`,
-// `perf` and /proc/<pid>/task/*/comm show them.
+// thread (never both at once); they are named "<service>-write" and "<service>-reply" (cut to
+// Linux's 15 characters), as `top -H`, `perf` and /proc/<pid>/task/*/comm show them.
 template <typename Entry>
 class GroupCommit {
  public:

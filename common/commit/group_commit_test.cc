@@ -255,31 +255,47 @@ struct Completions {
   }
 };
 
+// A write that lasts until the test has queued the next entry behind it (QueueBehind), so that
+// the batch it writes is completed by the completion thread, deterministically.
+struct HeldWrite {
+  explicit HeldWrite(int entry) : entry(entry) {}
+  // Called from the engine's write: holds the batch that starts with `entry`.
+  void During(const std::vector<int>& batch) {
+    if (batch.front() != entry) return;
+    writing.Notify();
+    released.WaitForNotification();
+  }
+  // Submits `next` while `entry` is being written, then lets the write finish.
+  void QueueBehind(GroupCommit<int>& engine, int next) {
+    writing.WaitForNotification();
+    const bool queued = engine.Submit(next, 1).ok();
+    released.Notify();  // also on failure: the engine's destructor waits for the write
+    ASSERT_TRUE(queued);
+  }
+  const int entry;
+  absl::Notification writing, released;
+};
+
 TEST(GroupCommitThreads, AreNamedAfterTheServiceCutToFifteenCharacters) {
   time::FakeClock clock;
   for (const auto& [service, write_name, reply_name] :
        {std::tuple<std::string, std::string, std::string>{"queue", "queue-write", "queue-reply"},
         {"coordinator", "coordinator-wri", "coordinator-rep"}}) {
     std::string written_on;
-    absl::Notification writing_one, second_queued;
+    HeldWrite one(1);
     Completions completions;
     {
       GroupCommit<int> engine(
           {.service = service}, &clock,
           [&](std::vector<int>& batch) {
             written_on = ThisThreadName();
-            if (batch.front() == 1) {
-              writing_one.Notify();
-              second_queued.WaitForNotification();
-            }
+            one.During(batch);
             return absl::OkStatus();
           },
           [&](int& entry, const absl::Status&) { completions.Record(entry); });
       ASSERT_TRUE(engine.Submit(1, 1).ok());
-      writing_one.WaitForNotification();
       // 2 waits behind 1's write, so 1 is completed by the completion thread.
-      ASSERT_TRUE(engine.Submit(2, 1).ok());
-      second_queued.Notify();
+      one.QueueBehind(engine, 2);
       completions.WaitFor(2);
     }
     EXPECT_EQ(written_on, write_name);
@@ -290,15 +306,12 @@ TEST(GroupCommitThreads, AreNamedAfterTheServiceCutToFifteenCharacters) {
 
 TEST(GroupCommitThreads, AnIdleEngineCompletesOnItsWriterAndOneWithAWriteQueuedOnItsReplyThread) {
   time::FakeClock clock;
-  absl::Notification writing_two, third_queued;
+  HeldWrite two(2);
   Completions completions;
   GroupCommit<int> engine(
       {.service = "queue"}, &clock,
       [&](std::vector<int>& batch) {
-        if (batch.front() == 2) {
-          writing_two.Notify();
-          third_queued.WaitForNotification();
-        }
+        two.During(batch);
         return absl::OkStatus();
       },
       [&](int& entry, const absl::Status&) { completions.Record(entry); });
@@ -308,9 +321,7 @@ TEST(GroupCommitThreads, AnIdleEngineCompletesOnItsWriterAndOneWithAWriteQueuedO
   // 3 is queued while 2 is written: 2 goes to the completion thread, so that its answers do not
   // hold up the write of 3.
   ASSERT_TRUE(engine.Submit(2, 1).ok());
-  writing_two.WaitForNotification();
-  ASSERT_TRUE(engine.Submit(3, 1).ok());
-  third_queued.Notify();
+  two.QueueBehind(engine, 3);
   completions.WaitFor(3);
   absl::MutexLock lock(&completions.mu);
   ASSERT_EQ(completions.done.size(), 3u);

@@ -1,7 +1,5 @@
 #pragma once
 
-#include <cstddef>
-
 #include <google/protobuf/arena.h>
 #include <grpcpp/support/message_allocator.h>
 
@@ -18,34 +16,28 @@ namespace conduit::grpc_util {
 template <typename Request, typename Response>
 class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
  public:
-  // The arena's first block; later blocks grow as protobuf's arena grows them.
-  explicit ArenaMessageAllocator(size_t first_block_bytes = 4096)
-      : first_block_bytes_(first_block_bytes) {}
-
-  grpc::MessageHolder<Request, Response>* AllocateMessages() override {
-    return new Holder(first_block_bytes_);
-  }
+  grpc::MessageHolder<Request, Response>* AllocateMessages() override { return new Holder(); }
 
  private:
   class Holder final : public grpc::MessageHolder<Request, Response> {
    public:
-    explicit Holder(size_t first_block_bytes) : arena_(Options(first_block_bytes)) {
+    Holder() : arena_(Options()) {
       this->set_request(google::protobuf::Arena::CreateMessage<Request>(&arena_));
       this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
     }
     void Release() override { delete this; }
 
    private:
-    static google::protobuf::ArenaOptions Options(size_t first_block_bytes) {
+    // A 4 KiB first block growing to 64 KiB: a batch of records (tens of KiB) takes a few
+    // blocks instead of protobuf's default 256 B .. 8 KiB steps.
+    static google::protobuf::ArenaOptions Options() {
       google::protobuf::ArenaOptions o;
-      o.start_block_size = first_block_bytes;
-      o.max_block_size = 64 << 10;  // a batch of records needs tens of KiB: a few blocks
+      o.start_block_size = 4 << 10;
+      o.max_block_size = 64 << 10;
       return o;
     }
     google::protobuf::Arena arena_;
   };
-
-  const size_t first_block_bytes_;
 };
 
 }  // namespace conduit::grpc_util

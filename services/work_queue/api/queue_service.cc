@@ -301,9 +301,12 @@ grpc::ServerUnaryReactor* QueueService::AddDeadLetters(grpc::CallbackServerConte
   if (auto s = Allow(ctx, request->queue(), security::Operation::kWrite); !s.ok())
     return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  // The request is the call's and unused after this point: its payloads move out.
   std::vector<NewDeadLetter> letters;
-  for (const pb::NewDeadLetter& d : request->dead_letters()) {
-    NewDeadLetter letter{FromProto(pb::NewJob(d.job())), d.reason(), {}};
+  letters.reserve(request->dead_letters_size());
+  auto* owned = const_cast<pb::AddDeadLettersRequest*>(request);
+  for (pb::NewDeadLetter& d : *owned->mutable_dead_letters()) {
+    NewDeadLetter letter{FromProto(std::move(*d.mutable_job())), d.reason(), {}};
     for (const pb::Attempt& a : d.attempts()) {
       letter.attempts.push_back(
           Attempt{a.attempt(), a.worker_id(), FromTimestamp(a.leased_at()),
