@@ -2,7 +2,9 @@
 
 #include <google/protobuf/descriptor.h>
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -117,17 +119,7 @@ absl::Status CheckTimestamp(const Message& m) {
   int64_t seconds = 0;
   int32_t nanos = 0;
   SecondsAndNanos(m, &seconds, &nanos);
-  if (seconds < kMinTimestampSeconds || seconds > kMaxTimestampSeconds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("is a Timestamp of ", seconds,
-                     " seconds since the epoch; the protobuf range is years 0001 to 9999 (",
-                     kMinTimestampSeconds, " .. ", kMaxTimestampSeconds, ")"));
-  }
-  if (nanos < 0 || nanos > kMaxNanos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("is a Timestamp with nanos ", nanos, "; they must be within 0..", kMaxNanos));
-  }
-  return absl::OkStatus();
+  return CheckTimestampValue(seconds, nanos);
 }
 
 absl::Status Check(const Message& m, const Plan& plan);
@@ -173,7 +165,44 @@ absl::Status Check(const Message& m, const Plan& plan) {
   return absl::OkStatus();
 }
 
+// The paths of `plan`'s time fields under `prefix`; `on_path`: plans being walked (a recursive
+// type's paths end where it recurs).
+void AddPaths(const Plan& plan, const std::string& prefix, std::vector<const Plan*>& on_path,
+              std::vector<std::string>* paths) {
+  on_path.push_back(&plan);
+  for (const Plan::Entry& e : plan.entries) {
+    const std::string path = prefix + e.field->name();
+    if (e.kind != Plan::Kind::kMessage) {
+      paths->push_back(path);
+    } else if (std::find(on_path.begin(), on_path.end(), e.child) == on_path.end()) {
+      AddPaths(*e.child, path + ".", on_path, paths);
+    }
+  }
+  on_path.pop_back();
+}
+
 }  // namespace
+
+absl::Status CheckTimestampValue(int64_t seconds, int32_t nanos) {
+  if (seconds < kMinTimestampSeconds || seconds > kMaxTimestampSeconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("is a Timestamp of ", seconds,
+                     " seconds since the epoch; the protobuf range is years 0001 to 9999 (",
+                     kMinTimestampSeconds, " .. ", kMaxTimestampSeconds, ")"));
+  }
+  if (nanos < 0 || nanos > kMaxNanos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("is a Timestamp with nanos ", nanos, "; they must be within 0..", kMaxNanos));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> TimeFieldPaths(const Descriptor* type) {
+  std::vector<std::string> paths;
+  std::vector<const Plan*> on_path;
+  AddPaths(*PlanCache::Get().For(type), "", on_path, &paths);
+  return paths;
+}
 
 absl::Status CheckTimeFields(const Message& request) {
   // A stream's messages are of one type: each thread remembers the last type's plan (plans are

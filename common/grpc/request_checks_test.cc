@@ -124,6 +124,12 @@ TEST_F(TimeFieldsTest, AnOutOfRangeTimestampDeepInAListIsRefusedWithItsPath) {
   EXPECT_TRUE(absl::IsInvalidArgument(CheckTimeFields(*negative_nanos)));
 }
 
+TEST_F(TimeFieldsTest, TimeFieldPathsNameWhatTheCheckVisits) {
+  EXPECT_EQ(TimeFieldPaths(descriptor_),
+            (std::vector<std::string>{"wait", "items.at", "first.at"}));
+  EXPECT_TRUE(TimeFieldPaths(google::protobuf::FileDescriptorProto::descriptor()).empty());
+}
+
 TEST(ProtoTime, WhatGoesOutIsClampedSoItAlwaysRendersAsJson) {
   google::protobuf::Duration d;
   SetDuration(absl::InfiniteDuration(), &d);

@@ -1,6 +1,7 @@
 #include "services/log_broker/api/convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 #include "common/status/status_macros.h"
 #include "services/log_broker/domain/not_leader.h"
@@ -248,6 +249,18 @@ double RecordBytes(const pb::ProduceRequest& request) {
     for (const auto& h : r.headers()) bytes += h.key().size() + h.value().size();
   }
   return static_cast<double>(bytes);
+}
+
+absl::Status CheckRecordTimes(const pb::ProduceRequest& request) {
+  for (int i = 0; i < request.records_size(); ++i) {
+    const pb::ProduceRecord& r = request.records(i);
+    if (!r.has_event_time()) continue;
+    absl::Status s = grpc_util::CheckTimestampValue(r.event_time().seconds(), r.event_time().nanos());
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("records[", i, "].event_time ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The one status mapping of this service: a not-leader status also names the leader in the

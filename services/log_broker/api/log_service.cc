@@ -168,7 +168,7 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
                                               pb::ProduceResponse* response) {
   if (auto s = Allow(ctx, request->topic(), security::Operation::kWrite); !s.ok())
     return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  if (auto s = CheckRecordTimes(*request); !s.ok()) return Done(ctx, s);
   auto acks = FromProto(request->acks());
   if (!acks.ok()) return Done(ctx, acks.status());
   if (auto s = guard_.ChargeBytes(*ctx, security::QuotaKind::kProduceBytes, RecordBytes(*request));

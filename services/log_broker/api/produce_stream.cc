@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 #include "services/log_broker/api/convert.h"
 #include "services/log_broker/api/log_service.h"
@@ -127,7 +126,13 @@ class LogService::ProduceStreamReactor final
   void OnDone() override { delete this; }
 
  private:
+  struct Group;
   struct Slot {
+    // Set when the message is queued, and taken by the thread that answers it: the message's
+    // callback then carries only the reactor and the slot, small enough for std::function to
+    // hold without an allocation per message.
+    absl::Time started;
+    std::shared_ptr<Group> group;  // the hand-over the message is part of, if grouped
     // Filled by the thread that answers the message, before it sets `answered`.
     pb::ProduceStreamResponse::Answer answer;
     // Set with release once `answer` is filled, and then the answering thread does not touch the
@@ -190,7 +195,7 @@ class LogService::ProduceStreamReactor final
     if (refused.ok()) {
       refused = service_->guard_.ChargeBytes(*ctx_, security::QuotaKind::kProduceBytes, bytes);
     }
-    if (refused.ok()) refused = grpc_util::CheckTimeFields(request);
+    if (refused.ok()) refused = CheckRecordTimes(request);
     auto acks = FromProto(request.acks());
     if (refused.ok()) refused = acks.status();
     if (!refused.ok()) return refused;
@@ -221,10 +226,10 @@ class LogService::ProduceStreamReactor final
     unit.records += m.part.records.size();
     unit.bytes += m.bytes;
     if (unit.group) ++unit.group->messages;
-    m.part.done = [this, slot = m.slot, started = m.started,
-                   group = unit.group](absl::StatusOr<ProduceResult> result) {
-      service_->metrics_->ObserveProduceLatency(absl::Now() - started);
-      Answer(slot, std::move(result), group.get());
+    m.slot->started = m.started;
+    m.slot->group = unit.group;
+    m.part.done = [this, slot = m.slot](absl::StatusOr<ProduceResult> result) {
+      Answer(slot, std::move(result));
     };
     unit.parts.push_back(std::move(m.part));
   }
@@ -266,10 +271,11 @@ class LogService::ProduceStreamReactor final
   }
 
   // Records the answer of `slot`'s handed-over message (from any thread) and writes what is due.
-  // `group`: the hand-over the message was part of, if grouped.
-  void Answer(Slot* slot, absl::StatusOr<ProduceResult> result, Group* group) {
+  void Answer(Slot* slot, absl::StatusOr<ProduceResult> result) {
+    service_->metrics_->ObserveProduceLatency(absl::Now() - slot->started);
     service_->metrics_->CountProduce(result.status().code());
     Fill(result, &slot->answer);
+    const std::shared_ptr<Group> group = std::move(slot->group);
     Steps steps;
     if (group != nullptr) {
       slot->answered.store(true, std::memory_order_release);  // the slot's last use here
