@@ -255,7 +255,8 @@ absl::Status CheckRecordTimes(const pb::ProduceRequest& request) {
   for (int i = 0; i < request.records_size(); ++i) {
     const pb::ProduceRecord& r = request.records(i);
     if (!r.has_event_time()) continue;
-    absl::Status s = grpc_util::CheckTimestampValue(r.event_time().seconds(), r.event_time().nanos());
+    const google::protobuf::Timestamp& t = r.event_time();
+    absl::Status s = grpc_util::CheckTimestampValue(t.seconds(), t.nanos());
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("records[", i, "].event_time ", s.message()));
     }
