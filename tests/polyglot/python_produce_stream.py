@@ -17,7 +17,8 @@ Usage: python_produce_stream.py HOST:PORT    (run_with_server.sh appends the add
    responses than half the messages).
 4. Plain messages (no producer id), which the broker groups: 3,000 one-record messages to 3
    partitions with, in the middle, a record for a partition that does not exist, a message with
-   no records, an idempotent message and a message to another topic: each refused message gets
+   no records, a record whose event time is in the year 10000 (outside protobuf's Timestamp
+   range), an idempotent message and a message to another topic: each refused message gets
    its own error while the others are appended, every answer comes in message order, and each
    partition's log holds the values in send order at the answered offsets.
 """
@@ -83,6 +84,10 @@ def plain_messages_in_order(stub, topic, sender):
             expect[n] = grpc.StatusCode.NOT_FOUND.value[0]
         elif n == 1400:
             expect[n] = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        elif n == 1800:
+            record = request.records.add(partition=p, value=value)
+            record.event_time.seconds = 253402300800  # 10000-01-01T00:00:00Z
+            expect[n] = grpc.StatusCode.INVALID_ARGUMENT.value[0]
         else:
             request.records.add(partition=0 if n == 2500 else p, value=value)
             expect[n] = (request.topic, 0 if n == 2500 else p, value)
@@ -107,9 +112,11 @@ def plain_messages_in_order(stub, topic, sender):
         check_eq([r.value for r in logs[(t, p)][start:]], values,
                  "%s/%d holds the values in send order, nothing else" % (t, p))
     stub.DeleteTopic(pb.DeleteTopicRequest(name=other), timeout=DEADLINE_S)
-    print("  ok: 2,998 plain and idempotent messages appended in send order; the bad record "
-          "(%s) and the empty message (%s) refused alone" % (answers[700].message,
-                                                           answers[1400].message))
+    check("records[0].event_time" in answers[1800].message,
+          "the bad time is named: %s" % answers[1800].message)
+    print("  ok: 2,997 plain and idempotent messages appended in send order; the bad record "
+          "(%s), the empty message (%s) and the year-10000 event time (%s) refused alone"
+          % (answers[700].message, answers[1400].message, answers[1800].message))
 
 
 def answers_of(call):
