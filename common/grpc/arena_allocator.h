@@ -40,4 +40,13 @@ class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Respo
   };
 };
 
+// A unary callback method's request belongs to its call: gRPC frees it (or its arena) when the
+// call is released, and nothing reads it after the handler has converted it. So a handler that
+// has checked its request may move strings and submessages out of it rather than copy them; this
+// is the one place that drops the const gRPC hands it. What was moved must not be read again.
+template <typename Request>
+Request& MovableRequest(const Request* request) {
+  return *const_cast<Request*>(request);
+}
+
 }  // namespace conduit::grpc_util

@@ -177,12 +177,12 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
   }
   auto* reactor = ctx->DefaultReactor();
   const absl::Time started = absl::Now();
-  // The request is ours for the life of the call and unused after this point: move the
-  // payloads out rather than copying them.
-  auto* mutable_request = const_cast<pb::ProduceRequest*>(request);
+  // The records are not read again: their payloads move out.
   std::vector<ProduceRecordArgs> records;
   records.reserve(request->records_size());
-  for (auto& r : *mutable_request->mutable_records()) records.push_back(FromProto(std::move(r)));
+  for (auto& r : *grpc_util::MovableRequest(request).mutable_records()) {
+    records.push_back(FromProto(std::move(r)));
+  }
 
   absl::Status status = broker_->Produce(
       request->topic(), std::move(records), ProducerFromProto(*request),

@@ -105,10 +105,10 @@ grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx
     return Done(ctx, s);
   }
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
-  // The request is the call's and unused after this point: its payloads move out.
+  // The jobs are not read again: their payloads move out.
   std::vector<NewJob> jobs;
   jobs.reserve(request->jobs_size());
-  for (pb::NewJob& j : *const_cast<pb::EnqueueRequest*>(request)->mutable_jobs()) {
+  for (pb::NewJob& j : *grpc_util::MovableRequest(request).mutable_jobs()) {
     jobs.push_back(FromProto(std::move(j)));
   }
   auto* reactor = ctx->DefaultReactor();
@@ -301,11 +301,10 @@ grpc::ServerUnaryReactor* QueueService::AddDeadLetters(grpc::CallbackServerConte
   if (auto s = Allow(ctx, request->queue(), security::Operation::kWrite); !s.ok())
     return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
-  // The request is the call's and unused after this point: its payloads move out.
+  // The dead letters' jobs are not read again: their payloads move out.
   std::vector<NewDeadLetter> letters;
   letters.reserve(request->dead_letters_size());
-  auto* owned = const_cast<pb::AddDeadLettersRequest*>(request);
-  for (pb::NewDeadLetter& d : *owned->mutable_dead_letters()) {
+  for (pb::NewDeadLetter& d : *grpc_util::MovableRequest(request).mutable_dead_letters()) {
     NewDeadLetter letter{FromProto(std::move(*d.mutable_job())), d.reason(), {}};
     for (const pb::Attempt& a : d.attempts()) {
       letter.attempts.push_back(
