@@ -88,6 +88,10 @@ TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
   auto* job = enqueue.add_jobs();
   job->set_payload("welcome mail");
   job->set_idempotency_key("user-7-welcome");
+  job->set_tenant("shop-7");
+  auto* header = job->add_headers();
+  header->set_key("template");
+  header->set_value("welcome-v2");
   enqueue.add_jobs()->set_payload("poison");
   qpb::EnqueueResponse enqueued;
   ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
@@ -96,6 +100,11 @@ TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
   EXPECT_LT(absl::Now() - started, absl::Seconds(15));
   const qpb::LeasedJob first = polled.jobs(0);
   EXPECT_EQ(first.payload(), "welcome mail");
+  // Enqueue moves the strings out of its request: each lands in its own field.
+  EXPECT_EQ(first.tenant(), "shop-7");
+  ASSERT_EQ(first.headers_size(), 1);
+  EXPECT_EQ(first.headers(0).key(), "template");
+  EXPECT_EQ(first.headers(0).value(), "welcome-v2");
   EXPECT_EQ(first.attempt(), 1u);
 
   qpb::AckRequest ack;
