@@ -46,9 +46,9 @@ struct ProducerOptions {
   // Batches of one partition in flight at once, 1..5 (idempotent producers; a plain producer
   // sends one at a time, as nothing else would keep its order; the broker remembers the last 5
   // batches per partition, which bounds how far back a resend can be recognised). Order holds
-  // across retries: the broker refuses a batch that overtakes an earlier one (ABORTED, a sequence
-  // gap), and it is resent after that one, as Kafka's producer does with
-  // max.in.flight.requests.per.connection.
+  // across retries: a batch that reaches the broker ahead of an earlier one waits there for it
+  // (up to 250 ms); one still early then is refused (ABORTED, a sequence gap) and resent after
+  // that one, as Kafka's producer does with max.in.flight.requests.per.connection.
   int max_in_flight = 5;
   absl::Duration retry_backoff = absl::Milliseconds(50);
   absl::Duration request_timeout = absl::Seconds(10);

@@ -63,6 +63,12 @@ LogMetrics::LogMetrics(prometheus::Registry& registry)
                                 .Help("On the leader: seconds since each follower was last caught "
                                       "up with its log end, by topic, partition, follower")
                                 .Register(registry)),
+      produce_parked_(BuildCounter()
+                          .Name("conduit_log_produce_parked_total")
+                          .Help("Idempotent produce requests that arrived ahead of an earlier "
+                                "batch and waited for it (the reorder wait)")
+                          .Register(registry)
+                          .Add({})),
       produce_latency_(BuildHistogram()
                            .Name("conduit_log_produce_latency_seconds")
                            .Help("Produce RPC latency, receipt to durable ack")

@@ -38,6 +38,7 @@ class LogMetrics final : public BrokerObserver {
   void OnInSyncChange(const std::string& topic, int32_t partition, const std::vector<int32_t>& from,
                       const std::vector<int32_t>& to, const absl::Status& written) override;
   void OnDuplicatesDropped(const std::string& topic, int64_t records) override;
+  void OnProduceParked() override { produce_parked_.Increment(); }
   void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
                         int64_t bytes) override;
 
@@ -92,6 +93,7 @@ class LogMetrics final : public BrokerObserver {
   prometheus::Family<prometheus::Counter>& isr_changes_;
   prometheus::Family<prometheus::Gauge>& follower_lag_records_;
   prometheus::Family<prometheus::Gauge>& follower_lag_seconds_;
+  prometheus::Counter& produce_parked_;
   prometheus::Histogram& produce_latency_;
   prometheus::Histogram& fetch_latency_;
   prometheus::Histogram& batch_requests_;

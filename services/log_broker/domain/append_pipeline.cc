@@ -42,10 +42,26 @@ AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, runtim
                                  .space_check = [store] { return store->CheckSpace(); }},
       clock_, [this](std::vector<Pending>& batch) { return WriteBatch(batch); },
       [this](Pending& p, const absl::Status& outcome) { Complete(p, outcome); });
+  if (options_.reorder_wait > absl::ZeroDuration()) {
+    reorder_task_ = scope_->Every(options_.reorder_wait / 2, [this] {
+      if (parked_requests_.load() == 0) return;
+      MaintenanceOp expire;
+      expire.build = [this](BatchContext& ctx) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        ExpireParked(ctx.now());  // on the writer thread, under write_mu_
+      };
+      expire.done = [](absl::Status) {};
+      (void)SubmitMaintenance(std::move(expire));  // UNAVAILABLE only once stopping
+    });
+  }
 }
 
 AppendPipeline::~AppendPipeline() {
+  if (reorder_task_ != 0) scope_->StopEvery(reorder_task_);
   engine_.reset();  // writes and answers what is queued
+  {
+    absl::MutexLock lock(&write_mu_);
+    ExpireParked(absl::InfiniteFuture());
+  }
   {
     absl::MutexLock lock(&sync_task_mu_);
     if (sync_task_ != 0) scope_->StopEvery(sync_task_);
@@ -166,8 +182,10 @@ void AppendPipeline::ReleaseDurableEnds(BatchContext& ctx) {
 
 void AppendPipeline::BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, bool* sync,
                                 int* requests) {
-  for (Pending& p : batch) {
-    if (p.topic->deleted.load()) {
+  // By index: Unpark appends to the batch.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Pending& p = batch[i];
+    if (p.topic != nullptr && p.topic->deleted.load()) {
       absl::Status gone = absl::NotFoundError(absl::StrCat("topic '", p.topic->name, "' was deleted"));
       p.outcome.state = Outcome::kAnswered;
       if (p.maintenance) {
@@ -184,6 +202,7 @@ void AppendPipeline::BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, 
     }
     AddProduce(p, ctx, sync);
     *requests += p.outcome.state == Outcome::kLive ? 1 : 0;
+    if (p.stamp && p.outcome.state == Outcome::kLive && !parked_.empty()) Unpark(p, batch);
   }
   WriteSet& writes = ctx.writes_;
   for (auto& [part, s] : ctx.staged_) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -49,6 +50,11 @@ struct PipelineOptions {
   int64_t max_queued_bytes = 256 << 20;
   // Upper bound on one group-committed WriteBatch.
   int64_t max_batch_bytes = 16 << 20;
+  // An idempotent request that arrives ahead of an earlier batch of its producer and partition
+  // (a sequence gap: a pipelining producer's requests are handled on several gRPC threads, so
+  // the later one can reach the writer first) waits up to this long for that batch, then is
+  // refused with ABORTED. Zero: refused at once.
+  absl::Duration reorder_wait = absl::Milliseconds(250);
 };
 
 // The batch the writer thread is building. Maintenance work (retention, compaction, dedup
@@ -104,7 +110,7 @@ class BatchContext {
 // Work for the writer thread other than appends: `build` adds to the batch; `done` gets the
 // write's status.
 struct MaintenanceOp {
-  std::shared_ptr<TopicState> topic;
+  std::shared_ptr<TopicState> topic;  // null for the pipeline's own work
   std::function<void(BatchContext&)> build;
   std::function<void(absl::Status)> done;
 };
@@ -172,6 +178,9 @@ class AppendPipeline {
     ProduceCallback done;
     std::optional<MaintenanceOp> maintenance;
     Outcome outcome;
+    // Set when the request is first parked after a sequence gap (append_reorder.cc): it is
+    // refused if its turn has not come by then.
+    absl::Time reorder_deadline = absl::InfinitePast();
 
     // Answers at once, on the writer thread.
     void Answer(absl::StatusOr<ProduceResult> r) {
@@ -185,7 +194,8 @@ class AppendPipeline {
   absl::Status WriteBatch(std::vector<Pending>& batch) ABSL_LOCKS_EXCLUDED(write_mu_);
   // Builds the batch's WriteSet: each request's rules, then the staged partition and producer
   // state.
-  void BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, bool* sync, int* requests);
+  void BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, bool* sync, int* requests)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Whether a partition of the batch leads followers (its sync batch is published before its
   // fsync, see WriteBatch).
   static bool HasFollowers(BatchContext& ctx);
@@ -198,7 +208,8 @@ class AppendPipeline {
   void Publish(BatchContext& ctx);
   // Applies one produce request to the batch; answers it at once when nothing is appended
   // (error, or every record a duplicate).
-  void AddProduce(Pending& p, BatchContext& ctx, bool* sync);
+  void AddProduce(Pending& p, BatchContext& ctx, bool* sync)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // AddProduce's steps (append_produce.cc). The idempotent-producer check, one verdict per
   // partition of `counts` (records per partition): the original batch of each partition when
   // the request retries one already appended, an empty map when it is new, or the status to
@@ -226,6 +237,17 @@ class AppendPipeline {
   // `last_offset`) is staged: recorded in the partition's producer state.
   static void StageReplicatedBatch(BatchContext& ctx, TopicState* topic, int32_t partition,
                                    const ProducerTag& tag, int64_t last_offset);
+  // Requests held back after a sequence gap (append_reorder.cc). Park moves `p` (refused with
+  // `gap` by CheckSequences) into parked_ and leaves it answered in the batch; false when it may
+  // not wait (a request over several partitions, its wait over, or the caps reached).
+  bool Park(Pending& p, const BatchContext& ctx, const absl::Status& gap)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // After `p` staged batches of its producer: the requests parked behind them go to the end of
+  // `batch`, to be checked again in this batch (in sequence order; one still early parks again).
+  void Unpark(const Pending& p, std::vector<Pending>& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Refuses the parked requests whose wait is over (a maintenance op, every reorder_wait / 2).
+  void ExpireParked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Engine completion thread: the outcome of the write, for requests still waiting on it.
   void Complete(Pending& p, const absl::Status& outcome);
 
@@ -237,6 +259,19 @@ class AppendPipeline {
 
   // Held by WriteBatch (uncontended: one writer thread).
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(sync_mu_);
+
+  // Parked requests by (partition, producer), each list in arrival order. Their bytes left the
+  // engine's queue accounting, so they have caps of their own (append_reorder.cc).
+  struct Parked {
+    Pending pending;
+    absl::Status gap;  // the answer when its wait is over
+    int64_t bytes = 0;
+  };
+  using ProducerKey = std::pair<Partition*, ProducerId>;
+  absl::flat_hash_map<ProducerKey, std::vector<Parked>> parked_ ABSL_GUARDED_BY(write_mu_);
+  int64_t parked_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
+  std::atomic<int> parked_requests_{0};  // read without the lock by the expiry task
+  runtime::Scope::PeriodicId reorder_task_ = 0;
 
   // The interval fsync: periodic work on scope_, restarted when its period is lowered.
   runtime::Scope* const scope_;

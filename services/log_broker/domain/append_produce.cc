@@ -93,7 +93,9 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, bool* sync) {
   if (p.stamp) {
     auto originals = CheckSequences(p, ctx, counts, &answered_from_batch);
     if (!originals.ok()) {
-      p.Answer(originals.status());
+      // A sequence gap: the batch before it may be on its way (see PipelineOptions).
+      const bool gap = originals.status().code() == absl::StatusCode::kAborted;
+      if (!gap || !Park(p, ctx, originals.status())) p.Answer(originals.status());
       return;
     }
     if (!originals->empty()) {

@@ -202,6 +202,9 @@ class BrokerObserver {
   virtual void OnWalSynced(absl::Duration latency) {}
   virtual void OnProduced(const std::string& topic, int64_t records, int64_t bytes) {}
   virtual void OnDuplicatesDropped(const std::string& topic, int64_t records) {}
+  // An idempotent request reached the writer ahead of an earlier batch and waits for it
+  // (PipelineOptions::reorder_wait); once per request.
+  virtual void OnProduceParked() {}
   virtual void OnFetched(const std::string& topic, int64_t records, int64_t bytes) {}
   virtual void OnHighWatermark(const std::string& topic, int32_t partition, int64_t hw) {}
   virtual void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,

@@ -132,6 +132,44 @@ class LifecycleTest : public BrokerTest {
   ProducerArgs Stamp(const ProducerInfo& p, std::vector<std::pair<int32_t, int32_t>> sequences) {
     return ProducerArgs{p.id, p.epoch, std::move(sequences)};
   }
+  // Broker::Produce answering into `done`/`result` of *answer (a struct with those members).
+  template <typename AnswerT>
+  void ProduceAsync(const std::string& topic, std::vector<ProduceRecordArgs> records,
+                    ProducerArgs producer, AnswerT* answer) {
+    ASSERT_TRUE(broker_
+                    ->Produce(topic, std::move(records), std::move(producer),
+                              [answer](absl::StatusOr<ProduceResult> r) {
+                                answer->result = std::move(r);
+                                answer->done.Notify();
+                              })
+                    .ok());
+  }
+  // Returns once the writer has handled every request queued before the call: a plain produce
+  // to a topic of its own goes through the queue behind them.
+  void WaitForWriter() {
+    if (!broker_->DescribeTopic("writer-mark").ok()) {
+      ASSERT_TRUE(broker_->CreateTopic("writer-mark", 1, {}).ok());
+    }
+    ASSERT_TRUE(Produce("writer-mark", {To(0, "mark")}).ok());
+  }
+  // A produce that may be parked after a sequence gap (PipelineOptions::reorder_wait): the
+  // fake clock is moved past the wait until it is answered.
+  absl::StatusOr<ProduceResult> ProducePastReorderWait(const std::string& topic,
+                                                       std::vector<ProduceRecordArgs> records,
+                                                       ProducerArgs producer) {
+    struct {
+      absl::Notification done;
+      absl::StatusOr<ProduceResult> result;
+    } answer;
+    ProduceAsync(topic, std::move(records), std::move(producer), &answer);
+    WaitForWriter();
+    clock_.Advance(PipelineOptions{}.reorder_wait);
+    if (!answer.done.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+      ADD_FAILURE() << "not answered after the reorder wait";
+    }
+    answer.done.WaitForNotification();  // the callback refers to `answer`
+    return std::move(answer.result);
+  }
 };
 
 inline ProduceRecordArgs WithEventId(std::string value, std::string event_id) {

@@ -15,6 +15,12 @@ namespace {
 using ::testing::ElementsAre;
 using namespace ::conduit::log_broker::testing;  // NOLINT: test fixture helpers
 
+// A produce answered later (a request parked for the reorder wait).
+struct Answer {
+  absl::Notification done;
+  absl::StatusOr<ProduceResult> result;
+};
+
 // --- idempotent producer -----------------------------------------------------------------
 
 TEST_F(LifecycleTest, RetriedBatchIsAppendedOnceWithItsOriginalOffsets) {
@@ -38,10 +44,83 @@ TEST_F(LifecycleTest, RetriedBatchIsAppendedOnceWithItsOriginalOffsets) {
   auto next = Produce("t", {To(0, "d")}, Stamp(*producer, {{0, 2}}));
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->positions[0].offset, 2);
-  auto gap = Produce("t", {To(0, "e")}, Stamp(*producer, {{0, 9}}));
+  auto gap = ProducePastReorderWait("t", {To(0, "e")}, Stamp(*producer, {{0, 9}}));
   EXPECT_EQ(gap.status().code(), absl::StatusCode::kAborted);
   EXPECT_NE(gap.status().message().find("expected sequence 3, got 9"), std::string::npos)
       << gap.status();
+}
+
+// A pipelining producer's requests are handled on several gRPC threads, so a batch can reach
+// the writer before the one ahead of it: it waits for that one instead of being refused.
+TEST_F(LifecycleTest, BatchAheadOfItsPredecessorWaitsAndIsAppendedAfterIt) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  auto producer = broker_->InitProducer("");
+  ASSERT_TRUE(producer.ok());
+  Answer third, second;
+  ProduceAsync("t", {To(0, "e")}, Stamp(*producer, {{0, 4}}), &third);
+  ProduceAsync("t", {To(0, "c"), To(0, "d")}, Stamp(*producer, {{0, 2}}), &second);
+  WaitForWriter();
+  EXPECT_FALSE(second.done.HasBeenNotified()) << "both wait for sequences 0 and 1";
+  EXPECT_FALSE(third.done.HasBeenNotified());
+  auto first = Produce("t", {To(0, "a"), To(0, "b")}, Stamp(*producer, {{0, 0}}));
+  ASSERT_TRUE(first.ok()) << first.status();
+  second.done.WaitForNotification();
+  third.done.WaitForNotification();
+  ASSERT_TRUE(second.result.ok()) << second.result.status();
+  ASSERT_TRUE(third.result.ok()) << third.result.status();
+  EXPECT_THAT(second.result->positions, ElementsAre(RecordPosition{0, 2}, RecordPosition{0, 3}));
+  EXPECT_THAT(third.result->positions, ElementsAre(RecordPosition{0, 4}));
+  std::vector<std::string> values;
+  for (const StoredRecord& r : ReadAll("t", 0)) values.push_back(*r.data.value);
+  EXPECT_THAT(values, ElementsAre("a", "b", "c", "d", "e")) << "in sequence order, each once";
+
+  // Sent again (its answer lost), the second batch is a duplicate, not a gap.
+  auto retry = Produce("t", {To(0, "c"), To(0, "d")}, Stamp(*producer, {{0, 2}}));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_TRUE(retry->positions[0].duplicate);
+}
+
+TEST_F(LifecycleTest, BatchWhosePredecessorNeverComesIsRefusedAfterTheReorderWait) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  auto producer = broker_->InitProducer("");
+  ASSERT_TRUE(producer.ok());
+  Answer early;
+  ProduceAsync("t", {To(0, "x")}, Stamp(*producer, {{0, 7}}), &early);
+  WaitForWriter();
+  EXPECT_FALSE(early.done.HasBeenNotified()) << "it waits for sequences 0..6";
+  clock_.Advance(PipelineOptions{}.reorder_wait);
+  ASSERT_TRUE(early.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(early.result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_NE(early.result.status().message().find("expected sequence 0, got 7"), std::string::npos)
+      << early.result.status();
+  EXPECT_EQ(Describe("t").meta.next_offset, 0) << "nothing appended";
+
+  // The producer sends from its first unanswered batch again: that goes, then the rest.
+  ASSERT_TRUE(Produce("t", {To(0, "a")}, Stamp(*producer, {{0, 0}})).ok());
+}
+
+TEST_F(LifecycleTest, ParkedBatchIsAnsweredWhenTheBrokerStops) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
+  auto producer = broker_->InitProducer("");
+  ASSERT_TRUE(producer.ok());
+  Answer early;
+  ProduceAsync("t", {To(0, "x")}, Stamp(*producer, {{0, 3}}), &early);
+  WaitForWriter();
+  ASSERT_FALSE(early.done.HasBeenNotified());
+  Reopen();  // the broker stops (and starts again)
+  ASSERT_TRUE(early.done.HasBeenNotified()) << "no caller is left waiting";
+  EXPECT_EQ(early.result.status().code(), absl::StatusCode::kAborted) << early.result.status();
+  EXPECT_EQ(Describe("t").meta.next_offset, 0);
+}
+
+// Several partitions in one request: no waiting (the Producer sends one partition per
+// request; the API allows more), refused at once as before.
+TEST_F(LifecycleTest, GapInARequestOverSeveralPartitionsIsRefusedAtOnce) {
+  ASSERT_TRUE(broker_->CreateTopic("t", 2, {}).ok());
+  auto producer = broker_->InitProducer("");
+  ASSERT_TRUE(producer.ok());
+  auto gap = Produce("t", {To(0, "a"), To(1, "b")}, Stamp(*producer, {{0, 3}, {1, 0}}));
+  EXPECT_EQ(gap.status().code(), absl::StatusCode::kAborted) << gap.status();
 }
 
 TEST_F(LifecycleTest, NewEpochFencesTheZombie) {

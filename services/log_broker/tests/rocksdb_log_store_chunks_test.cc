@@ -142,7 +142,9 @@ TEST(RocksDbLogStoreChunks, DeletesThatCutChunksKeepEveryOtherRecord) {
     auto extent = store->RecoverPartition(TopicId(1), 0);
     ASSERT_TRUE(extent.ok());
     EXPECT_EQ(extent->end_offset, model.empty() ? 0 : *model.rbegin() + 1) << what;
-    if (!model.empty()) EXPECT_EQ(extent->first_offset, *model.begin()) << what;
+    if (!model.empty()) {
+      EXPECT_EQ(extent->first_offset, *model.begin()) << what;
+    }
   };
   for (int i = 0; i < 10; ++i) append(25);
   check("appended");
