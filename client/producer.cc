@@ -14,6 +14,10 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
   if (options.max_batch_records < 1 || options.max_batch_bytes < 1) {
     return absl::InvalidArgumentError("max_batch_records and max_batch_bytes must be positive");
   }
+  if (options.max_buffered_bytes < 1 || options.max_block < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "max_buffered_bytes must be positive and max_block not negative");
+  }
   auto router =
       ClusterRouter::Create({.bootstrap = BootstrapList(options.address, options.bootstrap),
                              .request_timeout = options.request_timeout,
@@ -85,6 +89,15 @@ void Producer::Send(ProducerRecord record, Callback done) {
   }
   const size_t size = SizeOf(record);
   absl::ReleasableMutexLock lock(&mu_);
+  if (!AwaitRoomLocked(size + kRecordOverhead)) {
+    absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
+        "the producer's buffer of ", options_.max_buffered_bytes, " bytes stayed full for ",
+        absl::FormatDuration(options_.max_block), " (records waiting for their results)"));
+    if (first_error_.ok()) first_error_ = full;  // Flush reports it too
+    lock.Release();
+    done(full);
+    return;
+  }
   if (!fatal_.ok()) {
     const absl::Status fatal = fatal_;
     lock.Release();
@@ -100,6 +113,7 @@ void Producer::Send(ProducerRecord record, Callback done) {
   q.bytes += size;
   q.queued.push_back(Pending{std::move(record), std::move(done), size});
   ++outstanding_;
+  buffered_bytes_ += size + kRecordOverhead;
   const bool due = FullLocked(q) || now - q.first_queued >= options_.linger;
   // The sender thread starts the batch: now when it is full (or there is no linger) and may
   // start, else when its linger is over; a partition at its in-flight limit starts its next
@@ -130,6 +144,21 @@ absl::Status Producer::Flush() {
       +[](int64_t* n) { return *n == 0; }, &outstanding_));
   flushing_ = false;
   return std::exchange(first_error_, absl::OkStatus());
+}
+
+bool Producer::AwaitRoomLocked(size_t cost) {
+  if (CompletingHere::current == this) return true;  // the room comes after this callback
+  struct Room {
+    Producer* p;
+    size_t cost;
+    bool operator()() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+      return p->buffered_bytes_ == 0 || p->buffered_bytes_ + cost <= p->options_.max_buffered_bytes ||
+             !p->fatal_.ok();
+    }
+  } room{this, cost};
+  // Whatever fills the buffer is queued or in flight (a lingering batch goes when its linger
+  // ends): the results that free the room come without help from here.
+  return room() || mu_.AwaitWithTimeout(absl::Condition(&room), options_.max_block);
 }
 
 size_t Producer::SizeOf(const ProducerRecord& r) {

@@ -36,6 +36,13 @@ struct ProducerOptions {
   int max_batch_records = 500;
   size_t max_batch_bytes = 1 << 20;
   absl::Duration linger = absl::Milliseconds(5);
+  // Memory: the records sent without a result yet (their SizeOf plus kRecordOverhead each) hold
+  // at most this much. Send blocks while another record would exceed it, for up to max_block;
+  // then that record fails RESOURCE_EXHAUSTED (Kafka's buffer.memory and max.block.ms). A
+  // record larger than the whole buffer goes once nothing else is buffered. Send from inside a
+  // result callback never blocks: the room it would wait for is freed after callbacks return.
+  size_t max_buffered_bytes = 32 << 20;
+  absl::Duration max_block = absl::Seconds(60);
   // Idempotent: InitProducer once, sequences per partition, so that a retried batch is
   // appended once. Off: plain Produce (a retry may duplicate).
   bool idempotent = true;
@@ -101,6 +108,10 @@ class Producer {
   static absl::StatusOr<std::unique_ptr<Producer>> Create(ProducerOptions options);
   ~Producer();  // Flush, then stop
 
+  // What one buffered record counts beyond its bytes (its share of the queues and requests).
+  static constexpr size_t kRecordOverhead = 64;
+
+  // May block: see ProducerOptions::max_buffered_bytes.
   void Send(ProducerRecord record, Callback done);
   std::future<absl::StatusOr<RecordPosition>> Send(ProducerRecord record);
   // Waits until every record sent so far has its result; the first error seen since the last
@@ -146,6 +157,21 @@ class Producer {
 
   Producer(ProducerOptions options, int32_t partitions, int64_t producer_id, int32_t epoch);
   static size_t SizeOf(const ProducerRecord& r);  // the bytes max_batch_bytes counts
+  // Marks the thread as running this producer's result callbacks (RunCompletions): Send does
+  // not wait for room there.
+  class CompletingHere {
+   public:
+    explicit CompletingHere(const Producer* p) : previous_(current) { current = p; }
+    ~CompletingHere() { current = previous_; }
+    CompletingHere(const CompletingHere&) = delete;
+    CompletingHere& operator=(const CompletingHere&) = delete;
+    static inline thread_local const Producer* current = nullptr;
+
+   private:
+    const Producer* const previous_;
+  };
+  // Send's wait for room in the buffer (max_buffered_bytes): false when max_block ran out.
+  bool AwaitRoomLocked(size_t cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The sender thread: starts batches that are full or whose linger or backoff is over, and
   // refreshes metadata when a call asked for it. It sleeps until the next such time or until
   // woken (Send wakes it for a batch that fills up); the next batch after an answer goes from
@@ -213,6 +239,7 @@ class Producer {
   std::map<int32_t, PartitionQueue> queues_ ABSL_GUARDED_BY(mu_);
   int32_t sticky_partition_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // records without a result yet
+  size_t buffered_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // theirs, as max_buffered_bytes counts
   int64_t live_calls_ ABSL_GUARDED_BY(mu_) = 0;   // Produce calls whose callback has not ended
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
   // A call failed in a way that asks for fresh metadata; the sender thread reads it.

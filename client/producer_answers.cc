@@ -185,6 +185,8 @@ void Producer::RunCompletions() {
     ready.swap(completions_);
     mu_.Unlock();
     int64_t records = 0;
+    size_t bytes = 0;
+    CompletingHere completing(this);  // a Send from a callback does not wait for room
     for (const BatchPtr& b : ready) {
       for (size_t i = 0; i < b->records.size(); ++i) {
         if (b->result.ok()) {
@@ -192,11 +194,13 @@ void Producer::RunCompletions() {
         } else {
           b->records[i].done(b->result);
         }
+        bytes += b->records[i].size + kRecordOverhead;
       }
       records += static_cast<int64_t>(b->records.size());
     }
     mu_.Lock();
     outstanding_ -= records;
+    buffered_bytes_ -= bytes;
   }
   completing_ = false;
   if (stopping_ && outstanding_ == 0) WakeSenderLocked(absl::InfinitePast());

@@ -146,8 +146,22 @@ class FakeBroker final : public lpb::LogService::CallbackService {
 
   int32_t id() const { return id_; }
   std::string address() const { return server_->address(); }
-  // Stops listening: the broker is down (connection refused from here on).
-  void Shutdown() { server_->Shutdown(); }
+  // Stops listening: the broker is down (connection refused from here on). Held calls are
+  // answered UNAVAILABLE first.
+  void Shutdown() {
+    for (Held& h : TakeHeld(Mode::kDown)) h.reactor->Finish(Unavailable());
+    server_->Shutdown();
+  }
+  // From now on Produce calls wait unanswered (a broker that is slow to make them durable),
+  // until ReleaseHeld.
+  void HoldProduce() {
+    absl::MutexLock lock(&mu_);
+    mode_ = Mode::kHold;
+  }
+  // Appends and answers the held calls in arrival order, and serves from now on.
+  void ReleaseHeld() {
+    for (Held& h : TakeHeld(Mode::kServe)) h.reactor->Finish(log_->Append(id_, *h.req, h.resp));
+  }
 
   void AnswerMetadata(lpb::GetMetadataResponse m) {
     absl::MutexLock lock(&mu_);
@@ -215,6 +229,10 @@ class FakeBroker final : public lpb::LogService::CallbackService {
       mode_ = Mode::kDown;
       return Finish(ctx, Unavailable());
     }
+    if (mode_ == Mode::kHold) {
+      held_.push_back(Held{ctx->DefaultReactor(), req, resp});
+      return held_.back().reactor;
+    }
     if (mode_ != Mode::kServe) return Refuse(ctx);
     return Finish(ctx, log_->Append(id_, *req, resp));
   }
@@ -247,10 +265,22 @@ class FakeBroker final : public lpb::LogService::CallbackService {
   }
 
  private:
-  enum class Mode { kServe, kRefuse, kLoseAck, kDown };
+  enum class Mode { kServe, kRefuse, kLoseAck, kDown, kHold };
   struct Hint {
     std::string id, address, epoch;
   };
+  struct Held {
+    grpc::ServerUnaryReactor* reactor;
+    const lpb::ProduceRequest* req;
+    lpb::ProduceResponse* resp;
+  };
+
+  // Switches to `next` and returns the calls held until now, to be answered without mu_.
+  std::vector<Held> TakeHeld(Mode next) {
+    absl::MutexLock lock(&mu_);
+    mode_ = next;
+    return std::exchange(held_, {});
+  }
 
   static grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, grpc::Status s) {
     auto* reactor = ctx->DefaultReactor();
@@ -280,6 +310,7 @@ class FakeBroker final : public lpb::LogService::CallbackService {
   int fetch_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int metadata_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int lost_acks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc_util::RunningServer> server_;  // last: serves once the rest is built
 };
 

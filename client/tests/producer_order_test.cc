@@ -149,7 +149,8 @@ TEST_F(ClientTest, AnOvertakingBatchIsResentAfterTheOneItOvertook) {
     EXPECT_EQ(a->offset, 0);
     EXPECT_EQ(b->offset, 1);
   }
-  // Sequence 1 overtook 0 and was refused; 0 went in; 1 was resent once, after it.
+  // Sequence 1 overtook 0 and, 0 being held here past the broker's reorder wait (250 ms), was
+  // refused; 0 went in; 1 was resent once, after it.
   EXPECT_EQ(proxy.forwarded(), (std::vector<int32_t>{1, 0, 1}));
   logpb::FetchResponse fetched;
   ASSERT_TRUE(log_->Fetch("reorder", 0, 0, &fetched).ok());

@@ -1,0 +1,125 @@
+// The Producer's memory bound (ProducerOptions::max_buffered_bytes and max_block) against a
+// fake broker that holds its answers, as a broker slow to make batches durable would
+// (fake_brokers.h says why fakes): Send waits for room rather than buffering without bound.
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "client/producer.h"
+#include "client/tests/fake_brokers.h"
+
+namespace conduit::client {
+namespace {
+
+using fakes::FakeBroker;
+using fakes::FakeLog;
+using fakes::FakeMetadata;
+using Result = std::future<absl::StatusOr<RecordPosition>>;
+
+constexpr int kRoom = 10;  // records of kValue the buffer holds
+
+const std::string kValue(100, 'v');
+
+class ProducerBufferTest : public ::testing::Test {
+ protected:
+  ProducerBufferTest() {
+    broker_.AnswerMetadata(FakeMetadata(log_, {{0, broker_.address()}}, 0, 1));
+  }
+
+  std::unique_ptr<Producer> Create(absl::Duration max_block) {
+    auto producer = Producer::Create(
+        {.address = broker_.address(),
+         .topic = "buffered",
+         .max_batch_records = 1,
+         .linger = absl::ZeroDuration(),
+         .max_buffered_bytes = kRoom * (kValue.size() + Producer::kRecordOverhead),
+         .max_block = max_block});
+    EXPECT_TRUE(producer.ok()) << producer.status();
+    return producer.ok() ? *std::move(producer) : nullptr;
+  }
+
+  FakeLog log_{"buffered", 1};
+  FakeBroker broker_{0, &log_};
+};
+
+TEST_F(ProducerBufferTest, SendWaitsWhileTheBufferIsFullAndGoesOnOnceResultsFreeIt) {
+  broker_.HoldProduce();
+  auto producer = Create(absl::Seconds(30));
+  ASSERT_NE(producer, nullptr);
+  std::vector<Result> results;
+  for (int i = 0; i < kRoom; ++i) results.push_back(producer->Send(ProducerRecord{.value = kValue}));
+  std::atomic<bool> returned{false};
+  Result last;
+  std::thread sender([&] {
+    last = producer->Send(ProducerRecord{.value = "last"});
+    returned = true;
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(returned.load()) << "the buffer holds " << kRoom << " records without results";
+  broker_.ReleaseHeld();
+  sender.join();
+  results.push_back(std::move(last));
+  for (size_t i = 0; i < results.size(); ++i) {
+    absl::StatusOr<RecordPosition> r = results[i].get();
+    ASSERT_TRUE(r.ok()) << "record " << i << ": " << r.status();
+    EXPECT_EQ(r->offset, static_cast<int64_t>(i));
+  }
+  EXPECT_EQ(log_.values(0).size(), static_cast<size_t>(kRoom + 1));
+  EXPECT_EQ(log_.values(0).back(), "last");
+}
+
+TEST_F(ProducerBufferTest, ARecordThatFindsNoRoomWithinMaxBlockFailsResourceExhausted) {
+  broker_.HoldProduce();
+  auto producer = Create(absl::Milliseconds(100));
+  ASSERT_NE(producer, nullptr);
+  std::vector<Result> results;
+  for (int i = 0; i < kRoom; ++i) results.push_back(producer->Send(ProducerRecord{.value = kValue}));
+  absl::StatusOr<RecordPosition> refused = producer->Send(ProducerRecord{.value = "late"}).get();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  broker_.ReleaseHeld();
+  EXPECT_EQ(producer->Flush().code(), absl::StatusCode::kResourceExhausted)
+      << "Flush reports the refused record";
+  for (Result& r : results) EXPECT_TRUE(r.get().ok());
+  EXPECT_EQ(log_.values(0).size(), static_cast<size_t>(kRoom)) << "the refused record never went";
+  EXPECT_TRUE(producer->Flush().ok()) << "reported once";
+}
+
+// A result callback that sends runs while the buffer still counts its own record: waiting for
+// room there would wait for itself (until max_block).
+TEST_F(ProducerBufferTest, SendFromAResultCallbackDoesNotWaitForRoom) {
+  broker_.HoldProduce();
+  auto producer = Create(absl::Seconds(30));
+  ASSERT_NE(producer, nullptr);
+  std::promise<absl::StatusOr<RecordPosition>> follow_up;
+  producer->Send(ProducerRecord{.value = kValue}, [&](absl::StatusOr<RecordPosition> r) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    producer->Send(ProducerRecord{.value = "follow-up"}, [&](absl::StatusOr<RecordPosition> f) {
+      follow_up.set_value(std::move(f));
+    });
+  });
+  for (int i = 1; i < kRoom; ++i) producer->Send(ProducerRecord{.value = kValue});
+  broker_.ReleaseHeld();
+  auto result = follow_up.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the callback's Send waited for room only its own return frees";
+  absl::StatusOr<RecordPosition> f = result.get();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(producer->Flush().ok());
+  EXPECT_EQ(log_.values(0).size(), static_cast<size_t>(kRoom + 1));
+}
+
+TEST_F(ProducerBufferTest, BadBufferOptionsAreRefused) {
+  auto zero = Producer::Create(
+      {.address = broker_.address(), .topic = "buffered", .max_buffered_bytes = 0});
+  EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
+  auto negative = Producer::Create(
+      {.address = broker_.address(), .topic = "buffered", .max_block = -absl::Seconds(1)});
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace conduit::client
