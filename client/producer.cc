@@ -148,17 +148,22 @@ absl::Status Producer::Flush() {
 
 bool Producer::AwaitRoomLocked(size_t cost) {
   if (CompletingHere::current == this) return true;  // the room comes after this callback
-  struct Room {
-    Producer* p;
-    size_t cost;
-    bool operator()() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-      return p->buffered_bytes_ == 0 || p->buffered_bytes_ + cost <= p->options_.max_buffered_bytes ||
-             !p->fatal_.ok();
-    }
-  } room{this, cost};
+  if (RoomLocked(cost)) return true;
   // Whatever fills the buffer is queued or in flight (a lingering batch goes when its linger
   // ends): the results that free the room come without help from here.
-  return room() || mu_.AwaitWithTimeout(absl::Condition(&room), options_.max_block);
+  struct Wanted {
+    const Producer* p;
+    size_t cost;
+  } wanted{this, cost};
+  auto room = +[](Wanted* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->p->mu_) {
+    return w->p->RoomLocked(w->cost);
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(room, &wanted), options_.max_block);
+}
+
+bool Producer::RoomLocked(size_t cost) const {
+  return buffered_bytes_ == 0 || buffered_bytes_ + cost <= options_.max_buffered_bytes ||
+         !fatal_.ok();
 }
 
 size_t Producer::SizeOf(const ProducerRecord& r) {

@@ -172,6 +172,8 @@ class Producer {
   };
   // Send's wait for room in the buffer (max_buffered_bytes): false when max_block ran out.
   bool AwaitRoomLocked(size_t cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A record of `cost` fits now (or nothing else is buffered, or the producer has failed).
+  bool RoomLocked(size_t cost) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The sender thread: starts batches that are full or whose linger or backoff is over, and
   // refreshes metadata when a call asked for it. It sleeps until the next such time or until
   // woken (Send wakes it for a batch that fills up); the next batch after an answer goes from
