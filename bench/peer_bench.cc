@@ -20,7 +20,9 @@
 //   append-1x100     1 client, 100 requests in flight (pipelined / async publish)
 //   append-stream-1  Conduit only: 1 caller, one record per message on one ProduceStream
 //                    (generated-stub code, not client::Producer): against append-1x100
-//   producer-1       Conduit only: one-record sends through client::Producer (batching)
+//   producer-1       Conduit only: one-record sends through client::Producer (batching), acks
+//                    awaited after every 1000
+//   producer-steady-1  Conduit only: the same without waiting, held back by the Producer's buffer
 //   fetch-1          Conduit only: reads back the appended records, 1000 per Fetch
 //   tail-1           Conduit only: the same through one Tail stream (5000 per message), until
 //                    caught up
@@ -120,6 +122,8 @@ int Run() {
     maybe("append-1x100", [&] { return peers::ConduitAppend(port, topic, 1, 100, bytes, run); });
     maybe("append-stream-1", [&] { return peers::ConduitAppendStream(port, topic, bytes, run); });
     maybe("producer-1", [&] { return peers::ConduitProducer(port, topic, 1, bytes, run); });
+    maybe("producer-steady-1",
+          [&] { return peers::ConduitProducerSteady(port, topic, bytes, run); });
     maybe("fetch-1", [&] { return peers::ConduitFetch(port, topic, run); });
     maybe("tail-1", [&] { return peers::ConduitTail(port, topic, run); });
     maybe("cycle-1", [&] { return peers::ConduitQueueCycle(port, 1, 1, run); });

@@ -140,6 +140,43 @@ Figures ConduitProducer(int port, const std::string& topic, int clients, int val
   });
 }
 
+Figures ConduitProducerSteady(int port, const std::string& topic, int value_bytes,
+                              absl::Duration run) {
+  client::ProducerOptions options;
+  options.address = Address(port);
+  options.topic = topic;
+  options.linger = absl::Milliseconds(1);
+  auto producer = client::Producer::Create(options);
+  if (!producer.ok()) return Figures{.errors = 1, .error = producer.status().ToString()};
+  const std::string value(value_bytes, 'v');
+  struct Acks {
+    absl::Mutex mu;
+    LatencyHistogram latency;  // per record, send to ack
+    std::atomic<int64_t> acked{0}, failed{0};
+  };
+  auto acks = std::make_shared<Acks>();
+  // One op = 1000 sends, counting the acks that came meanwhile; Send blocks while the
+  // producer's buffer (max_buffered_bytes) is full.
+  Figures f = RunThreads(1, run, [&](int) -> int64_t {
+    const int64_t before = acks->acked.load();
+    for (int k = 0; k < 1000; ++k) {
+      client::ProducerRecord r;
+      r.value = value;
+      (*producer)->Send(std::move(r), [acks, sent = Clock::now()](auto result) {
+        const uint64_t ns = Ns(Clock::now() - sent);
+        absl::MutexLock lock(&acks->mu);
+        (result.ok() ? acks->acked : acks->failed).fetch_add(1);
+        acks->latency.Record(ns);
+      });
+    }
+    return acks->failed.load() == 0 ? acks->acked.load() - before : -1;
+  });
+  (void)(*producer)->Flush();
+  absl::MutexLock lock(&acks->mu);
+  f.latency = acks->latency;
+  return f;
+}
+
 Figures ConduitFetch(int port, const std::string& topic, absl::Duration run) {
   auto stub = lpb::LogService::NewStub(Channel(port));
   int64_t offset = 0;

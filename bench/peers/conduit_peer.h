@@ -22,6 +22,12 @@ Figures ConduitAppend(int port, const std::string& topic, int clients, int pipel
 // sharing it: what an application using the client library gets. Latency send → ack.
 Figures ConduitProducer(int port, const std::string& topic, int clients, int value_bytes,
                         absl::Duration run);
+// One thread sending one-record messages through client::Producer without waiting for acks,
+// held back only by the producer's bounded buffer (32 MiB), as kafka-producer-perf-test drives
+// Kafka's producer: records acked per second, latency per record send → ack (the wait in the
+// buffer included).
+Figures ConduitProducerSteady(int port, const std::string& topic, int value_bytes,
+                              absl::Duration run);
 // Reads the topic from offset 0 with Fetch (1000 records per call): records/s.
 Figures ConduitFetch(int port, const std::string& topic, absl::Duration run);
 // Reads the topic from offset 0 with one Tail stream (5000 records per message) until it has
