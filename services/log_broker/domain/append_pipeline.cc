@@ -46,8 +46,8 @@ AppendPipeline::AppendPipeline(LogStore* store, BrokerObserver* observer, runtim
     reorder_task_ = scope_->Every(options_.reorder_wait / 2, [this] {
       if (parked_requests_.load() == 0) return;
       MaintenanceOp expire;
-      expire.build = [this](BatchContext& ctx) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        ExpireParked(ctx.now());  // on the writer thread, under write_mu_
+      expire.build = [this](BatchContext&) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        ExpireParked(clock_->Monotonic());  // on the writer thread, under write_mu_
       };
       expire.done = [](absl::Status) {};
       (void)SubmitMaintenance(std::move(expire));  // UNAVAILABLE only once stopping
@@ -60,7 +60,7 @@ AppendPipeline::~AppendPipeline() {
   engine_.reset();  // writes and answers what is queued
   {
     absl::MutexLock lock(&write_mu_);
-    ExpireParked(absl::InfiniteFuture());
+    ExpireParked(absl::InfiniteDuration());
   }
   {
     absl::MutexLock lock(&sync_task_mu_);

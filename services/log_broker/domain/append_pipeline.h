@@ -178,9 +178,9 @@ class AppendPipeline {
     ProduceCallback done;
     std::optional<MaintenanceOp> maintenance;
     Outcome outcome;
-    // Set when the request is first parked after a sequence gap (append_reorder.cc): it is
-    // refused if its turn has not come by then.
-    absl::Time reorder_deadline = absl::InfinitePast();
+    // Set when the request is first parked after a sequence gap (append_reorder.cc), on the
+    // clock's monotonic reading: it is refused if its turn has not come by then.
+    std::optional<absl::Duration> reorder_deadline;
 
     // Answers at once, on the writer thread.
     void Answer(absl::StatusOr<ProduceResult> r) {
@@ -240,14 +240,14 @@ class AppendPipeline {
   // Requests held back after a sequence gap (append_reorder.cc). Park moves `p` (refused with
   // `gap` by CheckSequences) into parked_ and leaves it answered in the batch; false when it may
   // not wait (a request over several partitions, its wait over, or the caps reached).
-  bool Park(Pending& p, const BatchContext& ctx, const absl::Status& gap)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  bool Park(Pending& p, const absl::Status& gap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // After `p` staged batches of its producer: the requests parked behind them go to the end of
   // `batch`, to be checked again in this batch (in sequence order; one still early parks again).
   void Unpark(const Pending& p, std::vector<Pending>& batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Refuses the parked requests whose wait is over (a maintenance op, every reorder_wait / 2).
-  void ExpireParked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Refuses the parked requests whose wait is over by `now`, a monotonic reading (a maintenance
+  // op, every reorder_wait / 2).
+  void ExpireParked(absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Engine completion thread: the outcome of the write, for requests still waiting on it.
   void Complete(Pending& p, const absl::Status& outcome);
 

@@ -95,7 +95,7 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, bool* sync) {
     if (!originals.ok()) {
       // A sequence gap: the batch before it may be on its way (see PipelineOptions).
       const bool gap = originals.status().code() == absl::StatusCode::kAborted;
-      if (!gap || !Park(p, ctx, originals.status())) p.Answer(originals.status());
+      if (!gap || !Park(p, originals.status())) p.Answer(originals.status());
       return;
     }
     if (!originals->empty()) {

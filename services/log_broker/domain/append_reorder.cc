@@ -23,13 +23,15 @@ constexpr int kMaxParkedRequests = 4096;
 
 }  // namespace
 
-bool AppendPipeline::Park(Pending& p, const BatchContext& ctx, const absl::Status& gap) {
+bool AppendPipeline::Park(Pending& p, const absl::Status& gap) {
   if (options_.reorder_wait <= absl::ZeroDuration() || p.stamp->base_sequences.size() != 1) {
     return false;
   }
-  const bool first = p.reorder_deadline == absl::InfinitePast();
-  if (first) p.reorder_deadline = ctx.now() + options_.reorder_wait;
-  if (ctx.now() >= p.reorder_deadline) return false;
+  // Monotonic: a step of the wall clock neither ends nor extends the wait.
+  const absl::Duration now = clock_->Monotonic();
+  const bool first = !p.reorder_deadline.has_value();
+  if (first) p.reorder_deadline = now + options_.reorder_wait;
+  if (now >= *p.reorder_deadline) return false;
   int64_t bytes = 0;
   for (const RoutedRecord& r : p.records) bytes += static_cast<int64_t>(r.data.PayloadBytes());
   if (parked_requests_.load() >= kMaxParkedRequests ||
@@ -70,11 +72,11 @@ void AppendPipeline::Unpark(const Pending& p, std::vector<Pending>& batch) {
   }
 }
 
-void AppendPipeline::ExpireParked(absl::Time now) {
+void AppendPipeline::ExpireParked(absl::Duration now) {
   for (auto it = parked_.begin(); it != parked_.end();) {
     std::vector<Parked>& waiting = it->second;
     auto expired = std::stable_partition(waiting.begin(), waiting.end(), [now](const Parked& w) {
-      return w.pending.reorder_deadline > now;
+      return *w.pending.reorder_deadline > now;
     });
     for (auto w = expired; w != waiting.end(); ++w) {
       parked_bytes_ -= w->bytes;
