@@ -105,19 +105,24 @@ Figures ConduitAppend(int port, const std::string& topic, int clients, int pipel
   });
 }
 
-Figures ConduitProducer(int port, const std::string& topic, int clients, int value_bytes,
-                        absl::Duration run) {
+namespace {
+
+// The producer workloads' client::Producer: defaults but a 1 ms linger.
+absl::StatusOr<std::unique_ptr<client::Producer>> BenchProducer(int port,
+                                                                const std::string& topic) {
   client::ProducerOptions options;
   options.address = Address(port);
   options.topic = topic;
   options.linger = absl::Milliseconds(1);
-  auto producer = client::Producer::Create(options);
-  Figures f;
-  if (!producer.ok()) {
-    f.errors = 1;
-    f.error = producer.status().ToString();
-    return f;
-  }
+  return client::Producer::Create(options);
+}
+
+}  // namespace
+
+Figures ConduitProducer(int port, const std::string& topic, int clients, int value_bytes,
+                        absl::Duration run) {
+  auto producer = BenchProducer(port, topic);
+  if (!producer.ok()) return Figures{.errors = 1, .error = producer.status().ToString()};
   const std::string value(value_bytes, 'v');
   // One op = a window of 1000 sends, all acknowledged (the callback API: no future per record).
   return RunThreads(clients, run, [&](int) -> int64_t {
@@ -142,11 +147,7 @@ Figures ConduitProducer(int port, const std::string& topic, int clients, int val
 
 Figures ConduitProducerSteady(int port, const std::string& topic, int value_bytes,
                               absl::Duration run) {
-  client::ProducerOptions options;
-  options.address = Address(port);
-  options.topic = topic;
-  options.linger = absl::Milliseconds(1);
-  auto producer = client::Producer::Create(options);
+  auto producer = BenchProducer(port, topic);
   if (!producer.ok()) return Figures{.errors = 1, .error = producer.status().ToString()};
   const std::string value(value_bytes, 'v');
   struct Acks {
