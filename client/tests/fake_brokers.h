@@ -162,6 +162,12 @@ class FakeBroker final : public lpb::LogService::CallbackService {
   void ReleaseHeld() {
     for (Held& h : TakeHeld(Mode::kServe)) h.reactor->Finish(log_->Append(id_, *h.req, h.resp));
   }
+  // Refuses the held calls outright (INVALID_ARGUMENT, nothing appended), and serves from now on.
+  void RefuseHeld() {
+    for (Held& h : TakeHeld(Mode::kServe)) {
+      h.reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "refused by the test"));
+    }
+  }
 
   void AnswerMetadata(lpb::GetMetadataResponse m) {
     absl::MutexLock lock(&mu_);

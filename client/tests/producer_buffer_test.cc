@@ -42,22 +42,36 @@ class ProducerBufferTest : public ::testing::Test {
     return producer.ok() ? *std::move(producer) : nullptr;
   }
 
+  // A producer on a broker that holds its answers, and its buffer filled with kRoom records.
+  std::unique_ptr<Producer> CreateFilled(absl::Duration max_block, std::vector<Result>* results) {
+    broker_.HoldProduce();
+    auto producer = Create(max_block);
+    if (producer == nullptr) return nullptr;
+    for (int i = 0; i < kRoom; ++i) {
+      results->push_back(producer->Send(ProducerRecord{.value = kValue}));
+    }
+    return producer;
+  }
+  // Sends "last" from another thread, which the full buffer holds back: `returned` is set once
+  // Send has returned.
+  std::thread SendLast(Producer& producer, Result* last, std::atomic<bool>* returned) {
+    return std::thread([&producer, last, returned] {
+      *last = producer.Send(ProducerRecord{.value = "last"});
+      *returned = true;
+    });
+  }
+
   FakeLog log_{"buffered", 1};
   FakeBroker broker_{0, &log_};
 };
 
 TEST_F(ProducerBufferTest, SendWaitsWhileTheBufferIsFullAndGoesOnOnceResultsFreeIt) {
-  broker_.HoldProduce();
-  auto producer = Create(absl::Seconds(30));
-  ASSERT_NE(producer, nullptr);
   std::vector<Result> results;
-  for (int i = 0; i < kRoom; ++i) results.push_back(producer->Send(ProducerRecord{.value = kValue}));
+  auto producer = CreateFilled(absl::Seconds(30), &results);
+  ASSERT_NE(producer, nullptr);
   std::atomic<bool> returned{false};
   Result last;
-  std::thread sender([&] {
-    last = producer->Send(ProducerRecord{.value = "last"});
-    returned = true;
-  });
+  std::thread sender = SendLast(*producer, &last, &returned);
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(returned.load()) << "the buffer holds " << kRoom << " records without results";
   broker_.ReleaseHeld();
@@ -73,11 +87,9 @@ TEST_F(ProducerBufferTest, SendWaitsWhileTheBufferIsFullAndGoesOnOnceResultsFree
 }
 
 TEST_F(ProducerBufferTest, ARecordThatFindsNoRoomWithinMaxBlockFailsResourceExhausted) {
-  broker_.HoldProduce();
-  auto producer = Create(absl::Milliseconds(100));
-  ASSERT_NE(producer, nullptr);
   std::vector<Result> results;
-  for (int i = 0; i < kRoom; ++i) results.push_back(producer->Send(ProducerRecord{.value = kValue}));
+  auto producer = CreateFilled(absl::Milliseconds(100), &results);
+  ASSERT_NE(producer, nullptr);
   absl::StatusOr<RecordPosition> refused = producer->Send(ProducerRecord{.value = "late"}).get();
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
   broker_.ReleaseHeld();
@@ -86,6 +98,36 @@ TEST_F(ProducerBufferTest, ARecordThatFindsNoRoomWithinMaxBlockFailsResourceExha
   for (Result& r : results) EXPECT_TRUE(r.get().ok());
   EXPECT_EQ(log_.values(0).size(), static_cast<size_t>(kRoom)) << "the refused record never went";
   EXPECT_TRUE(producer->Flush().ok()) << "reported once";
+}
+
+// Records that fail free their room as those that succeed do.
+TEST_F(ProducerBufferTest, RefusedRecordsFreeTheirRoom) {
+  std::vector<Result> results;
+  auto producer = CreateFilled(absl::Seconds(1), &results);
+  ASSERT_NE(producer, nullptr);
+  std::atomic<bool> returned{false};
+  Result last;
+  std::thread sender = SendLast(*producer, &last, &returned);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(returned.load()) << "the buffer holds " << kRoom << " records without results";
+  broker_.RefuseHeld();
+  sender.join();
+  // The refused batch fails, and those in flight behind it; what was still queued goes after.
+  EXPECT_EQ(results[0].get().status().code(), absl::StatusCode::kInvalidArgument);
+  size_t appended = 0;
+  for (size_t i = 1; i < results.size(); ++i) appended += results[i].get().ok() ? 1 : 0;
+  absl::StatusOr<RecordPosition> after = last.get();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_LT(appended, results.size() - 1) << "some records failed";
+  EXPECT_EQ(log_.values(0).size(), appended + 1);
+  EXPECT_EQ(log_.values(0).back(), "last");
+
+  // Everything settled, the whole buffer is free again: kRoom more fit with answers held.
+  broker_.HoldProduce();
+  std::vector<Result> again;
+  for (int i = 0; i < kRoom; ++i) again.push_back(producer->Send(ProducerRecord{.value = kValue}));
+  broker_.ReleaseHeld();
+  for (Result& r : again) EXPECT_TRUE(r.get().ok()) << "no room left behind by the failures";
 }
 
 // A result callback that sends runs while the buffer still counts its own record: waiting for
