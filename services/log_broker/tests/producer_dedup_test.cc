@@ -50,19 +50,37 @@ TEST_F(LifecycleTest, RetriedBatchIsAppendedOnceWithItsOriginalOffsets) {
       << gap.status();
 }
 
+// The reorder wait: an idempotent batch that reaches the writer ahead of the batch before it.
+class ReorderWaitTest : public LifecycleTest {
+ protected:
+  // Topic "t" and an idempotent producer.
+  ProducerInfo TopicWithProducer(int32_t partitions = 1) {
+    EXPECT_TRUE(broker_->CreateTopic("t", partitions, {}).ok());
+    auto producer = broker_->InitProducer("");
+    EXPECT_TRUE(producer.ok()) << producer.status();
+    return producer.ok() ? *producer : ProducerInfo{};
+  }
+  // Record "x" at `sequence` of partition 0, ahead of the sequences before it: once the writer
+  // has handled it, it is still unanswered.
+  void ProduceEarly(const ProducerInfo& producer, int32_t sequence, Answer* early) {
+    ProduceAsync("t", {To(0, "x")}, Stamp(producer, {{0, sequence}}), early);
+    WaitForWriter();
+    EXPECT_FALSE(early->done.HasBeenNotified())
+        << "it waits for the sequences before " << sequence;
+  }
+};
+
 // A pipelining producer's requests are handled on several gRPC threads, so a batch can reach
 // the writer before the one ahead of it: it waits for that one instead of being refused.
-TEST_F(LifecycleTest, BatchAheadOfItsPredecessorWaitsAndIsAppendedAfterIt) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
-  auto producer = broker_->InitProducer("");
-  ASSERT_TRUE(producer.ok());
+TEST_F(ReorderWaitTest, BatchAheadOfItsPredecessorWaitsAndIsAppendedAfterIt) {
+  const ProducerInfo producer = TopicWithProducer();
   Answer third, second;
-  ProduceAsync("t", {To(0, "e")}, Stamp(*producer, {{0, 4}}), &third);
-  ProduceAsync("t", {To(0, "c"), To(0, "d")}, Stamp(*producer, {{0, 2}}), &second);
+  ProduceAsync("t", {To(0, "e")}, Stamp(producer, {{0, 4}}), &third);
+  ProduceAsync("t", {To(0, "c"), To(0, "d")}, Stamp(producer, {{0, 2}}), &second);
   WaitForWriter();
   EXPECT_FALSE(second.done.HasBeenNotified()) << "both wait for sequences 0 and 1";
   EXPECT_FALSE(third.done.HasBeenNotified());
-  auto first = Produce("t", {To(0, "a"), To(0, "b")}, Stamp(*producer, {{0, 0}}));
+  auto first = Produce("t", {To(0, "a"), To(0, "b")}, Stamp(producer, {{0, 0}}));
   ASSERT_TRUE(first.ok()) << first.status();
   second.done.WaitForNotification();
   third.done.WaitForNotification();
@@ -75,19 +93,15 @@ TEST_F(LifecycleTest, BatchAheadOfItsPredecessorWaitsAndIsAppendedAfterIt) {
   EXPECT_THAT(values, ElementsAre("a", "b", "c", "d", "e")) << "in sequence order, each once";
 
   // Sent again (its answer lost), the second batch is a duplicate, not a gap.
-  auto retry = Produce("t", {To(0, "c"), To(0, "d")}, Stamp(*producer, {{0, 2}}));
+  auto retry = Produce("t", {To(0, "c"), To(0, "d")}, Stamp(producer, {{0, 2}}));
   ASSERT_TRUE(retry.ok()) << retry.status();
   EXPECT_TRUE(retry->positions[0].duplicate);
 }
 
-TEST_F(LifecycleTest, BatchWhosePredecessorNeverComesIsRefusedAfterTheReorderWait) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
-  auto producer = broker_->InitProducer("");
-  ASSERT_TRUE(producer.ok());
+TEST_F(ReorderWaitTest, BatchWhosePredecessorNeverComesIsRefusedAfterTheWait) {
+  const ProducerInfo producer = TopicWithProducer();
   Answer early;
-  ProduceAsync("t", {To(0, "x")}, Stamp(*producer, {{0, 7}}), &early);
-  WaitForWriter();
-  EXPECT_FALSE(early.done.HasBeenNotified()) << "it waits for sequences 0..6";
+  ProduceEarly(producer, 7, &early);
   clock_.Set(clock_.Now() - absl::Hours(1));  // a wall-clock step back does not extend the wait
   clock_.Advance(PipelineOptions{}.reorder_wait);
   ASSERT_TRUE(early.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -97,17 +111,13 @@ TEST_F(LifecycleTest, BatchWhosePredecessorNeverComesIsRefusedAfterTheReorderWai
   EXPECT_EQ(Describe("t").meta.next_offset, 0) << "nothing appended";
 
   // The producer sends from its first unanswered batch again: that goes, then the rest.
-  ASSERT_TRUE(Produce("t", {To(0, "a")}, Stamp(*producer, {{0, 0}})).ok());
+  ASSERT_TRUE(Produce("t", {To(0, "a")}, Stamp(producer, {{0, 0}})).ok());
 }
 
-TEST_F(LifecycleTest, ParkedBatchIsAnsweredWhenTheBrokerStops) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
-  auto producer = broker_->InitProducer("");
-  ASSERT_TRUE(producer.ok());
+TEST_F(ReorderWaitTest, ParkedBatchIsAnsweredWhenTheBrokerStops) {
+  const ProducerInfo producer = TopicWithProducer();
   Answer early;
-  ProduceAsync("t", {To(0, "x")}, Stamp(*producer, {{0, 3}}), &early);
-  WaitForWriter();
-  ASSERT_FALSE(early.done.HasBeenNotified());
+  ProduceEarly(producer, 3, &early);
   Reopen();  // the broker stops (and starts again)
   ASSERT_TRUE(early.done.HasBeenNotified()) << "no caller is left waiting";
   EXPECT_EQ(early.result.status().code(), absl::StatusCode::kAborted) << early.result.status();
@@ -116,11 +126,9 @@ TEST_F(LifecycleTest, ParkedBatchIsAnsweredWhenTheBrokerStops) {
 
 // Several partitions in one request: no waiting (the Producer sends one partition per
 // request; the API allows more), refused at once as before.
-TEST_F(LifecycleTest, GapInARequestOverSeveralPartitionsIsRefusedAtOnce) {
-  ASSERT_TRUE(broker_->CreateTopic("t", 2, {}).ok());
-  auto producer = broker_->InitProducer("");
-  ASSERT_TRUE(producer.ok());
-  auto gap = Produce("t", {To(0, "a"), To(1, "b")}, Stamp(*producer, {{0, 3}, {1, 0}}));
+TEST_F(ReorderWaitTest, GapInARequestOverSeveralPartitionsIsRefusedAtOnce) {
+  const ProducerInfo producer = TopicWithProducer(2);
+  auto gap = Produce("t", {To(0, "a"), To(1, "b")}, Stamp(producer, {{0, 3}, {1, 0}}));
   EXPECT_EQ(gap.status().code(), absl::StatusCode::kAborted) << gap.status();
 }
 
