@@ -2,6 +2,7 @@
 // fake broker that holds its answers, as a broker slow to make batches durable would
 // (fake_brokers.h says why fakes): Send waits for room rather than buffering without bound.
 #include <atomic>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -52,13 +53,20 @@ class ProducerBufferTest : public ::testing::Test {
     }
     return producer;
   }
-  // Sends "last" from another thread, which the full buffer holds back: `returned` is set once
-  // Send has returned.
-  std::thread SendLast(Producer& producer, Result* last, std::atomic<bool>* returned) {
-    return std::thread([&producer, last, returned] {
-      *last = producer.Send(ProducerRecord{.value = "last"});
-      *returned = true;
+  // Sends "last" from another thread: the full buffer holds it back until `answer` has the
+  // broker answer what it holds. Returns its result.
+  Result SendLastHeldBack(Producer& producer, const std::function<void()>& answer) {
+    std::atomic<bool> returned{false};
+    Result last;
+    std::thread sender([&] {
+      last = producer.Send(ProducerRecord{.value = "last"});
+      returned = true;
     });
+    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_FALSE(returned.load()) << "the buffer holds " << kRoom << " records without results";
+    answer();
+    sender.join();
+    return last;
   }
 
   FakeLog log_{"buffered", 1};
@@ -69,14 +77,7 @@ TEST_F(ProducerBufferTest, SendWaitsWhileTheBufferIsFullAndGoesOnOnceResultsFree
   std::vector<Result> results;
   auto producer = CreateFilled(absl::Seconds(30), &results);
   ASSERT_NE(producer, nullptr);
-  std::atomic<bool> returned{false};
-  Result last;
-  std::thread sender = SendLast(*producer, &last, &returned);
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_FALSE(returned.load()) << "the buffer holds " << kRoom << " records without results";
-  broker_.ReleaseHeld();
-  sender.join();
-  results.push_back(std::move(last));
+  results.push_back(SendLastHeldBack(*producer, [&] { broker_.ReleaseHeld(); }));
   for (size_t i = 0; i < results.size(); ++i) {
     absl::StatusOr<RecordPosition> r = results[i].get();
     ASSERT_TRUE(r.ok()) << "record " << i << ": " << r.status();
@@ -105,13 +106,7 @@ TEST_F(ProducerBufferTest, RefusedRecordsFreeTheirRoom) {
   std::vector<Result> results;
   auto producer = CreateFilled(absl::Seconds(1), &results);
   ASSERT_NE(producer, nullptr);
-  std::atomic<bool> returned{false};
-  Result last;
-  std::thread sender = SendLast(*producer, &last, &returned);
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_FALSE(returned.load()) << "the buffer holds " << kRoom << " records without results";
-  broker_.RefuseHeld();
-  sender.join();
+  Result last = SendLastHeldBack(*producer, [&] { broker_.RefuseHeld(); });
   // The refused batch fails, and those in flight behind it; what was still queued goes after.
   EXPECT_EQ(results[0].get().status().code(), absl::StatusCode::kInvalidArgument);
   size_t appended = 0;
