@@ -104,7 +104,9 @@ TEST_F(ProducerBufferTest, ARecordThatFindsNoRoomWithinMaxBlockFailsResourceExha
 // Records that fail free their room as those that succeed do.
 TEST_F(ProducerBufferTest, RefusedRecordsFreeTheirRoom) {
   std::vector<Result> results;
-  auto producer = CreateFilled(absl::Seconds(1), &results);
+  // max_block bounds how long a leak of room would hold the last phase up; generous, as
+  // results reach their futures before RunCompletions frees their room.
+  auto producer = CreateFilled(absl::Seconds(5), &results);
   ASSERT_NE(producer, nullptr);
   Result last = SendLastHeldBack(*producer, [&] { broker_.RefuseHeld(); });
   // The refused batch fails, and those in flight behind it; what was still queued goes after.
