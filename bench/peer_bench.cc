@@ -39,12 +39,15 @@
 //   ceiling-b1, ceiling-b100  RocksDB alone: WriteBatches of 1 / 100 records, as the broker
 //                    writes them (keys, values, options), one thread
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/log_bench.h"
 #include "bench/peers/conduit_peer.h"
@@ -61,7 +64,8 @@ ABSL_FLAG(int, value_bytes, 100, "record / message / job payload bytes");
 ABSL_FLAG(double, prefill_rate, 0,
           "beanstalkd: jobs per second of run to pre-fill for the consume cycles (0: enough for "
           "the best rate seen; at -f 0 every put is fsynced, so a lower figure saves minutes)");
-ABSL_FLAG(std::string, only, "", "run only the workloads whose name starts with this");
+ABSL_FLAG(std::vector<std::string>, only, {},
+          "run only the workloads whose name starts with one of these (comma-separated)");
 ABSL_FLAG(std::string, tls_ca, "",
           "Conduit: PEM CA of the server's certificate: TLS instead of plaintext");
 ABSL_FLAG(std::string, tls_cert, "", "Conduit: PEM client certificate for mTLS, with --tls-key");
@@ -94,8 +98,10 @@ absl::Status SetDialSecurityFromFlags() {
 }
 
 bool Wanted(const std::string& workload) {
-  const std::string only = absl::GetFlag(FLAGS_only);
-  return only.empty() || workload.rfind(only, 0) == 0;
+  const std::vector<std::string> only = absl::GetFlag(FLAGS_only);
+  return only.empty() || std::any_of(only.begin(), only.end(), [&](const std::string& prefix) {
+           return absl::StartsWith(workload, prefix);
+         });
 }
 
 int Run() {
