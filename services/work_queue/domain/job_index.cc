@@ -27,10 +27,15 @@ void JobIndex::AddQueued(uint64_t id, const std::string& tenant, int32_t priorit
 void JobIndex::AddLeased(Job job) {
   if (leased_.contains(job.id)) return;
   ready_.AddLeased(job.tenant);
-  StartLease(std::move(job));
+  Hold(std::move(job));
 }
 
 void JobIndex::StartLease(Job job) {
+  --starting_;
+  Hold(std::move(job));
+}
+
+void JobIndex::Hold(Job job) {
   const uint64_t id = job.id;
   auto [it, added] = leased_.emplace(id, std::move(job));
   if (added) leases_.Add(it->second);
@@ -39,12 +44,16 @@ void JobIndex::StartLease(Job job) {
 std::optional<std::pair<std::string, TenantReadyIndex::Entry>> JobIndex::TakeNextReady(
     const QueueConfig& config) {
   auto next = ready_.TakeNext(config);
-  if (next) ready_.AddLeased(next->first);
+  if (next) {
+    ready_.AddLeased(next->first);
+    ++starting_;
+  }
   return next;
 }
 
 void JobIndex::ReturnReady(const std::string& tenant, const TenantReadyIndex::Entry& entry,
                            absl::Time now) {
+  --starting_;
   ready_.RemoveLeased(tenant);
   AddQueued(entry.id, tenant, entry.priority, entry.ready_at, now);
 }
@@ -103,7 +112,7 @@ JobIndex::Depth JobIndex::Indexed() const {
   Depth d;
   d.ready = ready_.size();
   d.delayed = static_cast<int64_t>(delayed_.size());
-  d.leased = static_cast<int64_t>(leased_.size());
+  d.leased = static_cast<int64_t>(leased_.size()) + starting_;
   d.dead = static_cast<int64_t>(dead_.size());
   if (auto oldest = ready_.OldestReady()) d.oldest_ready = *oldest;
   if (!dead_.empty()) d.oldest_dead = dead_.OldestDeath();
@@ -123,6 +132,9 @@ JobIndex::Depth JobIndex::At(absl::Time now) const {
 }
 
 absl::Status JobIndex::CheckInvariants() const {
+  if (starting_ != 0) {
+    return absl::InternalError(absl::StrCat(starting_, " jobs taken out of READY are in no index"));
+  }
   if (leases_.size() != leased_.size()) {
     return absl::InternalError(
         absl::StrCat(leased_.size(), " leased jobs but ", leases_.size(), " in the lease book"));

@@ -29,7 +29,9 @@ namespace conduit::work_queue {
 //
 // Invariant (CheckInvariants): every job is in exactly one state index. A job changes state by
 // being taken out (TakeNextReady, TakeLeased, TakeExpiredLease, RemoveDead), changed, and added
-// again (AddQueued, AddLeased, Requeue, Kill) — or dropped.
+// again (AddQueued, AddLeased, StartLease, ReturnReady, Requeue, Kill) — or dropped. A job that
+// TakeNextReady gave out is in no index until StartLease or ReturnReady (while its record is
+// read): it counts as leased meanwhile, in the depths and in live().
 //
 // A plain value owned by one queue. Not thread-safe: the queue's mutex guards it.
 class JobIndex {
@@ -87,20 +89,23 @@ class JobIndex {
   Depth At(absl::Time now) const;
   // Jobs that are not dead (what max_depth limits).
   int64_t live() const {
-    return ready_.size() + static_cast<int64_t>(delayed_.size() + leased_.size());
+    return ready_.size() + static_cast<int64_t>(delayed_.size() + leased_.size()) + starting_;
   }
 
   const TenantReadyIndex& tenants() const { return ready_; }
   const LeaseBook& leases() const { return leases_; }
   const DeadLetterLane& dead() const { return dead_; }
 
-  // OK when the invariant above holds, else INTERNAL naming what breaks it. Linear: for tests.
+  // OK when the invariant above holds and no lease is being started, else INTERNAL naming what
+  // breaks it. Linear: for tests.
   absl::Status CheckInvariants() const;
 
  private:
   // A delayed job: (ready µs, id) → (tenant number, priority).
   using DelayedKey = std::pair<int64_t, uint64_t>;
   uint32_t TenantNumber(const std::string& tenant);
+  void Hold(Job job);  // into LEASED
+
 
   TenantReadyIndex ready_;
   absl::btree_map<DelayedKey, std::pair<uint32_t, int32_t>> delayed_;
@@ -108,6 +113,7 @@ class JobIndex {
   absl::flat_hash_map<std::string, uint32_t> tenant_numbers_;
   absl::flat_hash_map<uint64_t, Job> leased_;
   LeaseBook leases_;  // LEASED jobs by deadline
+  int64_t starting_ = 0;  // given out by TakeNextReady, not yet StartLease'd or ReturnReady'd
   DeadLetterLane dead_;
 };
 

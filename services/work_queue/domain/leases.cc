@@ -18,32 +18,49 @@ constexpr absl::Duration kMaxLease = absl::Hours(12);
 
 // --- leases ----------------------------------------------------------------------------------
 
-absl::StatusOr<std::vector<Job>> WorkQueue::TakeReady(Queue& q, const LeaseArgs& args,
-                                                      absl::Time now, QueueWrite* write) {
-  const QueueConfig& config = q.meta.config;
-  const absl::Duration visibility = args.visibility_timeout.value_or(config.visibility_timeout);
-  std::vector<std::pair<std::string, TenantReadyIndex::Entry>> taken;
+WorkQueue::TakenJobs WorkQueue::TakeReady(Queue& q, const LeaseArgs& args) {
+  TakenJobs taken;
   std::vector<uint64_t> ids;
-  while (static_cast<int32_t>(taken.size()) < args.max_jobs) {
-    auto next = q.index.TakeNextReady(config);
+  while (static_cast<int32_t>(taken.entries.size()) < args.max_jobs) {
+    auto next = q.index.TakeNextReady(q.meta.config);
     if (!next) break;
     ids.push_back(next->second.id);
-    taken.push_back(*std::move(next));
+    taken.entries.push_back(*std::move(next));
   }
-  if (taken.empty()) return std::vector<Job>{};
-  absl::StatusOr<std::vector<Job>> jobs = ReadJobs(q, ids);
-  if (!jobs.ok()) {
+  taken.read = PlanRead(q, std::move(ids));
+  return taken;
+}
+
+absl::StatusOr<std::vector<Job>> WorkQueue::FinishLease(Queue* q, const LeaseArgs& args,
+                                                         const TakenJobs& taken,
+                                                         absl::StatusOr<std::vector<Job>> jobs) {
+  if (q == nullptr) {  // deleted while the records were read: the jobs went with it
+    return absl::NotFoundError(absl::StrCat("queue '", args.queue, "' does not exist"));
+  }
+  const absl::Time now = Now();
+  if (absl::Status health = log_.health(); !jobs.ok() || !health.ok()) {
     // Nothing was leased: the jobs stay ready, in the same order.
-    for (const auto& [tenant, entry] : taken) q.index.ReturnReady(tenant, entry, now);
-    return jobs.status();
+    for (const auto& [tenant, entry] : taken.entries) q->index.ReturnReady(tenant, entry, now);
+    return jobs.ok() ? health : jobs.status();
   }
+  const absl::Duration visibility =
+      args.visibility_timeout.value_or(q->meta.config.visibility_timeout);
+  QueueWrite write;
+  write.queue_id = q->meta.id;
   for (Job& job : *jobs) {
     LeaseBook::Grant(job, args.worker, now, visibility, rng_);
-    write->lease_puts.push_back(LeaseRecord::Of(job));
-    q.index.StartLease(job);
+    write.lease_puts.push_back(LeaseRecord::Of(job));
+    q->index.StartLease(job);
   }
-  Count(q, QueueEvent::kLeased, static_cast<int64_t>(jobs->size()));
-  Observe(q, now);
+  Count(*q, QueueEvent::kLeased, static_cast<int64_t>(jobs->size()));
+  Observe(*q, now);
+  // A lease is answered without waiting for its fsync: losing it in a crash is the same as the
+  // lease expiring (the job is ready again, the stale token's Ack is refused), which redelivery
+  // already covers. An Ack waits for its own write, which the log makes durable after this one.
+  // Nor does the write need an fsync of its own: the Ack's covers it. One fsync per lease+ack
+  // cycle instead of two.
+  write.sync = false;
+  Commit(std::move(write), [](absl::Status) {});
   return jobs;
 }
 
@@ -65,58 +82,62 @@ void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
 
 void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
                            Callback<std::vector<Job>> done) {
-  absl::ReleasableMutexLock lock(&mu_);
-  auto found = FindForChange(args.queue);
-  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-  Queue& q = **found;
-  const absl::Time now = Now();
-  QueueWrite write;
-  write.queue_id = q.meta.id;
-  RunDue(q, now, &write);
-  absl::StatusOr<std::vector<Job>> taken = TakeReady(q, args, now, &write);
-  if (!taken.ok()) {
-    if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
-    return ReplyAfterLog(std::move(done), taken.status());
+  TakenJobs taken;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = FindForChange(args.queue);
+    if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
+    Queue& q = **found;
+    QueueWrite write;
+    write.queue_id = q.meta.id;
+    RunDue(q, Now(), &write);
+    taken = TakeReady(q, args);
+    if (taken.entries.empty() && clock_->Monotonic() < deadline && !shutting_down_.load()) {
+      // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first
+      // retries (the other finds the waiter gone).
+      const uint64_t id = next_waiter_id_++;
+      auto fired = std::make_shared<std::atomic<bool>>(false);
+      auto retry = [this, args, deadline, done, fired]() {
+        if (fired->exchange(true)) return;
+        LeaseUntil(args, deadline, done);
+      };
+      q.waiters.emplace(id, retry);
+      const std::string queue = args.queue;
+      scope_.After(deadline - clock_->Monotonic(), [this, queue, id, retry]() mutable {
+        {
+          absl::MutexLock lock(&mu_);
+          auto q = Find(queue);
+          if (q.ok()) (*q)->waiters.erase(id);
+        }
+        retry();
+      });
+      if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
+      return;
+    }
+    if (taken.entries.empty()) {
+      Commit(std::move(write), [done](absl::Status s) {
+        if (!s.ok()) return done(s);
+        done(std::vector<Job>{});
+      });
+      return;
+    }
+    // What the scheduler pass changed goes first, unsynced as the lease's own write.
+    if (!write.puts.empty() || !write.deletes.empty()) {
+      write.sync = false;
+      Commit(std::move(write), [](absl::Status) {});
+    }
   }
-  std::vector<Job>& jobs = *taken;
-  if (jobs.empty() && clock_->Monotonic() < deadline && !shutting_down_.load()) {
-    // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first retries
-    // (the other finds the waiter gone).
-    const uint64_t id = next_waiter_id_++;
-    auto fired = std::make_shared<std::atomic<bool>>(false);
-    auto retry = [this, args, deadline, done, fired]() {
-      if (fired->exchange(true)) return;
-      LeaseUntil(args, deadline, done);
-    };
-    q.waiters.emplace(id, retry);
-    const std::string queue = args.queue;
-    scope_.After(deadline - clock_->Monotonic(), [this, queue, id, retry]() mutable {
-      {
-        absl::MutexLock lock(&mu_);
-        auto q = Find(queue);
-        if (q.ok()) (*q)->waiters.erase(id);
-      }
-      retry();
-    });
-    if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
-    return;
+  // The records are read without mu_: a read that goes to disk (a backlog beyond memory) holds
+  // up no other call, of this queue or any other. The taken jobs are in no index meanwhile, so
+  // nothing else writes them; a DeleteQueue may drop them, which FinishLease finds.
+  const QueueId queue_id = taken.read.queue_id;
+  absl::StatusOr<std::vector<Job>> jobs = FinishRead(std::move(taken.read));
+  {
+    absl::MutexLock lock(&mu_);
+    jobs = FinishLease(FindById(queue_id), args, taken, std::move(jobs));
+    if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
   }
-  if (jobs.empty()) {
-    Commit(std::move(write), [done](absl::Status s) {
-      if (!s.ok()) return done(s);
-      done(std::vector<Job>{});
-    });
-    return;
-  }
-  // A lease is answered without waiting for its fsync: losing it in a crash is the same as the
-  // lease expiring (the job is ready again, the stale token's Ack is refused), which redelivery
-  // already covers. An Ack waits for its own write, which the log makes durable after this one.
-  // Nor does the write need an fsync of its own: the Ack's covers it. One fsync per lease+ack
-  // cycle instead of two.
-  write.sync = false;
-  Commit(std::move(write), [](absl::Status) {});
-  lock.Release();  // never reply under mu_
-  done(std::move(jobs));
+  done(std::move(jobs));  // never reply under mu_
 }
 
 void WorkQueue::WakeWaiters(Queue& q) {

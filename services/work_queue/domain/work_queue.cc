@@ -138,26 +138,35 @@ absl::Status WorkQueue::RecoverJobs(Queue& q, absl::Time now) {
 
 absl::StatusOr<std::vector<Job>> WorkQueue::ReadJobs(const Queue& q,
                                                      const std::vector<uint64_t>& ids) const {
+  return FinishRead(PlanRead(q, ids));
+}
+
+WorkQueue::PlannedRead WorkQueue::PlanRead(const Queue& q, std::vector<uint64_t> ids) const {
   // The latest version of a record whose write is still in the commit log is in `pending`; the
   // store has every other one.
-  std::vector<uint64_t> stored;
-  for (uint64_t id : ids) {
-    if (!q.pending.contains(id)) stored.push_back(id);
+  PlannedRead plan{q.meta.id, q.meta.name, std::move(ids), {}, {}};
+  plan.pending.resize(plan.ids.size());
+  for (size_t i = 0; i < plan.ids.size(); ++i) {
+    if (auto pending = q.pending.find(plan.ids[i]); pending != q.pending.end()) {
+      plan.pending[i] = pending->second.job;  // its write is still queued: copied, not taken
+    } else {
+      plan.stored.push_back(plan.ids[i]);
+    }
   }
-  auto read = store_->ReadJobs(q.meta.id, stored);
+  return plan;
+}
+
+absl::StatusOr<std::vector<Job>> WorkQueue::FinishRead(PlannedRead plan) const {
+  auto read = store_->ReadJobs(plan.queue_id, plan.stored);
   if (!read.ok()) return read.status();
   std::vector<Job> out;
-  out.reserve(ids.size());
+  out.reserve(plan.ids.size());
   size_t next_stored = 0;
-  for (uint64_t id : ids) {
-    std::optional<Job> job;
-    if (auto pending = q.pending.find(id); pending != q.pending.end()) {
-      job = pending->second.job;  // its write is still queued: copied, not taken
-    } else {
-      job = std::move((*read)[next_stored++]);
-    }
+  for (size_t i = 0; i < plan.ids.size(); ++i) {
+    std::optional<Job> job =
+        plan.pending[i] ? *std::move(plan.pending[i]) : std::move((*read)[next_stored++]);
     if (!job) {
-      return absl::InternalError(absl::StrCat("job ", id, " of queue '", q.meta.name,
+      return absl::InternalError(absl::StrCat("job ", plan.ids[i], " of queue '", plan.queue_name,
                                               "' is indexed but its record is missing"));
     }
     out.push_back(*std::move(job));

@@ -237,9 +237,21 @@ class WorkQueue {
   absl::StatusOr<Job*> LeasedJob(Queue& q, uint64_t job_id, const LeaseToken& token, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The records of `ids` (of queue `q`), in order: from `pending`, else from the store.
-  // INTERNAL when one is missing.
+  // INTERNAL when one is missing. ReadJobs is PlanRead and then FinishRead.
   absl::StatusOr<std::vector<Job>> ReadJobs(const Queue& q, const std::vector<uint64_t>& ids) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A read of records planned under mu_ (what `pending` holds, copied) to finish without it:
+  // valid while no one else writes those jobs (the lease they are being given out for).
+  struct PlannedRead {
+    QueueId queue_id;
+    std::string queue_name;
+    std::vector<uint64_t> ids;
+    std::vector<std::optional<std::optional<Job>>> pending;  // by position: set when pending
+    std::vector<uint64_t> stored;                            // the other ids, for the store
+  };
+  PlannedRead PlanRead(const Queue& q, std::vector<uint64_t> ids) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<Job>> FinishRead(PlannedRead plan) const;
   // ReadJobs of one job, for DeadLetterLane.
   JobReader ReaderOf(const Queue& q) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The dead letters a redrive or discard acts on (DeadLetterLane::Select); NOT_FOUND naming
@@ -258,10 +270,20 @@ class WorkQueue {
   // Records the new job's idempotency key (if any) in memory and in `write`.
   void RememberKey(Queue& q, const Job& job, absl::Time now, QueueWrite* write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Leases up to args.max_jobs ready jobs (their records read from the store); on a read
-  // failure none, and they stay ready.
-  absl::StatusOr<std::vector<Job>> TakeReady(Queue& q, const LeaseArgs& args, absl::Time now,
-                                             QueueWrite* write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Up to args.max_jobs ready jobs, taken out of READY (JobIndex::TakeNextReady) to be leased
+  // once their records are read, with the read planned.
+  struct TakenJobs {
+    std::vector<std::pair<std::string, TenantReadyIndex::Entry>> entries;  // tenant, entry
+    PlannedRead read;
+  };
+  TakenJobs TakeReady(Queue& q, const LeaseArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases the taken jobs whose records were read (`jobs`) and queues the lease's write; on a
+  // read failure or a failed log returns them to READY and answers the error. Null `q`: the
+  // queue was deleted meanwhile (NOT_FOUND).
+  absl::StatusOr<std::vector<Job>> FinishLease(Queue* q, const LeaseArgs& args,
+                                               const TakenJobs& taken,
+                                               absl::StatusOr<std::vector<Job>> jobs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WakeWaiters(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Commit(QueueWrite write, std::function<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/testing/temp_dir.h"
@@ -21,8 +22,9 @@
 
 namespace conduit::work_queue {
 
-// Passes everything to a real store, except that writes fail UNAVAILABLE while `fail` is set;
-// counts fsynced writes and completed WAL fsyncs.
+// Passes everything to a real store, except that writes fail UNAVAILABLE while `fail` is set
+// and that HoldNextRead() makes the next ReadJobs wait for ReleaseReads(); counts fsynced
+// writes and completed WAL fsyncs.
 class FlakyQueueStore final : public QueueStore {
  public:
   explicit FlakyQueueStore(QueueStore* real) : real_(real) {}
@@ -37,7 +39,30 @@ class FlakyQueueStore final : public QueueStore {
   }
   absl::StatusOr<std::vector<std::optional<Job>>> ReadJobs(
       QueueId q, const std::vector<uint64_t>& ids) override {
+    {
+      absl::MutexLock lock(&gate_mu_);
+      if (hold_next_read_) {
+        hold_next_read_ = false;
+        ++reads_held_;
+        gate_mu_.Await(absl::Condition(&reads_released_));
+      }
+    }
     return real_->ReadJobs(q, ids);
+  }
+  void HoldNextRead() {
+    absl::MutexLock lock(&gate_mu_);
+    hold_next_read_ = true;
+    reads_released_ = false;
+  }
+  // Waits (real time, bounded) until a read is held; false when none came.
+  bool AwaitHeldRead() {
+    absl::MutexLock lock(&gate_mu_);
+    return gate_mu_.AwaitWithTimeout(absl::Condition(this, &FlakyQueueStore::ReadIsHeld),
+                                     absl::Seconds(5));
+  }
+  void ReleaseReads() {
+    absl::MutexLock lock(&gate_mu_);
+    reads_released_ = true;
   }
   absl::StatusOr<std::vector<QueueWrite::KeyEntry>> LoadKeys(QueueId q) override {
     return real_->LoadKeys(q);
@@ -57,7 +82,13 @@ class FlakyQueueStore final : public QueueStore {
   std::atomic<int> synced_writes{0}, unsynced_writes{0}, wal_syncs{0};
 
  private:
+  bool ReadIsHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) { return reads_held_ > 0; }
+
   QueueStore* const real_;
+  absl::Mutex gate_mu_;
+  bool hold_next_read_ ABSL_GUARDED_BY(gate_mu_) = false;
+  bool reads_released_ ABSL_GUARDED_BY(gate_mu_) = true;
+  int reads_held_ ABSL_GUARDED_BY(gate_mu_) = 0;
 };
 
 template <typename T>

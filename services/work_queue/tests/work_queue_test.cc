@@ -311,7 +311,9 @@ TEST_F(WorkQueueTest, DestroyingTheQueueAnswersAWaitingLease) {
   EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
   queue_.reset();
   ASSERT_TRUE(done.HasBeenNotified()) << "the lease wait was stranded";
-  if (result.ok()) EXPECT_TRUE(result->empty());
+  if (result.ok()) {
+    EXPECT_TRUE(result->empty());
+  }
 }
 
 // A lease long-poll waits on the injected clock's monotonic reading: it ends when max_wait has
