@@ -106,7 +106,6 @@ class JobIndex {
   uint32_t TenantNumber(const std::string& tenant);
   void Hold(Job job);  // into LEASED
 
-
   TenantReadyIndex ready_;
   absl::btree_map<DelayedKey, std::pair<uint32_t, int32_t>> delayed_;
   std::vector<std::string> tenant_names_;  // by tenant number, for delayed jobs

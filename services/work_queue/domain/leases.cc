@@ -41,6 +41,7 @@ absl::StatusOr<std::vector<Job>> WorkQueue::FinishLease(Queue* q, const LeaseArg
   if (absl::Status health = log_.health(); !jobs.ok() || !health.ok()) {
     // Nothing was leased: the jobs stay ready, in the same order.
     for (const auto& [tenant, entry] : taken.entries) q->index.ReturnReady(tenant, entry, now);
+    WakeWaiters(*q);  // a Lease that found none ready meanwhile may be waiting for them
     return jobs.ok() ? health : jobs.status();
   }
   const absl::Duration visibility =
@@ -91,6 +92,9 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
     QueueWrite write;
     write.queue_id = q.meta.id;
     RunDue(q, Now(), &write);
+    // What the pass changed is queued first, so that a job whose lease it expired, and which
+    // this lease takes again, is read from `pending` as the pass left it (its history grown).
+    if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
     taken = TakeReady(q, args);
     if (taken.entries.empty() && clock_->Monotonic() < deadline && !shutting_down_.load()) {
       // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first
@@ -111,20 +115,14 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
         }
         retry();
       });
-      if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
       return;
     }
     if (taken.entries.empty()) {
-      Commit(std::move(write), [done](absl::Status s) {
+      Commit(QueueWrite{.queue_id = q.meta.id}, [done](absl::Status s) {
         if (!s.ok()) return done(s);
         done(std::vector<Job>{});
       });
       return;
-    }
-    // What the scheduler pass changed goes first, unsynced as the lease's own write.
-    if (!write.puts.empty() || !write.deletes.empty()) {
-      write.sync = false;
-      Commit(std::move(write), [](absl::Status) {});
     }
   }
   // The records are read without mu_: a read that goes to disk (a backlog beyond memory) holds

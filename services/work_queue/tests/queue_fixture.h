@@ -45,13 +45,16 @@ class FlakyQueueStore final : public QueueStore {
         hold_next_read_ = false;
         ++reads_held_;
         gate_mu_.Await(absl::Condition(&reads_released_));
+        if (fail_held_read_) return absl::UnavailableError("injected read failure");
       }
     }
     return real_->ReadJobs(q, ids);
   }
-  void HoldNextRead() {
+  // The next ReadJobs waits for ReleaseReads(), then reads, or fails UNAVAILABLE if `then_fail`.
+  void HoldNextRead(bool then_fail = false) {
     absl::MutexLock lock(&gate_mu_);
     hold_next_read_ = true;
+    fail_held_read_ = then_fail;
     reads_released_ = false;
   }
   // Waits (real time, bounded) until a read is held; false when none came.
@@ -87,6 +90,7 @@ class FlakyQueueStore final : public QueueStore {
   QueueStore* const real_;
   absl::Mutex gate_mu_;
   bool hold_next_read_ ABSL_GUARDED_BY(gate_mu_) = false;
+  bool fail_held_read_ ABSL_GUARDED_BY(gate_mu_) = false;
   bool reads_released_ ABSL_GUARDED_BY(gate_mu_) = true;
   int reads_held_ ABSL_GUARDED_BY(gate_mu_) = 0;
 };
