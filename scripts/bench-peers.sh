@@ -4,7 +4,8 @@
 # replicated partitions against NATS JetStream R3 (build/bin/replication_bench).
 #
 #   scripts/bench-peers.sh [SECONDS]      (make bench-peers; default 3 s per workload)
-#   CONDUIT_BENCH_ROUNDS=N                paired rounds for issue 18's targets (default 5)
+#   CONDUIT_BENCH_ROUNDS=N                paired rounds for issue 18's targets and issue 16's RF 3 ÷ RF 1
+#                                         (default 5)
 #
 # Peers come from Debian packages (installed here when missing): redis-server (Streams, AOF),
 # nats-server (JetStream, file storage), beanstalkd (binlog). Each system is started on a free
@@ -182,8 +183,22 @@ CONDUIT_BIN_DIR="$BIN" "$BIN/queue_scale_bench" --jobs=10000000 | tee -a "$extra
 replication=build/peer-bench/replication.tsv
 echo "== build/bin/replication_bench --seconds=$SECONDS_PER" >&2
 CONDUIT_BIN_DIR="$BIN" "$BIN/replication_bench" --seconds="$SECONDS_PER" | tee "$replication" >&2
+# Paired rounds for issue 16's RF 3 ÷ RF 1 target (as the issue-18 rounds above): a fresh RF 3
+# acks-all cluster and a fresh RF 1 cluster back to back, `producer-batched` only, which of the
+# two goes first alternating by round.
+replication_rounds=build/peer-bench/replication_rounds.tsv; : >"$replication_rounds"
+for round in $(seq "${CONDUIT_BENCH_ROUNDS:-5}"); do
+  configs=("conduit RF 3 acks all" "conduit RF 1")
+  [ $((round % 2)) = 0 ] && configs=("conduit RF 1" "conduit RF 3 acks all")
+  for config in "${configs[@]}"; do
+    echo "== $round replication_bench $config" >&2
+    CONDUIT_BIN_DIR="$BIN" "$BIN/replication_bench" --seconds="$SECONDS_PER" --only=conduit \
+      --config="$config" --workload=producer-batched |
+      awk -v r="$round" '$1 == "RESULT" {print r "\t" $0}' | tee -a "$replication_rounds" >&2
+  done
+done
 
 python3 scripts/bench_peers_report.py "$results" "$rss" "$SECONDS_PER" "$extra" "$replication" \
-  "$rounds" >"$OUT"
+  "$rounds" "$replication_rounds" >"$OUT"
 cat "$OUT"
 echo "wrote $OUT" >&2

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Renders docs/BENCHMARKS.md from scripts/bench-peers.sh's measurements.
 
-Usage: bench_peers_report.py RESULTS.tsv RSS.tsv SECONDS [EXTRA.txt [REPLICATION.tsv [ROUNDS.tsv]]]
+Usage: bench_peers_report.py RESULTS.tsv RSS.tsv SECONDS [EXTRA.txt [REPLICATION.tsv [ROUNDS.tsv
+       [REPLICATION_ROUNDS.tsv]]]]
 RESULTS.tsv: label, workload, ops/s, p50 ms, p99 ms, errors. RSS.tsv: label, peak RSS MB.
 EXTRA.txt: lines printed verbatim under "Other figures" (e2e latency, idle partitions).
 REPLICATION.tsv: build/bin/replication_bench's output (CONFIG, RESULT and FAILOVER lines).
 ROUNDS.tsv: the paired rounds, as RESULTS.tsv with the label prefixed by the round's number.
+REPLICATION_ROUNDS.tsv: paired rounds of replication_bench (round number, then its RESULT line).
 """
 import collections
 import datetime
@@ -21,6 +23,7 @@ results_path, rss_path, seconds = sys.argv[1], sys.argv[2], sys.argv[3]
 extra_path = sys.argv[4] if len(sys.argv) > 4 else None
 replication_path = sys.argv[5] if len(sys.argv) > 5 else None
 rounds_path = sys.argv[6] if len(sys.argv) > 6 else None
+replication_rounds_path = sys.argv[7] if len(sys.argv) > 7 else None
 
 rows = collections.OrderedDict()  # workload -> label -> (ops, p50, p99, errors)
 labels = []
@@ -286,7 +289,8 @@ if rounds:
         cells = [fmt_ops(rounds[r].get((label, workload))) for r in rounds]
         p(f"| {label} | `{workload}` | " + " | ".join(cells) + " |")
 if replication_path and os.path.exists(replication_path):
-    replication_section(p, target, ops("grpc floor", "append-1x100"), replication_path, seconds)
+    replication_section(p, target, ops("grpc floor", "append-1x100"), replication_path, seconds,
+                        replication_rounds_path)
 p("")
 p("## Peak RSS of each server over its run (MB)")
 p("")
