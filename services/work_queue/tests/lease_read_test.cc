@@ -79,6 +79,23 @@ TEST_F(LeaseReadTest, OtherCallsGoOnWhileALeaseReadsItsRecords) {
   EXPECT_EQ(Stats().leased, 1);
 }
 
+TEST_F(LeaseReadTest, JobsBeingLeasedCountAgainstMaxDepth) {
+  QueueConfigPatch config;
+  config.max_depth = 1;
+  Create("q", config);
+  ASSERT_TRUE(Enqueue("q", {JobFor("only")}).ok());
+  StartHeldLease("q");
+
+  const bool in_time = FinishWhileHeld([&] {
+    auto refused = Enqueue("q", {JobFor("one too many")});
+    EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  });
+  EXPECT_TRUE(in_time) << "calls waited for another lease's store read";
+  ASSERT_TRUE(held_.ok()) << held_.status();
+  EXPECT_EQ(Stats().leased, 1);
+  EXPECT_EQ(Stats().ready, 0);
+}
+
 TEST_F(LeaseReadTest, AQueueDeletedWhileALeaseReadsItsRecordsIsAnsweredNotFound) {
   Create("q");
   ASSERT_TRUE(Enqueue("q", {JobFor("dropped")}).ok());
