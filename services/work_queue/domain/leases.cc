@@ -132,7 +132,10 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
   absl::StatusOr<std::vector<Job>> jobs = FinishRead(std::move(taken.read));
   {
     absl::MutexLock lock(&mu_);
-    jobs = FinishLease(FindById(queue_id), args, taken, std::move(jobs));
+    // The same queue, not one created under its name since.
+    auto found = Find(args.queue);
+    Queue* q = found.ok() && (*found)->meta.id == queue_id ? *found : nullptr;
+    jobs = FinishLease(q, args, taken, std::move(jobs));
     if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
   }
   done(std::move(jobs));  // never reply under mu_

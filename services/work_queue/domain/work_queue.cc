@@ -142,34 +142,37 @@ absl::StatusOr<std::vector<Job>> WorkQueue::ReadJobs(const Queue& q,
 }
 
 WorkQueue::PlannedRead WorkQueue::PlanRead(const Queue& q, std::vector<uint64_t> ids) const {
-  // The latest version of a record whose write is still in the commit log is in `pending`; the
-  // store has every other one.
+  // The latest version of a record whose write is still in the commit log is in `pending` (empty
+  // for a delete); the store has every other one.
   PlannedRead plan{q.meta.id, q.meta.name, std::move(ids), {}, {}};
-  plan.pending.resize(plan.ids.size());
+  plan.records.resize(plan.ids.size());
   for (size_t i = 0; i < plan.ids.size(); ++i) {
     if (auto pending = q.pending.find(plan.ids[i]); pending != q.pending.end()) {
-      plan.pending[i] = pending->second.job;  // its write is still queued: copied, not taken
+      plan.records[i] = pending->second.job;  // its write is still queued: copied, not taken
     } else {
-      plan.stored.push_back(plan.ids[i]);
+      plan.from_store.push_back(i);
     }
   }
   return plan;
 }
 
 absl::StatusOr<std::vector<Job>> WorkQueue::FinishRead(PlannedRead plan) const {
-  auto read = store_->ReadJobs(plan.queue_id, plan.stored);
+  std::vector<uint64_t> stored_ids;
+  stored_ids.reserve(plan.from_store.size());
+  for (size_t i : plan.from_store) stored_ids.push_back(plan.ids[i]);
+  auto read = store_->ReadJobs(plan.queue_id, stored_ids);
   if (!read.ok()) return read.status();
+  for (size_t k = 0; k < plan.from_store.size(); ++k) {
+    plan.records[plan.from_store[k]] = std::move((*read)[k]);
+  }
   std::vector<Job> out;
   out.reserve(plan.ids.size());
-  size_t next_stored = 0;
   for (size_t i = 0; i < plan.ids.size(); ++i) {
-    std::optional<Job> job =
-        plan.pending[i] ? *std::move(plan.pending[i]) : std::move((*read)[next_stored++]);
-    if (!job) {
+    if (!plan.records[i]) {
       return absl::InternalError(absl::StrCat("job ", plan.ids[i], " of queue '", plan.queue_name,
                                               "' is indexed but its record is missing"));
     }
-    out.push_back(*std::move(job));
+    out.push_back(*std::move(plan.records[i]));
   }
   return out;
 }

@@ -246,8 +246,8 @@ class WorkQueue {
     QueueId queue_id;
     std::string queue_name;
     std::vector<uint64_t> ids;
-    std::vector<std::optional<std::optional<Job>>> pending;  // by position: set when pending
-    std::vector<uint64_t> stored;                            // the other ids, for the store
+    std::vector<std::optional<Job>> records;  // by position: copied from `pending`, else empty
+    std::vector<size_t> from_store;           // the positions to read from the store
   };
   PlannedRead PlanRead(const Queue& q, std::vector<uint64_t> ids) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
