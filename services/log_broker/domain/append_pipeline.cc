@@ -80,8 +80,8 @@ absl::Status AppendPipeline::Submit(std::shared_ptr<TopicState> topic,
                                     std::optional<ProducerStamp> stamp, int64_t bytes,
                                     ProduceCallback done) {
   return engine_->Submit(
-      Pending{std::move(topic), std::move(records), std::move(stamp), std::move(done)}, bytes,
-      commit::Admission::kBounded);
+      Pending{std::move(topic), std::move(records), std::move(stamp), std::move(done), bytes},
+      bytes, commit::Admission::kBounded);
 }
 
 absl::Status AppendPipeline::SubmitMaintenance(MaintenanceOp op) {
@@ -186,7 +186,7 @@ void AppendPipeline::BuildBatch(std::vector<Pending>& batch, BatchContext& ctx, 
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending& p = batch[i];
     if (p.topic != nullptr && p.topic->deleted.load()) {
-      absl::Status gone = absl::NotFoundError(absl::StrCat("topic '", p.topic->name, "' was deleted"));
+      absl::Status gone = p.topic->DeletedError();
       p.outcome.state = Outcome::kAnswered;
       if (p.maintenance) {
         p.maintenance->done(gone);

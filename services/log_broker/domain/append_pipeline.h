@@ -176,6 +176,7 @@ class AppendPipeline {
     std::vector<RoutedRecord> records;
     std::optional<ProducerStamp> stamp;
     ProduceCallback done;
+    int64_t bytes = 0;  // what it counts against the queue's byte cap (Submit's `bytes`)
     std::optional<MaintenanceOp> maintenance;
     Outcome outcome;
     // Set when the request is first parked after a sequence gap (append_reorder.cc), on the
@@ -265,7 +266,6 @@ class AppendPipeline {
   struct Parked {
     Pending pending;
     absl::Status gap;  // the answer when its wait is over
-    int64_t bytes = 0;
   };
   using ProducerKey = std::pair<Partition*, ProducerId>;
   absl::flat_hash_map<ProducerKey, std::vector<Parked>> parked_ ABSL_GUARDED_BY(write_mu_);

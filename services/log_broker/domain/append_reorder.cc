@@ -10,7 +10,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 #include "services/log_broker/domain/append_pipeline.h"
 
 namespace conduit::log_broker {
@@ -32,10 +31,8 @@ bool AppendPipeline::Park(Pending& p, const absl::Status& gap) {
   const bool first = !p.reorder_deadline.has_value();
   if (first) p.reorder_deadline = now + options_.reorder_wait;
   if (now >= *p.reorder_deadline) return false;
-  int64_t bytes = 0;
-  for (const RoutedRecord& r : p.records) bytes += static_cast<int64_t>(r.data.PayloadBytes());
   if (parked_requests_.load() >= kMaxParkedRequests ||
-      parked_bytes_ + bytes > options_.max_queued_bytes / 4) {
+      parked_bytes_ + p.bytes > options_.max_queued_bytes / 4) {
     return false;
   }
   const int32_t partition = p.stamp->base_sequences.begin()->first;
@@ -43,8 +40,8 @@ bool AppendPipeline::Park(Pending& p, const absl::Status& gap) {
       parked_[ProducerKey{&p.topic->partitions[partition], p.stamp->producer_id}];
   if (waiting.size() >= kMaxParkedPerProducer) return false;  // not empty: no key to erase
   if (first) observer_->OnProduceParked();
-  waiting.push_back(Parked{std::move(p), gap, bytes});
-  parked_bytes_ += bytes;
+  parked_bytes_ += p.bytes;
+  waiting.push_back(Parked{std::move(p), gap});
   ++parked_requests_;
   p.outcome.state = Outcome::kAnswered;  // moved out: nothing of it is left to complete
   return true;
@@ -66,7 +63,7 @@ void AppendPipeline::Unpark(const Pending& p, std::vector<Pending>& batch) {
            std::make_pair(y.epoch, y.base_sequences.begin()->second);
   });
   for (Parked& w : ready) {
-    parked_bytes_ -= w.bytes;
+    parked_bytes_ -= w.pending.bytes;
     --parked_requests_;
     batch.push_back(std::move(w.pending));
   }
@@ -79,14 +76,10 @@ void AppendPipeline::ExpireParked(absl::Duration now) {
       return *w.pending.reorder_deadline > now;
     });
     for (auto w = expired; w != waiting.end(); ++w) {
-      parked_bytes_ -= w->bytes;
-      --parked_requests_;
       Pending& p = w->pending;
-      if (p.topic->deleted.load()) {
-        p.Answer(absl::NotFoundError(absl::StrCat("topic '", p.topic->name, "' was deleted")));
-      } else {
-        p.Answer(w->gap);
-      }
+      parked_bytes_ -= p.bytes;
+      --parked_requests_;
+      p.Answer(p.topic->deleted.load() ? p.topic->DeletedError() : w->gap);
     }
     waiting.erase(expired, waiting.end());
     if (waiting.empty()) {

@@ -100,7 +100,7 @@ void PendingFetch::Fire() {
 void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done) {
   auto read = [this, topic, args, done]() {
     if (topic->deleted.load()) {
-      done(absl::NotFoundError(absl::StrCat("topic '", args.topic, "' was deleted")));
+      done(topic->DeletedError());
       return;
     }
     Partition& part = topic->partitions[args.partition];

@@ -8,6 +8,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/log_broker/domain/partition.h"
@@ -42,6 +44,10 @@ class TopicState {
     config_ = config;
   }
   TopicMeta meta() const { return TopicMeta{id, name, partition_count, config(), created}; }
+  // The answer to a request that finds the topic deleted.
+  absl::Status DeletedError() const {
+    return absl::NotFoundError(absl::StrCat("topic '", name, "' was deleted"));
+  }
 
  private:
   mutable absl::Mutex config_mu_;
