@@ -124,6 +124,27 @@ TEST_F(ReorderWaitTest, ParkedBatchIsAnsweredWhenTheBrokerStops) {
   EXPECT_EQ(Describe("t").meta.next_offset, 0);
 }
 
+// A producer has at most 5 batches of a partition in flight: with one missing, at most 4 can be
+// waiting for it, and a fifth is refused at once rather than held.
+TEST_F(ReorderWaitTest, AtMostFourBatchesOfAProducerAndPartitionWait) {
+  const ProducerInfo producer = TopicWithProducer();
+  Answer early[4];
+  for (int32_t s = 1; s <= 4; ++s) ProduceEarly(producer, s, &early[s - 1]);
+  Answer fifth;
+  ProduceAsync("t", {To(0, "x")}, Stamp(producer, {{0, 5}}), &fifth);
+  WaitForWriter();
+  EXPECT_TRUE(fifth.done.HasBeenNotified()) << "refused without waiting";
+
+  ASSERT_TRUE(Produce("t", {To(0, "x")}, Stamp(producer, {{0, 0}})).ok());
+  for (Answer& a : early) {
+    a.done.WaitForNotification();
+    EXPECT_TRUE(a.result.ok()) << a.result.status();
+  }
+  fifth.done.WaitForNotification();
+  EXPECT_EQ(fifth.result.status().code(), absl::StatusCode::kAborted) << fifth.result.status();
+  EXPECT_EQ(Describe("t").meta.next_offset, 5) << "sequences 0 to 4, each once";
+}
+
 // Several partitions in one request: no waiting (the Producer sends one partition per
 // request; the API allows more), refused at once as before.
 TEST_F(ReorderWaitTest, GapInARequestOverSeveralPartitionsIsRefusedAtOnce) {
