@@ -39,8 +39,10 @@ struct ProducerOptions {
   // Memory: the records sent without a result yet (their SizeOf plus kRecordOverhead each) hold
   // at most this much. Send blocks while another record would exceed it, for up to max_block;
   // then that record fails RESOURCE_EXHAUSTED (Kafka's buffer.memory and max.block.ms). A
-  // record larger than the whole buffer goes once nothing else is buffered. Send from inside a
-  // result callback never blocks: the room it would wait for is freed after callbacks return.
+  // record larger than the whole buffer goes once nothing else is buffered. Send from inside
+  // this Producer's result callback never blocks: the room it would wait for is freed after
+  // callbacks return. Any other thread's Send may block, a gRPC callback thread's (another
+  // Producer's result, a server handler) included: do not Send from one with a full buffer.
   size_t max_buffered_bytes = 32 << 20;
   absl::Duration max_block = absl::Seconds(60);
   // Idempotent: InitProducer once, sequences per partition, so that a retried batch is
