@@ -6,6 +6,15 @@ import os
 import statistics
 
 
+def judged_by_rounds(p, name, ratios, single, goal):
+    """A target line judged by the median of paired rounds' ratios, each round's ratio and the
+    single pass's (`single`, or None) shown beside it."""
+    median = statistics.median(ratios)
+    p(f"- {name}: **{median:.2f}** (target ≥ {goal}) — {'met' if median >= goal else 'NOT met'}; "
+      f"the median of {len(ratios)} paired rounds: " + ", ".join(f"{r:.2f}" for r in ratios)
+      + "; the single pass " + ("-" if single is None else f"{single:.2f}"))
+
+
 def round_ratios(rounds_path, workload, numerator, denominator):
     """numerator ÷ denominator for `workload` in each paired round of ROUNDS (replication_bench's
     RESULT lines, each prefixed by its round's number), in round order."""
@@ -158,13 +167,8 @@ def replication_section(p, target, floor, path, seconds, rounds_path=None):
             target(f"`{w}`: RF 3 acks all ÷ RF 1", single, 0.5)
             continue
         # The two clusters of the table above ran about a minute apart; each paired round runs
-        # them back to back.
-        median = statistics.median(ratios)
-        p(f"- `{w}`: RF 3 acks all ÷ RF 1: **{median:.2f}** (target ≥ 0.5) — "
-          f"{'met' if median >= 0.5 else 'NOT met'}; the median of {len(ratios)} paired rounds "
-          f"(each a fresh RF 3 cluster and a fresh RF 1 cluster back to back): "
-          + ", ".join(f"{r:.2f}" for r in ratios)
-          + ("; the table above " + (f"{single:.2f}" if single is not None else "-")))
+        # a fresh RF 3 cluster and a fresh RF 1 cluster back to back.
+        judged_by_rounds(p, f"`{w}`: RF 3 acks all ÷ RF 1", ratios, single, 0.5)
     for w in ("producer-batched", "append-1x100"):
         a, n = get("conduit RF 3 acks all interval", w), get("nats R3", w)
         target(f"`{w}`: RF 3 acks all interval ÷ NATS R3 (matched: neither fsyncs before the ack)",

@@ -13,11 +13,10 @@ import collections
 import datetime
 import os
 import platform
-import statistics
 import subprocess
 import sys
 
-from bench_peers_replication import replication_section
+from bench_peers_replication import judged_by_rounds, replication_section
 
 results_path, rss_path, seconds = sys.argv[1], sys.argv[2], sys.argv[3]
 extra_path = sys.argv[4] if len(sys.argv) > 4 else None
@@ -244,10 +243,7 @@ def paired_target(name, of_ratio, goal):
     per_round = [v for v in per_round if v is not None]
     if not per_round:
         return target(name, single, goal)
-    median = statistics.median(per_round)
-    shown = ", ".join(f"{v:.2f}" for v in per_round)
-    p(f"- {name}: **{median:.2f}** (target ≥ {goal}) — {'met' if median >= goal else 'NOT met'}; "
-      f"rounds {shown}; the pass above " + ("-" if single is None else f"{single:.2f}"))
+    judged_by_rounds(p, name, per_round, single, goal)
 
 
 for c, redis in (("conduit sync", "redis always"), ("conduit interval", "redis everysec")):
