@@ -124,6 +124,18 @@ TEST_F(ReorderWaitTest, ParkedBatchIsAnsweredWhenTheBrokerStops) {
   EXPECT_EQ(Describe("t").meta.next_offset, 0);
 }
 
+TEST_F(ReorderWaitTest, ParkedBatchOfADeletedTopicIsAnsweredNotFound) {
+  const ProducerInfo producer = TopicWithProducer();
+  Answer early;
+  ProduceEarly(producer, 2, &early);
+  ASSERT_TRUE(broker_->DeleteTopic("t").ok());
+  clock_.Advance(PipelineOptions{}.reorder_wait);
+  ASSERT_TRUE(early.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(early.result.status().code(), absl::StatusCode::kNotFound) << early.result.status();
+  EXPECT_NE(early.result.status().message().find("topic 't' was deleted"), std::string::npos)
+      << early.result.status();
+}
+
 // A producer has at most 5 batches of a partition in flight: with one missing, at most 4 can be
 // waiting for it, and a fifth is refused at once rather than held.
 TEST_F(ReorderWaitTest, AtMostFourBatchesOfAProducerAndPartitionWait) {
