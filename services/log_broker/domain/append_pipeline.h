@@ -151,7 +151,7 @@ class AppendPipeline {
   // commit as everything else; FAILED_PRECONDITION in `done` when they do not follow the local
   // log end (a fetch answered after a truncation).
   absl::Status SubmitReplicated(std::shared_ptr<TopicState> topic, int32_t partition,
-                                std::vector<StoredRecord> records,
+                                std::unique_ptr<ReplicaRecords> records,
                                 std::function<void(absl::Status)> done);
   // Cuts the partition's log back to `offset` (records, bookkeeping, epoch cache), or, when
   // `offset` is past the log end, empties it to start over there (the leader's log start).

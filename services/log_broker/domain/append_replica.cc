@@ -10,20 +10,34 @@
 
 namespace conduit::log_broker {
 
+std::unique_ptr<ReplicaRecords> ReplicaRecords::FromDecoded(std::vector<StoredRecord> records) {
+  auto out = std::make_unique<ReplicaRecords>();
+  out->decoded = std::move(records);
+  out->records.reserve(out->decoded.size());
+  for (const StoredRecord& r : out->decoded) {
+    out->records.push_back(ReplicaRecord{r.offset, r.append_time, r.leader_epoch,
+                                         static_cast<int64_t>(r.data.PayloadBytes()),
+                                         r.data.event_time, r.data.event_id, r.producer, {},
+                                         &r.data});
+  }
+  return out;
+}
+
 absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
                                               int32_t partition,
-                                              std::vector<StoredRecord> records,
+                                              std::unique_ptr<ReplicaRecords> records,
                                               std::function<void(absl::Status)> done) {
-  auto owned = std::make_shared<std::vector<StoredRecord>>(std::move(records));
+  std::shared_ptr<const ReplicaRecords> fetched = std::move(records);
   auto misplaced = std::make_shared<absl::Status>();
   MaintenanceOp op;
   op.topic = topic;
-  op.build = [topic = topic.get(), partition, owned, misplaced](BatchContext& ctx) {
+  op.build = [topic = topic.get(), partition, fetched, misplaced](BatchContext& ctx) {
     Partition* part = &topic->partitions[partition];
-    if (owned->empty()) return;
-    if (owned->front().offset < part->next_offset) {
+    const std::vector<ReplicaRecord>& owned = fetched->records;
+    if (owned.empty()) return;
+    if (owned.front().offset < part->next_offset) {
       *misplaced = absl::FailedPreconditionError(absl::StrFormat(
-          "records from offset %d do not follow the log end %d of %s/%d", owned->front().offset,
+          "records from offset %d do not follow the log end %d of %s/%d", owned.front().offset,
           part->next_offset, topic->name, partition));
       return;
     }
@@ -31,21 +45,19 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
     s.append_time = absl::InfinitePast();
     // Room for this fetch's records at once (a batch may take several: still doubling).
     std::vector<AppendEntry>& entries = ctx.writes().records;
-    if (entries.capacity() < entries.size() + owned->size()) {
-      entries.reserve(std::max(entries.size() + owned->size(), 2 * entries.capacity()));
+    if (entries.capacity() < entries.size() + owned.size()) {
+      entries.reserve(std::max(entries.size() + owned.size(), 2 * entries.capacity()));
     }
     const bool dedup = topic->config().dedup_window > absl::ZeroDuration();
-    for (const StoredRecord& r : *owned) {
+    for (const ReplicaRecord& r : owned) {
       if (r.offset < part->next_offset) continue;  // never out of order from one leader
       part->next_offset = r.offset + 1;
       if (s.meta.record_count == 0) s.oldest_append_time = r.append_time;
       s.meta.next_offset = part->next_offset;
       s.meta.leader_epoch = r.leader_epoch;
       s.meta.record_count += 1;
-      s.meta.bytes += static_cast<int64_t>(r.data.PayloadBytes());
-      if (r.data.event_time) {
-        s.meta.max_event_time = std::max(s.meta.max_event_time, *r.data.event_time);
-      }
+      s.meta.bytes += r.payload_bytes;
+      if (r.event_time) s.meta.max_event_time = std::max(s.meta.max_event_time, *r.event_time);
       s.append_time = std::max(s.append_time, r.append_time);
       s.appended = true;
       if (r.leader_epoch > s.last_started_epoch) {
@@ -55,11 +67,12 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
             WriteSet::EpochStart{topic->id, partition, r.leader_epoch, r.offset});
       }
       ctx.writes().records.push_back(AppendEntry{topic->id, partition, r.offset, r.append_time,
-                                                 r.leader_epoch, &r.data, r.producer, r.stored});
-      if (dedup && !r.data.event_id.empty()) {
+                                                 r.leader_epoch, r.data, r.producer, r.stored});
+      if (dedup && !r.event_id.empty()) {
         DedupEntry entry{RecordPosition{partition, r.offset}, r.append_time};
-        ctx.dedup_[std::make_pair(part, r.data.event_id)] = entry;
-        ctx.writes_.dedup_puts.push_back(WriteSet::DedupPut{topic->id, r.data.event_id, entry});
+        std::string event_id(r.event_id);
+        ctx.dedup_[std::make_pair(part, event_id)] = entry;
+        ctx.writes_.dedup_puts.push_back(WriteSet::DedupPut{topic->id, std::move(event_id), entry});
       }
       if (r.producer && r.producer->index + 1 == r.producer->count) {
         // The batch's last record: the whole batch is here, so a retry of it is a duplicate.

@@ -217,16 +217,17 @@ absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoc
                            std::string(data.status.message()));
     return pipeline_.SubmitTruncate(topic, data.partition, *data.truncate_to, std::move(done));
   }
+  std::unique_ptr<ReplicaRecords> records;
   if (data.records.empty() && !data.encoded.bytes.empty()) {
-    CONDUIT_ASSIGN_OR_RETURN(data.records,
-                             store_->DecodeRecords(data.partition, data.encoded.bytes));
+    CONDUIT_ASSIGN_OR_RETURN(records, store_->DecodeRecords(std::move(data.encoded.bytes)));
+  } else {
+    records = ReplicaRecords::FromDecoded(std::move(data.records));
   }
-  if (data.records.empty()) {
+  if (records->records.empty()) {
     done(absl::OkStatus());
     return absl::OkStatus();
   }
-  return pipeline_.SubmitReplicated(topic, data.partition, std::move(data.records),
-                                    std::move(done));
+  return pipeline_.SubmitReplicated(topic, data.partition, std::move(records), std::move(done));
 }
 
 // ---- In-sync set -----------------------------------------------------------------------------

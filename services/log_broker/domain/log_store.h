@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +41,36 @@ struct AppendEntry {
   // A replicated record as the leader's store encoded it (StoredRecord::stored), written as it
   // is; empty: the store encodes the fields above. Not owned; valid for the duration of Write.
   std::string_view stored;
+};
+
+// A record a follower appends (LogStore::DecodeRecords): the fields its bookkeeping needs, read
+// in place, and the leader's encoding of it, which it writes as it is.
+struct ReplicaRecord {
+  int64_t offset = 0;
+  absl::Time append_time;
+  int32_t leader_epoch = 0;
+  int64_t payload_bytes = 0;  // as RecordData::PayloadBytes
+  std::optional<absl::Time> event_time;
+  std::string_view event_id;
+  std::optional<ProducerTag> producer;
+  // The leader's store's encoding; empty when the records came decoded: then `data`, which the
+  // follower's store encodes.
+  std::string_view stored;
+  const RecordData* data = nullptr;
+};
+
+// One fetch's records of a partition, and what their views point into. Held by pointer (the
+// views must not move): DecodeRecords and FromDecoded make one.
+struct ReplicaRecords {
+  std::vector<ReplicaRecord> records;
+  std::string bytes;                  // the leader's encoding, which `stored` views
+  std::vector<StoredRecord> decoded;  // or the records decoded, which `data` and `event_id` view
+
+  ReplicaRecords() = default;
+  ReplicaRecords(const ReplicaRecords&) = delete;
+  ReplicaRecords& operator=(const ReplicaRecords&) = delete;
+  // Records that came decoded (a leader whose store has no encoded form).
+  static std::unique_ptr<ReplicaRecords> FromDecoded(std::vector<StoredRecord> records);
 };
 
 // Records in the store's own encoding, for shipping to a follower whose store is the same kind
@@ -185,10 +216,9 @@ class LogStore {
                                                      int32_t max_records, int64_t max_bytes) {
     return absl::UnimplementedError("no encoded reads");
   }
-  // Records of `partition` from ReadEncoded's bytes (possibly another broker's), each with its
-  // encoding in StoredRecord::stored. DATA_LOSS when the bytes are not such records.
-  virtual absl::StatusOr<std::vector<StoredRecord>> DecodeRecords(int32_t partition,
-                                                                  std::string_view bytes) {
+  // The records of ReadEncoded's bytes (possibly another broker's), each viewing its encoding
+  // in them, nothing copied. DATA_LOSS when the bytes are not such records.
+  virtual absl::StatusOr<std::unique_ptr<ReplicaRecords>> DecodeRecords(std::string bytes) {
     return absl::UnimplementedError("no encoded records");
   }
 };

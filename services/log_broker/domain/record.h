@@ -49,9 +49,6 @@ struct StoredRecord {
   int32_t leader_epoch = 0;
   RecordData data;
   std::optional<ProducerTag> producer;
-  // The record as the leader's store encoded it, when it came that way (LogStore::DecodeRecords):
-  // a follower appends these bytes as they are. Empty otherwise.
-  std::string stored;
 };
 
 // Where a produced record landed.

@@ -2,6 +2,7 @@
 
 #include "common/coding/coding.h"
 #include "common/coding/time_coding.h"
+#include "common/status/status_macros.h"
 
 namespace conduit::log_broker::codec {
 namespace {
@@ -46,22 +47,24 @@ void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader
   }
 }
 
-absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
-                          RecordData* data, std::optional<ProducerTag>* producer) {
+absl::Status DecodeRecordView(
+    std::string_view in, RecordView* out,
+    absl::FunctionRef<void(std::string_view key, std::string_view value)> header) {
   uint8_t version = 0, flags = 0;
   uint64_t micros = 0;
   if (!coding::GetByte(&in, &version) || version < 1 || version > kRecordVersion ||
       !coding::GetByte(&in, &flags) || !coding::GetFixed64(&in, &micros)) {
     return Corrupt("record header");
   }
-  *append_time = absl::FromUnixMicros(static_cast<int64_t>(micros));
-  *leader_epoch = 0;
+  out->append_time = absl::FromUnixMicros(static_cast<int64_t>(micros));
+  out->leader_epoch = 0;
   if (version >= 2) {
     if (in.size() < 4) return Corrupt("record leader epoch");
-    *leader_epoch = static_cast<int32_t>(coding::ReadBigEndian32(in.data()));
+    out->leader_epoch = static_cast<int32_t>(coding::ReadBigEndian32(in.data()));
     in.remove_prefix(4);
-    if (*leader_epoch < 0) return Corrupt("record leader epoch");
+    if (out->leader_epoch < 0) return Corrupt("record leader epoch");
   }
+  out->producer.reset();
   if (flags & kHasProducer) {
     uint64_t id = 0, count = 0, index = 0;
     if (!coding::GetFixed64(&in, &id) || in.size() < 8) return Corrupt("record producer");
@@ -76,33 +79,53 @@ absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t*
     }
     tag.count = static_cast<int32_t>(count);
     tag.index = static_cast<int32_t>(index);
-    if (producer != nullptr) *producer = tag;
+    out->producer = tag;
   }
+  out->event_time.reset();
   if (flags & kHasEventTime) {
     if (!coding::GetFixed64(&in, &micros)) return Corrupt("record event time");
-    data->event_time = absl::FromUnixMicros(static_cast<int64_t>(micros));
+    out->event_time = absl::FromUnixMicros(static_cast<int64_t>(micros));
   }
   std::string_view s;
+  out->key.reset();
   if (flags & kHasKey) {
     if (!coding::GetLengthPrefixed(&in, &s)) return Corrupt("record key");
-    data->key = std::string(s);
+    out->key = s;
   }
+  out->value.reset();
   if (flags & kHasValue) {
     if (!coding::GetLengthPrefixed(&in, &s)) return Corrupt("record value");
-    data->value = std::string(s);
+    out->value = s;
   }
-  if (!coding::GetLengthPrefixed(&in, &s)) return Corrupt("record event id");
-  data->event_id = std::string(s);
+  if (!coding::GetLengthPrefixed(&in, &out->event_id)) return Corrupt("record event id");
+  out->payload_bytes = static_cast<int64_t>((out->key ? out->key->size() : 0) +
+                                            (out->value ? out->value->size() : 0));
   uint64_t headers = 0;
   if (!coding::GetVarint64(&in, &headers) || headers > in.size()) return Corrupt("record headers");
-  data->headers.reserve(headers);
   for (uint64_t i = 0; i < headers; ++i) {
     std::string_view k, v;
     if (!coding::GetLengthPrefixed(&in, &k) || !coding::GetLengthPrefixed(&in, &v)) {
       return Corrupt("record header");
     }
-    data->headers.push_back(Header{std::string(k), std::string(v)});
+    out->payload_bytes += static_cast<int64_t>(k.size() + v.size());
+    header(k, v);
   }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
+                          RecordData* data, std::optional<ProducerTag>* producer) {
+  RecordView view;
+  CONDUIT_RETURN_IF_ERROR(DecodeRecordView(in, &view, [&](std::string_view k, std::string_view v) {
+    data->headers.push_back(Header{std::string(k), std::string(v)});
+  }));
+  *append_time = view.append_time;
+  *leader_epoch = view.leader_epoch;
+  if (producer != nullptr && view.producer) *producer = view.producer;
+  if (view.event_time) data->event_time = view.event_time;
+  if (view.key) data->key = std::string(*view.key);
+  if (view.value) data->value = std::string(*view.value);
+  data->event_id = std::string(view.event_id);
   return absl::OkStatus();
 }
 

@@ -23,6 +23,24 @@ void EncodeRecord(const RecordData& data, absl::Time append_time, int32_t leader
 absl::Status DecodeRecord(std::string_view in, absl::Time* append_time, int32_t* leader_epoch,
                           RecordData* data, std::optional<ProducerTag>* producer = nullptr);
 
+// A record value's fields as views into its bytes, nothing copied: for a caller that only
+// looks at them (a follower's bookkeeping of records it appends as they are). Each header is
+// handed to `header`; payload_bytes counts them as RecordData::PayloadBytes does.
+struct RecordView {
+  absl::Time append_time;
+  int32_t leader_epoch = 0;
+  std::optional<ProducerTag> producer;
+  std::optional<absl::Time> event_time;
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
+  std::string_view event_id;
+  int64_t payload_bytes = 0;
+};
+absl::Status DecodeRecordView(
+    std::string_view in, RecordView* out,
+    absl::FunctionRef<void(std::string_view key, std::string_view value)> header =
+        [](std::string_view, std::string_view) {});
+
 // Records as LogStore::ReadEncoded ships them to a follower (ReplicaFetch): per record a varint
 // offset, then the record value above, varint length-prefixed.
 void AppendEncodedRecord(int64_t offset, std::string_view value, std::string* out);

@@ -68,8 +68,7 @@ class RocksDbLogStore final : public LogStore {
   absl::StatusOr<EncodedRecords> ReadEncoded(TopicId topic_id, int32_t partition, int64_t from,
                                              int64_t end, int32_t max_records,
                                              int64_t max_bytes) override;
-  absl::StatusOr<std::vector<StoredRecord>> DecodeRecords(int32_t partition,
-                                                          std::string_view bytes) override;
+  absl::StatusOr<std::unique_ptr<ReplicaRecords>> DecodeRecords(std::string bytes) override;
 
  private:
   RocksDbLogStore(rocksdb_util::OpenDb db, const std::string& path, int64_t max_chunk_bytes);

@@ -24,66 +24,18 @@
 #include "common/time/clock.h"
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/storage/rocksdb_log_store.h"
+#include "services/log_broker/tests/replica_pair_fixture.h"
 
 namespace conduit::log_broker {
 namespace {
 
 using conduit::testing::PowerLossFileSystem;
 using conduit::testing::TempDir;
-
-constexpr int32_t kLeader = 1, kFollower = 2, kEpoch = 1;
-
-// A cluster whose metadata is one fixed view (no etcd: this test is about the disks).
-class FixedCluster : public ClusterMetadata {
- public:
-  FixedCluster(int32_t self, std::shared_ptr<const ClusterView> view)
-      : self_(self), view_(std::move(view)) {}
-  int32_t self() const override { return self_; }
-  const std::string& cluster_name() const override { return name_; }
-  std::shared_ptr<const ClusterView> View() const override { return view_; }
-  bool LeaseValid() const override { return true; }
-  int64_t RegistrationRevision() const override { return 0; }
-  absl::StatusOr<TopicAssignment> CreateTopic(const TopicMeta&, int32_t) override {
-    return absl::UnimplementedError("fixed view");
-  }
-  absl::Status DeleteTopic(const std::string&) override {
-    return absl::UnimplementedError("fixed view");
-  }
-  absl::StatusOr<ProducerInfo> InitProducer(const std::string&) override {
-    return absl::UnimplementedError("fixed view");
-  }
-  absl::StatusOr<TopicMeta> UpdateTopicConfig(
-      const std::string&,
-      const std::function<absl::StatusOr<TopicConfig>(const TopicConfig&)>&) override {
-    return absl::UnimplementedError("fixed view");
-  }
-  absl::StatusOr<int64_t> UpdatePartitionState(TopicId, int32_t, int64_t,
-                                               const PartitionAssignment&) override {
-    return 0;
-  }
-
- private:
-  const int32_t self_;
-  const std::shared_ptr<const ClusterView> view_;
-  const std::string name_ = "power-loss";
-};
-
-std::shared_ptr<const ClusterView> View(Durability durability) {
-  auto view = std::make_shared<ClusterView>();
-  view->revision = 1;
-  view->brokers[kLeader] = BrokerRegistration{kLeader, "127.0.0.1:1", "a"};
-  view->brokers[kFollower] = BrokerRegistration{kFollower, "127.0.0.1:2", "b"};
-  TopicAssignment t;
-  t.meta = TopicMeta{TopicId(7), "t", 1, TopicConfig{}, absl::FromUnixSeconds(1)};
-  t.meta.config.durability = durability;
-  t.meta.config.min_insync_replicas = 2;
-  t.replication_factor = 2;
-  t.partitions.push_back(
-      PartitionAssignment{kLeader, kEpoch, {kLeader, kFollower}, {kLeader, kFollower}});
-  t.partition_revisions.push_back(1);
-  view->topics.emplace("t", std::move(t));
-  return view;
-}
+using replica_pair::kEpoch;
+using replica_pair::kFollower;
+using replica_pair::kLeader;
+using replica_pair::Node;
+using replica_pair::View;
 
 // A file system whose WAL fsyncs wait while the gate is closed: a leader's fsync caught in the
 // act; opened with Fail(), the held fsyncs (and every later one) fail as a dying disk's would.
@@ -160,33 +112,6 @@ class GatedWalSyncFileSystem final : public rocksdb::FileSystemWrapper {
   bool failing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// One broker process: its store (over `fs` when given), cluster view and Broker.
-struct Node {
-  Node(int32_t id, const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs,
-       runtime::Runtime* runtime, std::shared_ptr<const ClusterView> view)
-      : cluster(id, view) {
-    auto opened = RocksDbLogStore::Open(dir, {.file_system = fs});
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    store = *std::move(opened);
-    BrokerOptions options;
-    options.maintenance_interval = absl::ZeroDuration();
-    options.cluster = &cluster;
-    broker = std::make_unique<Broker>(store.get(), runtime, &observer, options);
-    EXPECT_TRUE(broker->Recover().ok());
-    EXPECT_TRUE(broker->ApplyView(view).ok());
-  }
-  ~Node() {
-    broker.reset();
-    store.reset();
-  }
-  int64_t LogEnd() const { return broker->DescribeTopic("t")->partitions[0].meta.next_offset; }
-
-  FixedCluster cluster;
-  BrokerObserver observer;
-  std::unique_ptr<RocksDbLogStore> store;
-  std::unique_ptr<Broker> broker;
-};
-
 class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
  protected:
   void Start(std::shared_ptr<rocksdb::FileSystem> leader_fs = nullptr) {
@@ -194,35 +119,7 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
     follower_ = std::make_unique<Node>(kFollower, dir_.Sub("follower"), fs_, &runtime_, view_);
   }
 
-  // One round of replication: the follower fetches from its log end, the leader answers (and
-  // counts that end as the follower's), the follower applies the answer.
-  void Pump() {
-    absl::Notification answered;
-    std::vector<ReplicaFetchData> data;
-    ASSERT_TRUE(leader_->broker
-                    ->ReplicaFetch(kFollower, follower_->broker->FollowedPartitions(kLeader),
-                                   1 << 20, absl::ZeroDuration(),
-                                   [&](std::vector<ReplicaFetchData> d) {
-                                     data = std::move(d);
-                                     answered.Notify();
-                                   })
-                    .ok());
-    answered.WaitForNotification();
-    for (ReplicaFetchData& d : data) {
-      ASSERT_TRUE(d.status.ok()) << d.status;
-      absl::Notification applied;
-      absl::Status outcome;
-      ASSERT_TRUE(follower_->broker
-                      ->ApplyReplicaData(std::move(d), kEpoch,
-                                         [&](absl::Status s) {
-                                           outcome = s;
-                                           applied.Notify();
-                                         })
-                      .ok());
-      applied.WaitForNotification();
-      ASSERT_TRUE(outcome.ok()) << outcome;
-    }
-  }
+  void Pump() { replica_pair::Pump(*leader_, *follower_); }
 
   // A produce of one record with acks all, answered into `answer` (a refusal at once, too).
   struct Answer {
@@ -278,7 +175,8 @@ class ReplicaPowerLoss : public ::testing::TestWithParam<Durability> {
   time::FakeClock clock_;  // no timer fires: interval fsyncs never run on their own
   runtime::Runtime runtime_{&clock_};
   std::shared_ptr<PowerLossFileSystem> fs_ = std::make_shared<PowerLossFileSystem>();
-  std::shared_ptr<const ClusterView> view_ = View(GetParam());
+  std::shared_ptr<const ClusterView> view_ = View(TopicConfig{
+      .durability = GetParam(), .min_insync_replicas = 2});
   std::unique_ptr<Node> leader_, follower_;
 };
 

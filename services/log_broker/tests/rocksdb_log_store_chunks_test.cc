@@ -86,11 +86,14 @@ TEST(RocksDbLogStoreChunks, ReadsStartAndStopAnywhereInsideChunks) {
   EXPECT_EQ(Offsets(store.get(), 1, 7, 30, /*max_records=*/5), Span(7, 12));
   auto encoded = store->ReadEncoded(TopicId(1), 1, 13, 30, 3, 1 << 20);
   ASSERT_TRUE(encoded.ok()) << encoded.status();
-  auto decoded = store->DecodeRecords(1, encoded->bytes);
+  auto decoded = store->DecodeRecords(encoded->bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
-  ASSERT_EQ(decoded->size(), 3u);
-  EXPECT_EQ((*decoded)[0].offset, 13);
-  EXPECT_EQ((*decoded)[2].data.value, Records::Value(1, 15));
+  const std::vector<ReplicaRecord>& fetched = (*decoded)->records;
+  ASSERT_EQ(fetched.size(), 3u);
+  EXPECT_EQ(fetched[0].offset, 13);
+  codec::RecordView view;
+  ASSERT_TRUE(codec::DecodeRecordView(fetched[2].stored, &view).ok());
+  EXPECT_EQ(view.value, Records::Value(1, 15));
   auto extent = store->RecoverPartition(TopicId(1), 1);
   EXPECT_EQ(extent->first_offset, 0);
   EXPECT_EQ(extent->end_offset, 30);

@@ -88,6 +88,7 @@ TEST(RocksDbLogStore, EncodedRecordsCarryEveryFieldAndAreWrittenAsTheyAre) {
   data.value = std::string(100, 'v');
   data.headers = {{"h", "1"}};
   data.event_id = "e";
+  data.event_time = absl::FromUnixSeconds(1234);
   WriteSet writes = Entries(1, 1, 0, 10, data);
   writes.records[3].producer = ProducerTag{7, 1, 3, 2, 0};
   writes.records[7].offset = 9;  // a hole, as compaction leaves
@@ -98,28 +99,30 @@ TEST(RocksDbLogStore, EncodedRecordsCarryEveryFieldAndAreWrittenAsTheyAre) {
   auto encoded = leader->ReadEncoded(TopicId(1), 1, 0, 10, 100, 1 << 20);
   ASSERT_TRUE(encoded.ok()) << encoded.status();
   EXPECT_EQ(encoded->count, 8);
-  auto decoded = follower->DecodeRecords(1, encoded->bytes);
+  auto decoded = follower->DecodeRecords(encoded->bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   auto expected = *leader->Read(TopicId(1), 1, 0, 10, 100, 1 << 20);
-  ASSERT_EQ(decoded->size(), expected.size());
+  const std::vector<ReplicaRecord>& records = (*decoded)->records;
+  ASSERT_EQ(records.size(), expected.size());
+  RecordData wrong;
+  wrong.value = "not the leader's";
   WriteSet copy;
   for (size_t i = 0; i < expected.size(); ++i) {
-    const StoredRecord& d = (*decoded)[i];
+    const ReplicaRecord& d = records[i];
     const StoredRecord& e = expected[i];
     EXPECT_EQ(d.offset, e.offset);
-    EXPECT_EQ(d.partition, 1);
     EXPECT_EQ(d.append_time, e.append_time);
     EXPECT_EQ(d.leader_epoch, e.leader_epoch);
-    EXPECT_EQ(d.data.key, e.data.key);
-    EXPECT_EQ(d.data.value, e.data.value);
-    EXPECT_EQ(d.data.headers, e.data.headers);
-    EXPECT_EQ(d.data.event_id, e.data.event_id);
-    EXPECT_EQ(d.producer.has_value(), e.producer.has_value());
+    EXPECT_EQ(d.payload_bytes, static_cast<int64_t>(e.data.PayloadBytes()));
+    EXPECT_EQ(d.event_time, e.data.event_time);
+    EXPECT_EQ(d.event_id, e.data.event_id);
+    EXPECT_EQ(d.producer, e.producer);
     EXPECT_FALSE(d.stored.empty());
+    EXPECT_EQ(d.data, nullptr);
     // The follower writes the stored bytes; the fields it is also given are deliberately wrong,
     // so reading back what the leader stored shows they were not used.
     copy.records.push_back(
-        {TopicId(1), 1, d.offset, absl::UnixEpoch(), 99, &data, std::nullopt, d.stored});
+        {TopicId(1), 1, d.offset, absl::UnixEpoch(), 99, &wrong, std::nullopt, d.stored});
   }
   EXPECT_EQ(expected[3].producer->producer_id, 7);
   EXPECT_EQ(expected.back().offset, 9);
@@ -130,6 +133,7 @@ TEST(RocksDbLogStore, EncodedRecordsCarryEveryFieldAndAreWrittenAsTheyAre) {
     EXPECT_EQ(copied[i].append_time, expected[i].append_time);
     EXPECT_EQ(copied[i].leader_epoch, 2);
     EXPECT_EQ(copied[i].producer.has_value(), i == 3);
+    EXPECT_EQ(copied[i].data, expected[i].data);
   }
 
   // Limits as Read's, counting stored bytes; at least one record.
@@ -141,7 +145,7 @@ TEST(RocksDbLogStore, EncodedRecordsCarryEveryFieldAndAreWrittenAsTheyAre) {
             absl::StatusCode::kNotFound);
   // Bytes cut short are refused, not half-applied.
   const std::string cut = encoded->bytes.substr(0, encoded->bytes.size() - 5);
-  EXPECT_EQ(follower->DecodeRecords(1, cut).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(follower->DecodeRecords(cut).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(RocksDbLogStore, DeleteTopicRemovesRecordsAndIdsAreNotConfused) {
