@@ -91,7 +91,7 @@ absl::Status WorkQueue::Recover() {
       next_queue_id_ = std::max(next_queue_id_, meta.id.value() + 1);
       RequestSyncFor(meta.config);
       Observe(*q, now);
-      queues_.emplace(meta.name, std::move(q));
+      AddQueue(std::move(q));
     }
   }
   if (options_.scheduler_interval > absl::ZeroDuration()) {
@@ -207,10 +207,21 @@ absl::StatusOr<WorkQueue::Queue*> WorkQueue::FindForChange(const std::string& na
 }
 
 WorkQueue::Queue* WorkQueue::FindById(QueueId id) const {
-  for (const auto& [name, q] : queues_) {
-    if (q->meta.id == id) return q.get();
-  }
-  return nullptr;
+  auto it = queues_by_id_.find(id);
+  return it == queues_by_id_.end() ? nullptr : it->second;
+}
+
+void WorkQueue::AddQueue(std::unique_ptr<Queue> q) {
+  queues_by_id_[q->meta.id] = q.get();
+  const std::string name = q->meta.name;
+  queues_.emplace(name, std::move(q));
+}
+
+void WorkQueue::RemoveQueue(const std::string& name) {
+  auto it = queues_.find(name);
+  if (it == queues_.end()) return;
+  queues_by_id_.erase(it->second->meta.id);
+  queues_.erase(it);
 }
 
 void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done) {
@@ -268,7 +279,7 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
   write.queue_id = q->meta.id;
   write.create_queue = q->meta;
   QueueMeta meta = q->meta;
-  queues_.emplace(name, std::move(q));
+  AddQueue(std::move(q));
   RequestSyncFor(config);
   Commit(std::move(write), [done, meta](absl::Status s) {
     if (!s.ok()) return done(s);
@@ -285,7 +296,7 @@ void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
   write.drop_queue = true;
   for (auto& [id, waiter] : (*q)->waiters) scope_.After(absl::ZeroDuration(), std::move(waiter));
   observer_->OnQueueDeleted(name);
-  queues_.erase(name);
+  RemoveQueue(name);
   Commit(std::move(write), [done](absl::Status s) {
     if (!s.ok()) return done(s);
     done(true);

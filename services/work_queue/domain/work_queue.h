@@ -221,6 +221,9 @@ class WorkQueue {
 
   absl::StatusOr<Queue*> Find(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Queue* FindById(QueueId id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Adds `q` to queues_ and queues_by_id_, or takes the queue named `name` out of both.
+  void AddQueue(std::unique_ptr<Queue> q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveQueue(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rebuilds the indexes of `q` from the store: index entries and leases, not payloads.
   absl::Status RecoverJobs(Queue& q, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Find, for a change: UNAVAILABLE after a storage failure (memory must not move on from
@@ -311,6 +314,8 @@ class WorkQueue {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Queue>> queues_ ABSL_GUARDED_BY(mu_);
+  // The same queues by id: each write names its queue by id (Commit, twice per write).
+  absl::flat_hash_map<QueueId, Queue*> queues_by_id_ ABSL_GUARDED_BY(mu_);
   uint64_t next_queue_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -97,14 +97,22 @@ class FlakyQueueStore final : public QueueStore {
 
 template <typename T>
 absl::StatusOr<T> Wait(const std::function<void(Callback<T>)>& call) {
-  absl::Notification done;
-  absl::StatusOr<T> result = absl::UnknownError("no answer");
-  call([&](absl::StatusOr<T> r) {
-    result = std::move(r);
-    done.Notify();
+  // Shared with the callback: a call that answers after the wait gave up must not write to a
+  // returned frame.
+  struct Answer {
+    absl::Notification done;
+    absl::StatusOr<T> result = absl::UnknownError("no answer");
+  };
+  auto answer = std::make_shared<Answer>();
+  call([answer](absl::StatusOr<T> r) {
+    answer->result = std::move(r);
+    answer->done.Notify();
   });
-  done.WaitForNotification();
-  return result;
+  // Bounded, so that a call that never answers fails its test instead of hanging the suite.
+  if (!answer->done.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    return absl::DeadlineExceededError("the call did not answer within 30 s");
+  }
+  return std::move(answer->result);
 }
 
 // Waits (real time, bounded) for work the fake clock set off on the runtime's threads.
