@@ -13,6 +13,10 @@ namespace {
 constexpr int32_t kMaxLeaseJobs = 1000;
 constexpr absl::Duration kMaxLeaseWait = absl::Seconds(30);
 constexpr absl::Duration kMaxLease = absl::Hours(12);
+// Read-ahead (PlanReadAhead): after an AckBatch of this many jobs or more, of a queue whose last
+// Lease took as many; at most so many payload bytes kept.
+constexpr int32_t kReadAheadMinJobs = 16;
+constexpr int64_t kReadAheadMaxBytes = 4 << 20;
 
 }  // namespace
 
@@ -28,7 +32,57 @@ WorkQueue::TakenJobs WorkQueue::TakeReady(Queue& q, const LeaseArgs& args) {
     taken.entries.push_back(*std::move(next));
   }
   taken.read = PlanRead(q, std::move(ids));
+  // Records read ahead leave `ahead` for this lease; the rest are read from the store.
+  if (!q.ahead.records.empty()) {
+    std::vector<size_t> still;
+    for (size_t i : taken.read.from_store) {
+      auto node = q.ahead.records.extract(taken.read.ids[i]);
+      if (node) {
+        taken.read.records[i] = std::move(node.mapped());
+      } else {
+        still.push_back(i);
+      }
+    }
+    taken.read.from_store = std::move(still);
+  }
   return taken;
+}
+
+std::optional<WorkQueue::ReadAheadPlan> WorkQueue::PlanReadAhead(Queue& q) {
+  Queue::ReadAhead& ahead = q.ahead;
+  if (ahead.jobs == 0 || ahead.reading ||
+      static_cast<int32_t>(ahead.records.size()) >= ahead.jobs / 2) {
+    return std::nullopt;
+  }
+  ReadAheadPlan plan{q.meta.id, {}};
+  for (uint64_t id : q.index.tenants().PeekNext(static_cast<size_t>(ahead.jobs))) {
+    if (!q.pending.contains(id)) plan.ids.push_back(id);  // those are read from `pending`
+  }
+  if (plan.ids.empty()) return std::nullopt;
+  ahead.reading = true;
+  ahead.written.clear();
+  return plan;
+}
+
+void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
+  auto read = store_->ReadJobs(plan.queue_id, plan.ids);
+  absl::MutexLock lock(&mu_);
+  Queue* q = FindById(plan.queue_id);
+  if (q == nullptr) return;  // deleted meanwhile
+  Queue::ReadAhead& ahead = q->ahead;
+  ahead.reading = false;
+  ahead.records.clear();  // what the last read-ahead guessed and no lease took
+  int64_t bytes = 0;
+  for (size_t i = 0; read.ok() && i < plan.ids.size(); ++i) {
+    const uint64_t id = plan.ids[i];
+    std::optional<Job>& job = (*read)[i];
+    // Written since the read started: the store may have had the version before.
+    if (!job || ahead.written.contains(id) || q->pending.contains(id)) continue;
+    bytes += static_cast<int64_t>(job->payload.size());
+    if (bytes > kReadAheadMaxBytes) break;
+    ahead.records.emplace(id, *std::move(job));
+  }
+  ahead.written.clear();
 }
 
 absl::StatusOr<std::vector<Job>> WorkQueue::FinishLease(Queue* q, const LeaseArgs& args,
@@ -137,6 +191,7 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
     Queue* q = found.ok() && (*found)->meta.id == queue_id ? *found : nullptr;
     jobs = FinishLease(q, args, taken, std::move(jobs));
     if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
+    q->ahead.jobs = args.max_jobs >= kReadAheadMinJobs ? args.max_jobs : 0;
   }
   done(std::move(jobs));  // never reply under mu_
 }
@@ -215,29 +270,36 @@ void WorkQueue::AckBatch(const std::string& queue, const std::vector<AckEntry>& 
           absl::StrCat("job ", e.job_id, " appears twice in the ack batch")));
     }
   }
-  absl::MutexLock lock(&mu_);
-  auto q = FindForChange(queue);
-  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
-  const absl::Time now = Now();
-  QueueWrite write;
-  write.queue_id = (*q)->meta.id;
-  std::vector<absl::Status> results;
-  results.reserve(entries.size());
-  for (const AckEntry& e : entries) {
-    results.push_back(AckLocked(**q, e.job_id, e.lease_token, now, &write));
+  std::optional<ReadAheadPlan> read_ahead;
+  {
+    absl::MutexLock lock(&mu_);
+    auto q = FindForChange(queue);
+    if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+    const absl::Time now = Now();
+    QueueWrite write;
+    write.queue_id = (*q)->meta.id;
+    std::vector<absl::Status> results;
+    results.reserve(entries.size());
+    for (const AckEntry& e : entries) {
+      results.push_back(AckLocked(**q, e.job_id, e.lease_token, now, &write));
+    }
+    const int64_t acked = static_cast<int64_t>(write.deletes.size());
+    if (acked > 0) {
+      Count(**q, QueueEvent::kAcked, acked);
+      (*q)->acks.Add(now, acked);
+      Observe(**q, now);
+    }
+    // Replied after the log even when nothing was acked: a result that depends on state must
+    // not outrun that state.
+    Commit(std::move(write), [done, results = std::move(results)](absl::Status s) mutable {
+      if (!s.ok()) return done(s);
+      done(std::move(results));
+    });
+    if (acked >= kReadAheadMinJobs) read_ahead = PlanReadAhead(**q);
   }
-  const int64_t acked = static_cast<int64_t>(write.deletes.size());
-  if (acked > 0) {
-    Count(**q, QueueEvent::kAcked, acked);
-    (*q)->acks.Add(now, acked);
-    Observe(**q, now);
-  }
-  // Replied after the log even when nothing was acked: a result that depends on state must not
-  // outrun that state.
-  Commit(std::move(write), [done, results = std::move(results)](absl::Status s) mutable {
-    if (!s.ok()) return done(s);
-    done(std::move(results));
-  });
+  // On this thread, while the writer makes the ack durable and the worker waits for it: the
+  // records its next batch Lease will take.
+  if (read_ahead) ReadAhead(*read_ahead);
 }
 
 void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const LeaseToken& token,

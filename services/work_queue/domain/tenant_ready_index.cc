@@ -71,6 +71,23 @@ std::optional<std::pair<std::string, TenantReadyIndex::Entry>> TenantReadyIndex:
   return std::nullopt;
 }
 
+std::vector<uint64_t> TenantReadyIndex::PeekNext(size_t n) const {
+  std::vector<uint64_t> out;
+  if (ring_.empty() || n == 0) return out;
+  const size_t share = (n + ring_.size() - 1) / ring_.size();
+  for (const std::string& tenant : ring_) {
+    size_t taken = 0;
+    for (const auto& [priority, bucket] : ready_.at(tenant).by_priority) {
+      for (auto key = bucket.begin(); key != bucket.end() && taken < share; ++key, ++taken) {
+        out.push_back(key->second);
+      }
+      if (taken == share) break;
+    }
+    if (out.size() >= n) break;
+  }
+  return out;
+}
+
 std::optional<absl::Time> TenantReadyIndex::OldestReady() const {
   if (fronts_.empty()) return std::nullopt;
   return absl::FromUnixMicros(fronts_.begin()->first);

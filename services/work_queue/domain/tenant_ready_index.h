@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
@@ -48,6 +49,10 @@ class TenantReadyIndex {
   std::optional<std::pair<std::string, Entry>> TakeNext(const QueueConfig& config);
 
   int64_t size() const { return size_; }
+  // About `n` ids of ready jobs that TakeNext would give out soon, without taking them: each
+  // tenant's next jobs in its order (priority, then ready time), a like share per tenant in ring
+  // order. A guess for reading records ahead; in-flight limits and weights are not applied.
+  std::vector<uint64_t> PeekNext(size_t n) const;
   // The earliest ready time of a ready job; nullopt when there is none.
   std::optional<absl::Time> OldestReady() const;
   // Calls `fn` with the id of every ready job (linear: for checks).

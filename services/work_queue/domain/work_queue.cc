@@ -157,13 +157,15 @@ WorkQueue::PlannedRead WorkQueue::PlanRead(const Queue& q, std::vector<uint64_t>
 }
 
 absl::StatusOr<std::vector<Job>> WorkQueue::FinishRead(PlannedRead plan) const {
-  std::vector<uint64_t> stored_ids;
-  stored_ids.reserve(plan.from_store.size());
-  for (size_t i : plan.from_store) stored_ids.push_back(plan.ids[i]);
-  auto read = store_->ReadJobs(plan.queue_id, stored_ids);
-  if (!read.ok()) return read.status();
-  for (size_t k = 0; k < plan.from_store.size(); ++k) {
-    plan.records[plan.from_store[k]] = std::move((*read)[k]);
+  if (!plan.from_store.empty()) {
+    std::vector<uint64_t> stored_ids;
+    stored_ids.reserve(plan.from_store.size());
+    for (size_t i : plan.from_store) stored_ids.push_back(plan.ids[i]);
+    auto read = store_->ReadJobs(plan.queue_id, stored_ids);
+    if (!read.ok()) return read.status();
+    for (size_t k = 0; k < plan.from_store.size(); ++k) {
+      plan.records[plan.from_store[k]] = std::move((*read)[k]);
+    }
   }
   std::vector<Job> out;
   out.reserve(plan.ids.size());
@@ -245,6 +247,7 @@ void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done)
     q->pending[id] = Queue::Pending{seq, std::nullopt};
     ids.push_back(id);
   }
+  for (uint64_t id : ids) q->ahead.Written(id);
   log_.Submit(std::move(write), [this, queue_id = q->meta.id, seq, ids = std::move(ids),
                                  done = std::move(done)](absl::Status s) {
     if (s.ok()) {  // after a failure memory keeps what the store may not have

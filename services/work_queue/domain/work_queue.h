@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -217,6 +218,20 @@ class WorkQueue {
       std::optional<Job> job;
     };
     absl::flat_hash_map<uint64_t, Pending> pending;
+    // Records of ready jobs read ahead for the next batch Lease (StartReadAhead; the README's
+    // Threading section). Never older than the store or `pending`: a write of a job drops its
+    // record here and, while a read-ahead is in flight, marks it, and a marked record is not
+    // kept when the read lands.
+    struct ReadAhead {
+      absl::flat_hash_map<uint64_t, Job> records;
+      bool reading = false;                   // a read-ahead is in flight
+      absl::flat_hash_set<uint64_t> written;  // jobs written since it started
+      int32_t jobs = 0;  // as many as the last Lease took, if that was a batch (else 0: none)
+      void Written(uint64_t id) {
+        records.erase(id);
+        if (reading) written.insert(id);
+      }
+    } ahead;
   };
 
   absl::StatusOr<Queue*> Find(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -280,6 +295,16 @@ class WorkQueue {
     PlannedRead read;
   };
   TakenJobs TakeReady(Queue& q, const LeaseArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Read-ahead (the README's Threading section): after an AckBatch of `q`, whose last Lease
+  // took a batch, the next ready jobs to read ahead (marking a read-ahead in flight); none when
+  // one is in flight or enough are read ahead. ReadAhead, without mu_, reads them into q.ahead
+  // (replacing what was read ahead before and not taken).
+  struct ReadAheadPlan {
+    QueueId queue_id;
+    std::vector<uint64_t> ids;
+  };
+  std::optional<ReadAheadPlan> PlanReadAhead(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadAhead(const ReadAheadPlan& plan) ABSL_LOCKS_EXCLUDED(mu_);
   // Leases the taken jobs whose records were read (`jobs`) and queues the lease's write; on a
   // read failure or a failed log returns them to READY and answers the error. Null `q`: the
   // queue was deleted meanwhile (NOT_FOUND).

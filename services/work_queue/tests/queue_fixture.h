@@ -24,7 +24,7 @@ namespace conduit::work_queue {
 
 // Passes everything to a real store, except that writes fail UNAVAILABLE while `fail` is set
 // and that HoldNextRead() makes the next ReadJobs wait for ReleaseReads(); counts fsynced
-// writes and completed WAL fsyncs.
+// writes, completed WAL fsyncs and the records read.
 class FlakyQueueStore final : public QueueStore {
  public:
   explicit FlakyQueueStore(QueueStore* real) : real_(real) {}
@@ -39,24 +39,36 @@ class FlakyQueueStore final : public QueueStore {
   }
   absl::StatusOr<std::vector<std::optional<Job>>> ReadJobs(
       QueueId q, const std::vector<uint64_t>& ids) override {
+    ids_read_.fetch_add(static_cast<int64_t>(ids.size()));
+    absl::StatusOr<std::vector<std::optional<Job>>> read;
+    bool held = false, after = false;
     {
       absl::MutexLock lock(&gate_mu_);
-      if (hold_next_read_) {
-        hold_next_read_ = false;
-        ++reads_held_;
-        gate_mu_.Await(absl::Condition(&reads_released_));
-        if (fail_held_read_) return absl::UnavailableError("injected read failure");
-      }
+      held = hold_next_read_;
+      after = hold_after_read_;
+      hold_next_read_ = false;
     }
+    if (held && after) read = real_->ReadJobs(q, ids);
+    if (held) {
+      absl::MutexLock lock(&gate_mu_);
+      ++reads_held_;
+      gate_mu_.Await(absl::Condition(&reads_released_));
+      if (fail_held_read_) return absl::UnavailableError("injected read failure");
+    }
+    if (held && after) return read;
     return real_->ReadJobs(q, ids);
   }
   // The next ReadJobs waits for ReleaseReads(), then reads, or fails UNAVAILABLE if `then_fail`.
-  void HoldNextRead(bool then_fail = false) {
+  // With `after_read`, it reads first and then waits (answering what it read before the wait).
+  void HoldNextRead(bool then_fail = false, bool after_read = false) {
     absl::MutexLock lock(&gate_mu_);
     hold_next_read_ = true;
     fail_held_read_ = then_fail;
+    hold_after_read_ = after_read;
     reads_released_ = false;
   }
+  // Job records asked of ReadJobs so far.
+  int64_t ids_read() const { return ids_read_.load(); }
   // Waits (real time, bounded) until a read is held; false when none came.
   bool AwaitHeldRead() {
     absl::MutexLock lock(&gate_mu_);
@@ -91,6 +103,8 @@ class FlakyQueueStore final : public QueueStore {
   absl::Mutex gate_mu_;
   bool hold_next_read_ ABSL_GUARDED_BY(gate_mu_) = false;
   bool fail_held_read_ ABSL_GUARDED_BY(gate_mu_) = false;
+  bool hold_after_read_ ABSL_GUARDED_BY(gate_mu_) = false;
+  std::atomic<int64_t> ids_read_{0};
   bool reads_released_ ABSL_GUARDED_BY(gate_mu_) = true;
   int reads_held_ ABSL_GUARDED_BY(gate_mu_) = 0;
 };

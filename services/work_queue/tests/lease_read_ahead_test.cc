@@ -1,0 +1,132 @@
+// Read-ahead for batch leases: an AckBatch of a queue whose last Lease took a batch reads the
+// next ready jobs' records while its write is made, and the next Lease takes them from memory
+// instead of the store. A record read ahead is never older than the job: one written while the
+// read-ahead was in flight is read again. A queue deleted meanwhile keeps nothing, and a lease of
+// a job or a few reads none ahead.
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "services/work_queue/tests/queue_fixture.h"
+
+namespace conduit::work_queue {
+namespace {
+
+class LeaseReadAheadTest : public WorkQueueTest {
+ protected:
+  // Enqueues `n` jobs with payloads p0, p1, ...
+  void Fill(int n) {
+    std::vector<NewJob> jobs;
+    for (int i = 0; i < n; ++i) jobs.push_back(JobFor("p" + std::to_string(i)));
+    ASSERT_TRUE(Enqueue("q", std::move(jobs)).ok());
+  }
+  absl::Status AckBatch(const std::vector<Job>& jobs) {
+    std::vector<AckEntry> entries;
+    for (const Job& job : jobs) entries.push_back({job.id, job.lease_token});
+    auto results = Wait<std::vector<absl::Status>>(
+        [&](auto cb) { queue_->AckBatch("q", entries, cb); });
+    if (!results.ok()) return results.status();
+    for (const absl::Status& s : *results) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<NackResult> NackNow(const Job& job, std::string reason) {
+    NackArgs args{std::move(reason), FailureClass::kTransient, absl::ZeroDuration()};
+    return Wait<NackResult>([&](auto cb) { queue_->Nack("q", job.id, job.lease_token, args, cb); });
+  }
+};
+
+TEST_F(LeaseReadAheadTest, TheNextBatchLeaseTakesItsRecordsFromTheReadAheadNotTheStore) {
+  Create("q");
+  Fill(300);
+  auto first = Lease("q", 100);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 100u);
+  ASSERT_TRUE(AckBatch(*first).ok());  // reads the next 100 ahead before it returns
+
+  const int64_t read_before = flaky_->ids_read();
+  auto second = Lease("q", 100);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->size(), 100u);
+  EXPECT_EQ(flaky_->ids_read(), read_before) << "the lease read records from the store";
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ((*second)[i].payload, "p" + std::to_string(100 + i));
+    EXPECT_EQ((*second)[i].attempts.size(), 1u);
+  }
+  ASSERT_TRUE(AckBatch(*second).ok());
+  EXPECT_EQ(Stats().ready, 100);
+  EXPECT_EQ(Stats().leased, 0);
+}
+
+TEST_F(LeaseReadAheadTest, AJobWrittenWhileItsRecordWasReadAheadIsReadAgain) {
+  Create("q");
+  Fill(300);
+  auto first = Lease("q", 100);
+  ASSERT_TRUE(first.ok() && first->size() == 100u);
+
+  // The AckBatch's read-ahead reads jobs 100..199 as they are now, then waits.
+  flaky_->HoldNextRead(/*then_fail=*/false, /*after_read=*/true);
+  absl::Status acked;
+  std::thread acker([&] { acked = AckBatch(*first); });
+  ASSERT_TRUE(flaky_->AwaitHeldRead()) << "the ack read nothing ahead";
+
+  // Meanwhile the first of those jobs is leased alone and nacked: its record now has a failure.
+  auto alone = Lease("q", 1);
+  ASSERT_TRUE(alone.ok() && alone->size() == 1u);
+  const uint64_t id = alone->front().id;
+  EXPECT_EQ(alone->front().payload, "p100");
+  ASSERT_TRUE(NackNow(alone->front(), "boom").ok());
+
+  flaky_->ReleaseReads();
+  acker.join();
+  ASSERT_TRUE(acked.ok()) << acked;
+
+  auto next = Lease("q", 100);
+  ASSERT_TRUE(next.ok()) << next.status();
+  bool found = false;
+  for (const Job& job : *next) {
+    if (job.id != id) continue;
+    found = true;
+    EXPECT_EQ(job.failures, 1) << "the record read ahead before the nack was served";
+    ASSERT_EQ(job.attempts.size(), 2u);
+    EXPECT_EQ(job.attempts.front().reason, "boom");
+  }
+  EXPECT_TRUE(found) << "job " << id << " was not leased again";
+}
+
+TEST_F(LeaseReadAheadTest, AQueueDeletedDuringAReadAheadLeavesTheNewQueueOfItsNameAlone) {
+  Create("q");
+  Fill(200);
+  auto first = Lease("q", 50);
+  ASSERT_TRUE(first.ok() && first->size() == 50u);
+  flaky_->HoldNextRead(/*then_fail=*/false, /*after_read=*/true);
+  absl::Status acked;
+  std::thread acker([&] { acked = AckBatch(*first); });
+  ASSERT_TRUE(flaky_->AwaitHeldRead());
+  ASSERT_TRUE(Wait<bool>([&](auto cb) { queue_->DeleteQueue("q", cb); }).ok());
+  Create("q");  // the same name: a new queue
+  flaky_->ReleaseReads();
+  acker.join();
+  EXPECT_TRUE(acked.ok()) << acked;
+
+  Fill(3);
+  auto fresh = Lease("q", 20);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_EQ(fresh->size(), 3u) << "only the new queue's jobs";
+  EXPECT_EQ(fresh->front().payload, "p0");
+}
+
+TEST_F(LeaseReadAheadTest, ALeaseOfFewJobsReadsNoneAhead) {
+  Create("q");
+  Fill(50);
+  auto few = Lease("q", 4);
+  ASSERT_TRUE(few.ok() && few->size() == 4u);
+  const int64_t read_before = flaky_->ids_read();
+  ASSERT_TRUE(AckBatch(*few).ok());
+  EXPECT_EQ(flaky_->ids_read(), read_before) << "read ahead after a lease of 4 jobs";
+}
+
+}  // namespace
+}  // namespace conduit::work_queue
