@@ -21,6 +21,15 @@ class LeaseReadAheadTest : public WorkQueueTest {
     for (int i = 0; i < n; ++i) jobs.push_back(JobFor("p" + std::to_string(i)));
     ASSERT_TRUE(Enqueue("q", std::move(jobs)).ok());
   }
+  // Creates queue "q" with `fill` jobs and leases the first `lease` of them.
+  std::vector<Job> LeaseFirst(int fill, int lease) {
+    Create("q");
+    Fill(fill);
+    auto first = Lease("q", lease);
+    EXPECT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first.ok() ? first->size() : 0u, static_cast<size_t>(lease));
+    return first.ok() ? *std::move(first) : std::vector<Job>{};
+  }
   absl::Status AckBatch(const std::vector<Job>& jobs) {
     std::vector<AckEntry> entries;
     for (const Job& job : jobs) entries.push_back({job.id, job.lease_token});
@@ -32,19 +41,30 @@ class LeaseReadAheadTest : public WorkQueueTest {
     }
     return absl::OkStatus();
   }
+  // Acks `jobs` on its own thread; returns once the ack's read-ahead has read the store and is
+  // held there. FinishHeldAck lets it go on and returns the ack's outcome.
+  void StartHeldAck(std::vector<Job> jobs) {
+    flaky_->HoldNextRead(/*then_fail=*/false, /*after_read=*/true);
+    acker_ = std::thread([this, jobs = std::move(jobs)] { acked_ = AckBatch(jobs); });
+    ASSERT_TRUE(flaky_->AwaitHeldRead()) << "the ack read nothing ahead";
+  }
+  absl::Status FinishHeldAck() {
+    flaky_->ReleaseReads();
+    acker_.join();
+    return acked_;
+  }
   absl::StatusOr<NackResult> NackNow(const Job& job, std::string reason) {
     NackArgs args{std::move(reason), FailureClass::kTransient, absl::ZeroDuration()};
     return Wait<NackResult>([&](auto cb) { queue_->Nack("q", job.id, job.lease_token, args, cb); });
   }
+
+  std::thread acker_;
+  absl::Status acked_;
 };
 
 TEST_F(LeaseReadAheadTest, TheNextBatchLeaseTakesItsRecordsFromTheReadAheadNotTheStore) {
-  Create("q");
-  Fill(300);
-  auto first = Lease("q", 100);
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_EQ(first->size(), 100u);
-  ASSERT_TRUE(AckBatch(*first).ok());  // reads the next 100 ahead before it returns
+  const std::vector<Job> first = LeaseFirst(300, 100);
+  ASSERT_TRUE(AckBatch(first).ok());  // reads the next 100 ahead before it returns
 
   const int64_t read_before = flaky_->ids_read();
   auto second = Lease("q", 100);
@@ -61,16 +81,9 @@ TEST_F(LeaseReadAheadTest, TheNextBatchLeaseTakesItsRecordsFromTheReadAheadNotTh
 }
 
 TEST_F(LeaseReadAheadTest, AJobWrittenWhileItsRecordWasReadAheadIsReadAgain) {
-  Create("q");
-  Fill(300);
-  auto first = Lease("q", 100);
-  ASSERT_TRUE(first.ok() && first->size() == 100u);
-
+  const std::vector<Job> first = LeaseFirst(300, 100);
   // The AckBatch's read-ahead reads jobs 100..199 as they are now, then waits.
-  flaky_->HoldNextRead(/*then_fail=*/false, /*after_read=*/true);
-  absl::Status acked;
-  std::thread acker([&] { acked = AckBatch(*first); });
-  ASSERT_TRUE(flaky_->AwaitHeldRead()) << "the ack read nothing ahead";
+  StartHeldAck(first);
 
   // Meanwhile the first of those jobs is leased alone and nacked: its record now has a failure.
   auto alone = Lease("q", 1);
@@ -79,9 +92,7 @@ TEST_F(LeaseReadAheadTest, AJobWrittenWhileItsRecordWasReadAheadIsReadAgain) {
   EXPECT_EQ(alone->front().payload, "p100");
   ASSERT_TRUE(NackNow(alone->front(), "boom").ok());
 
-  flaky_->ReleaseReads();
-  acker.join();
-  ASSERT_TRUE(acked.ok()) << acked;
+  ASSERT_TRUE(FinishHeldAck().ok());
 
   auto next = Lease("q", 100);
   ASSERT_TRUE(next.ok()) << next.status();
@@ -97,19 +108,10 @@ TEST_F(LeaseReadAheadTest, AJobWrittenWhileItsRecordWasReadAheadIsReadAgain) {
 }
 
 TEST_F(LeaseReadAheadTest, AQueueDeletedDuringAReadAheadLeavesTheNewQueueOfItsNameAlone) {
-  Create("q");
-  Fill(200);
-  auto first = Lease("q", 50);
-  ASSERT_TRUE(first.ok() && first->size() == 50u);
-  flaky_->HoldNextRead(/*then_fail=*/false, /*after_read=*/true);
-  absl::Status acked;
-  std::thread acker([&] { acked = AckBatch(*first); });
-  ASSERT_TRUE(flaky_->AwaitHeldRead());
+  StartHeldAck(LeaseFirst(200, 50));
   ASSERT_TRUE(Wait<bool>([&](auto cb) { queue_->DeleteQueue("q", cb); }).ok());
   Create("q");  // the same name: a new queue
-  flaky_->ReleaseReads();
-  acker.join();
-  EXPECT_TRUE(acked.ok()) << acked;
+  EXPECT_TRUE(FinishHeldAck().ok());
 
   Fill(3);
   auto fresh = Lease("q", 20);
