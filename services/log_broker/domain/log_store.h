@@ -36,9 +36,11 @@ struct AppendEntry {
   int64_t offset = 0;
   absl::Time append_time;
   int32_t leader_epoch = 0;
-  const RecordData* data = nullptr;  // not owned; valid for the duration of Write
+  // Not owned; valid for the duration of Write. Null for a replicated record that comes as
+  // `stored`.
+  const RecordData* data = nullptr;
   std::optional<ProducerTag> producer;
-  // A replicated record as the leader's store encoded it (StoredRecord::stored), written as it
+  // A replicated record as the leader's store encoded it (ReplicaRecord::stored), written as it
   // is; empty: the store encodes the fields above. Not owned; valid for the duration of Write.
   std::string_view stored;
 };

@@ -113,6 +113,8 @@ class FakeLogStore final : public LogStore {
     }
     for (const auto& d : w.record_deletes) records_.erase({d.topic_id, d.partition, d.offset});
     for (const auto& e : w.records) {
+      // This store has no encoded form (no ReadEncoded), so replicas come decoded, with data.
+      if (e.data == nullptr) return absl::InternalError("a record without its data");
       records_[{e.topic_id, e.partition, e.offset}] =
           StoredRecord{e.partition, e.offset, e.append_time, e.leader_epoch, *e.data, e.producer};
     }

@@ -50,37 +50,51 @@ WorkQueue::TakenJobs WorkQueue::TakeReady(Queue& q, const LeaseArgs& args) {
 
 std::optional<WorkQueue::ReadAheadPlan> WorkQueue::PlanReadAhead(Queue& q) {
   Queue::ReadAhead& ahead = q.ahead;
-  if (ahead.jobs == 0 || ahead.reading ||
-      static_cast<int32_t>(ahead.records.size()) >= ahead.jobs / 2) {
-    return std::nullopt;
-  }
+  if (ahead.jobs == 0 || ahead.reading) return std::nullopt;
   ReadAheadPlan plan{q.meta.id, {}};
   for (uint64_t id : q.index.tenants().PeekNext(static_cast<size_t>(ahead.jobs))) {
-    if (!q.pending.contains(id)) plan.ids.push_back(id);  // those are read from `pending`
+    // Those in `pending` are read from there, those in `ahead` are read already.
+    if (!q.pending.contains(id) && !ahead.records.contains(id)) plan.ids.push_back(id);
   }
-  if (plan.ids.empty()) return std::nullopt;
+  if (static_cast<int32_t>(plan.ids.size()) <= ahead.jobs / 2) return std::nullopt;
   ahead.reading = true;
   ahead.written.clear();
   return plan;
 }
 
 void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
-  auto read = store_->ReadJobs(plan.queue_id, plan.ids);
+  // In slices, so that large payloads stop the read at the byte cap, not after it.
+  constexpr size_t kSlice = 128;
+  std::vector<std::pair<uint64_t, Job>> read;
+  int64_t bytes = 0;
+  for (size_t at = 0; at < plan.ids.size() && bytes <= kReadAheadMaxBytes; at += kSlice) {
+    const std::vector<uint64_t> ids(plan.ids.begin() + at,
+                                    plan.ids.begin() + std::min(plan.ids.size(), at + kSlice));
+    auto slice = store_->ReadJobs(plan.queue_id, ids);
+    if (!slice.ok()) break;  // the Lease reads them itself, and meets the error there
+    for (size_t i = 0; i < ids.size() && bytes <= kReadAheadMaxBytes; ++i) {
+      std::optional<Job>& job = (*slice)[i];
+      if (!job) continue;
+      bytes += static_cast<int64_t>(job->payload.size());
+      if (bytes <= kReadAheadMaxBytes) read.emplace_back(ids[i], *std::move(job));
+    }
+  }
   absl::MutexLock lock(&mu_);
   Queue* q = FindById(plan.queue_id);
   if (q == nullptr) return;  // deleted meanwhile
   Queue::ReadAhead& ahead = q->ahead;
   ahead.reading = false;
-  ahead.records.clear();  // what the last read-ahead guessed and no lease took
-  int64_t bytes = 0;
-  for (size_t i = 0; read.ok() && i < plan.ids.size(); ++i) {
-    const uint64_t id = plan.ids[i];
-    std::optional<Job>& job = (*read)[i];
-    // Written since the read started: the store may have had the version before.
-    if (!job || ahead.written.contains(id) || q->pending.contains(id)) continue;
-    bytes += static_cast<int64_t>(job->payload.size());
-    if (bytes > kReadAheadMaxBytes) break;
-    ahead.records.emplace(id, *std::move(job));
+  // Guesses no lease took (other tenants went first, say) make room.
+  if (ahead.records.size() + read.size() > 2 * static_cast<size_t>(std::max(ahead.jobs, 1))) {
+    ahead.records.clear();
+  }
+  for (auto& [id, job] : read) {
+    // Written since the read started (the store may have had the version before), or leased
+    // meanwhile by a Lease that read it itself.
+    if (ahead.written.contains(id) || q->pending.contains(id) || q->index.FindLeased(id)) {
+      continue;
+    }
+    ahead.records.emplace(id, std::move(job));
   }
   ahead.written.clear();
 }

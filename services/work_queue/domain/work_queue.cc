@@ -214,9 +214,9 @@ WorkQueue::Queue* WorkQueue::FindById(QueueId id) const {
 }
 
 void WorkQueue::AddQueue(std::unique_ptr<Queue> q) {
-  queues_by_id_[q->meta.id] = q.get();
+  Queue* added = q.get();
   const std::string name = q->meta.name;
-  queues_.emplace(name, std::move(q));
+  if (queues_.try_emplace(name, std::move(q)).second) queues_by_id_[added->meta.id] = added;
 }
 
 void WorkQueue::RemoveQueue(const std::string& name) {

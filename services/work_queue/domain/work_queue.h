@@ -218,7 +218,7 @@ class WorkQueue {
       std::optional<Job> job;
     };
     absl::flat_hash_map<uint64_t, Pending> pending;
-    // Records of ready jobs read ahead for the next batch Lease (StartReadAhead; the README's
+    // Records of jobs read ahead for the next batch Lease (PlanReadAhead; the README's
     // Threading section). Never older than the store or `pending`: a write of a job drops its
     // record here and, while a read-ahead is in flight, marks it, and a marked record is not
     // kept when the read lands.
@@ -226,7 +226,7 @@ class WorkQueue {
       absl::flat_hash_map<uint64_t, Job> records;
       bool reading = false;                   // a read-ahead is in flight
       absl::flat_hash_set<uint64_t> written;  // jobs written since it started
-      int32_t jobs = 0;  // as many as the last Lease took, if that was a batch (else 0: none)
+      int32_t jobs = 0;  // as many as the last Lease asked for, if a batch (else 0: none)
       void Written(uint64_t id) {
         records.erase(id);
         if (reading) written.insert(id);
@@ -296,9 +296,9 @@ class WorkQueue {
   };
   TakenJobs TakeReady(Queue& q, const LeaseArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Read-ahead (the README's Threading section): after an AckBatch of `q`, whose last Lease
-  // took a batch, the next ready jobs to read ahead (marking a read-ahead in flight); none when
-  // one is in flight or enough are read ahead. ReadAhead, without mu_, reads them into q.ahead
-  // (replacing what was read ahead before and not taken).
+  // asked for a batch, the next ready jobs to read ahead that are not read ahead yet (marking a
+  // read-ahead in flight); none when one is in flight or most are read ahead. ReadAhead, without
+  // mu_, reads them in slices into q.ahead, stopping at kReadAheadMaxBytes of payload.
   struct ReadAheadPlan {
     QueueId queue_id;
     std::vector<uint64_t> ids;
