@@ -38,6 +38,7 @@ WorkQueue::TakenJobs WorkQueue::TakeReady(Queue& q, const LeaseArgs& args) {
     for (size_t i : taken.read.from_store) {
       auto node = q.ahead.records.extract(taken.read.ids[i]);
       if (node) {
+        q.ahead.bytes -= static_cast<int64_t>(node.mapped().payload.size());
         taken.read.records[i] = std::move(node.mapped());
       } else {
         still.push_back(i);
@@ -66,17 +67,21 @@ void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
   // In slices, so that large payloads stop the read at the byte cap, not after it.
   constexpr size_t kSlice = 128;
   std::vector<std::pair<uint64_t, Job>> read;
-  int64_t bytes = 0;
-  for (size_t at = 0; at < plan.ids.size() && bytes <= kReadAheadMaxBytes; at += kSlice) {
+  int64_t bytes = 0;  // of the payloads in `read`
+  bool full = false;
+  for (size_t at = 0; at < plan.ids.size() && !full; at += kSlice) {
     const std::vector<uint64_t> ids(plan.ids.begin() + at,
                                     plan.ids.begin() + std::min(plan.ids.size(), at + kSlice));
     auto slice = store_->ReadJobs(plan.queue_id, ids);
     if (!slice.ok()) break;  // the Lease reads them itself, and meets the error there
-    for (size_t i = 0; i < ids.size() && bytes <= kReadAheadMaxBytes; ++i) {
+    for (size_t i = 0; i < ids.size() && !full; ++i) {
       std::optional<Job>& job = (*slice)[i];
       if (!job) continue;
-      bytes += static_cast<int64_t>(job->payload.size());
-      if (bytes <= kReadAheadMaxBytes) read.emplace_back(ids[i], *std::move(job));
+      const auto size = static_cast<int64_t>(job->payload.size());
+      full = bytes + size > kReadAheadMaxBytes;
+      if (full) break;
+      bytes += size;
+      read.emplace_back(ids[i], *std::move(job));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -84,9 +89,12 @@ void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
   if (q == nullptr) return;  // deleted meanwhile
   Queue::ReadAhead& ahead = q->ahead;
   ahead.reading = false;
-  // Guesses no lease took (other tenants went first, say) make room.
-  if (ahead.records.size() + read.size() > 2 * static_cast<size_t>(std::max(ahead.jobs, 1))) {
+  // Guesses no lease took (other tenants went first, say) make room: at most two batches and
+  // the byte cap in all.
+  if (ahead.records.size() + read.size() > 2 * static_cast<size_t>(std::max(ahead.jobs, 1)) ||
+      ahead.bytes + bytes > kReadAheadMaxBytes) {
     ahead.records.clear();
+    ahead.bytes = 0;
   }
   for (auto& [id, job] : read) {
     // Written since the read started (the store may have had the version before), or leased
@@ -94,6 +102,7 @@ void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
     if (ahead.written.contains(id) || q->pending.contains(id) || q->index.FindLeased(id)) {
       continue;
     }
+    ahead.bytes += static_cast<int64_t>(job.payload.size());
     ahead.records.emplace(id, std::move(job));
   }
   ahead.written.clear();

@@ -224,11 +224,14 @@ class WorkQueue {
     // kept when the read lands.
     struct ReadAhead {
       absl::flat_hash_map<uint64_t, Job> records;
+      int64_t bytes = 0;                      // their payloads
       bool reading = false;                   // a read-ahead is in flight
       absl::flat_hash_set<uint64_t> written;  // jobs written since it started
       int32_t jobs = 0;  // as many as the last Lease asked for, if a batch (else 0: none)
       void Written(uint64_t id) {
-        records.erase(id);
+        if (auto node = records.extract(id)) {
+          bytes -= static_cast<int64_t>(node.mapped().payload.size());
+        }
         if (reading) written.insert(id);
       }
     } ahead;
