@@ -13,10 +13,6 @@ namespace {
 constexpr int32_t kMaxLeaseJobs = 1000;
 constexpr absl::Duration kMaxLeaseWait = absl::Seconds(30);
 constexpr absl::Duration kMaxLease = absl::Hours(12);
-// Read-ahead (PlanReadAhead): after an AckBatch of this many jobs or more, of a queue whose last
-// Lease took as many; at most so many payload bytes kept.
-constexpr int32_t kReadAheadMinJobs = 16;
-constexpr int64_t kReadAheadMaxBytes = 4 << 20;
 
 }  // namespace
 
@@ -32,80 +28,8 @@ WorkQueue::TakenJobs WorkQueue::TakeReady(Queue& q, const LeaseArgs& args) {
     taken.entries.push_back(*std::move(next));
   }
   taken.read = PlanRead(q, std::move(ids));
-  // Records read ahead leave `ahead` for this lease; the rest are read from the store.
-  if (!q.ahead.records.empty()) {
-    std::vector<size_t> still;
-    for (size_t i : taken.read.from_store) {
-      auto node = q.ahead.records.extract(taken.read.ids[i]);
-      if (node) {
-        q.ahead.bytes -= static_cast<int64_t>(node.mapped().payload.size());
-        taken.read.records[i] = std::move(node.mapped());
-      } else {
-        still.push_back(i);
-      }
-    }
-    taken.read.from_store = std::move(still);
-  }
+  TakeReadAhead(q, &taken.read);
   return taken;
-}
-
-std::optional<WorkQueue::ReadAheadPlan> WorkQueue::PlanReadAhead(Queue& q) {
-  Queue::ReadAhead& ahead = q.ahead;
-  if (ahead.jobs == 0 || ahead.reading) return std::nullopt;
-  ReadAheadPlan plan{q.meta.id, {}};
-  for (uint64_t id : q.index.tenants().PeekNext(static_cast<size_t>(ahead.jobs))) {
-    // Those in `pending` are read from there, those in `ahead` are read already.
-    if (!q.pending.contains(id) && !ahead.records.contains(id)) plan.ids.push_back(id);
-  }
-  if (static_cast<int32_t>(plan.ids.size()) <= ahead.jobs / 2) return std::nullopt;
-  ahead.reading = true;
-  ahead.written.clear();
-  return plan;
-}
-
-void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
-  // In slices, so that large payloads stop the read at the byte cap, not after it.
-  constexpr size_t kSlice = 128;
-  std::vector<std::pair<uint64_t, Job>> read;
-  int64_t bytes = 0;  // of the payloads in `read`
-  bool full = false;
-  for (size_t at = 0; at < plan.ids.size() && !full; at += kSlice) {
-    const std::vector<uint64_t> ids(plan.ids.begin() + at,
-                                    plan.ids.begin() + std::min(plan.ids.size(), at + kSlice));
-    auto slice = store_->ReadJobs(plan.queue_id, ids);
-    if (!slice.ok()) break;  // the Lease reads them itself, and meets the error there
-    for (size_t i = 0; i < ids.size() && !full; ++i) {
-      std::optional<Job>& job = (*slice)[i];
-      if (!job) continue;
-      const auto size = static_cast<int64_t>(job->payload.size());
-      full = bytes + size > kReadAheadMaxBytes;
-      if (full) break;
-      bytes += size;
-      read.emplace_back(ids[i], *std::move(job));
-    }
-  }
-  absl::MutexLock lock(&mu_);
-  Queue* q = FindById(plan.queue_id);
-  if (q == nullptr) return;  // deleted meanwhile
-  Queue::ReadAhead& ahead = q->ahead;
-  ahead.reading = false;
-  // Guesses no lease took (other tenants went first, say) make room: at most two batches and
-  // the byte cap in all.
-  if (ahead.records.size() + read.size() > 2 * static_cast<size_t>(std::max(ahead.jobs, 1)) ||
-      ahead.bytes + bytes > kReadAheadMaxBytes) {
-    ahead.records.clear();
-    ahead.bytes = 0;
-  }
-  for (auto& [id, job] : read) {
-    // Written since the read started (the store may have had the version before), or leased
-    // meanwhile by a Lease that read it itself.
-    if (ahead.written.contains(id) || q->pending.contains(id) || q->index.FindLeased(id)) {
-      continue;
-    }
-    ahead.bytes += static_cast<int64_t>(job.payload.size());
-    ahead.records.emplace(id, std::move(job));
-  }
-  ahead.written.clear();
 }
 
 absl::StatusOr<std::vector<Job>> WorkQueue::FinishLease(Queue* q, const LeaseArgs& args,

@@ -136,67 +136,6 @@ absl::Status WorkQueue::RecoverJobs(Queue& q, absl::Time now) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Job>> WorkQueue::ReadJobs(const Queue& q,
-                                                     const std::vector<uint64_t>& ids) const {
-  return FinishRead(PlanRead(q, ids));
-}
-
-WorkQueue::PlannedRead WorkQueue::PlanRead(const Queue& q, std::vector<uint64_t> ids) const {
-  // The latest version of a record whose write is still in the commit log is in `pending` (empty
-  // for a delete); the store has every other one.
-  PlannedRead plan{q.meta.id, q.meta.name, std::move(ids), {}, {}};
-  plan.records.resize(plan.ids.size());
-  for (size_t i = 0; i < plan.ids.size(); ++i) {
-    if (auto pending = q.pending.find(plan.ids[i]); pending != q.pending.end()) {
-      plan.records[i] = pending->second.job;  // its write is still queued: copied, not taken
-    } else {
-      plan.from_store.push_back(i);
-    }
-  }
-  return plan;
-}
-
-absl::StatusOr<std::vector<Job>> WorkQueue::FinishRead(PlannedRead plan) const {
-  if (!plan.from_store.empty()) {
-    std::vector<uint64_t> stored_ids;
-    stored_ids.reserve(plan.from_store.size());
-    for (size_t i : plan.from_store) stored_ids.push_back(plan.ids[i]);
-    auto read = store_->ReadJobs(plan.queue_id, stored_ids);
-    if (!read.ok()) return read.status();
-    for (size_t k = 0; k < plan.from_store.size(); ++k) {
-      plan.records[plan.from_store[k]] = std::move((*read)[k]);
-    }
-  }
-  std::vector<Job> out;
-  out.reserve(plan.ids.size());
-  for (size_t i = 0; i < plan.ids.size(); ++i) {
-    if (!plan.records[i]) {
-      return absl::InternalError(absl::StrCat("job ", plan.ids[i], " of queue '", plan.queue_name,
-                                              "' is indexed but its record is missing"));
-    }
-    out.push_back(*std::move(plan.records[i]));
-  }
-  return out;
-}
-
-JobReader WorkQueue::ReaderOf(const Queue& q) const {
-  // Called by the lane within the caller's critical section only.
-  return [this, &q](uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<Job> {
-    auto jobs = ReadJobs(q, {id});
-    if (!jobs.ok()) return jobs.status();
-    return std::move(jobs->front());
-  };
-}
-
-bool WorkQueue::Exists(const Queue& q, uint64_t id) const {
-  if (auto pending = q.pending.find(id); pending != q.pending.end()) {
-    return pending->second.job.has_value();
-  }
-  if (q.index.dead().Contains(id)) return true;
-  auto read = store_->ReadJobs(q.meta.id, {id});
-  return read.ok() && read->front().has_value();
-}
-
 absl::StatusOr<WorkQueue::Queue*> WorkQueue::Find(const std::string& name) const {
   auto it = queues_.find(name);
   if (it == queues_.end()) return NotFound(absl::StrCat("queue '", name, "' does not exist"));

@@ -272,6 +272,8 @@ class WorkQueue {
   };
   PlannedRead PlanRead(const Queue& q, std::vector<uint64_t> ids) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Moves the records of `plan`'s store reads that q.ahead holds into it (a lease's read).
+  void TakeReadAhead(Queue& q, PlannedRead* plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<Job>> FinishRead(PlannedRead plan) const;
   // ReadJobs of one job, for DeadLetterLane.
   JobReader ReaderOf(const Queue& q) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -306,6 +308,10 @@ class WorkQueue {
     QueueId queue_id;
     std::vector<uint64_t> ids;
   };
+  // Read-ahead after an AckBatch of this many jobs or more, of a queue whose last Lease asked
+  // for as many; at most so many payload bytes held.
+  static constexpr int32_t kReadAheadMinJobs = 16;
+  static constexpr int64_t kReadAheadMaxBytes = 4 << 20;
   std::optional<ReadAheadPlan> PlanReadAhead(Queue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadAhead(const ReadAheadPlan& plan) ABSL_LOCKS_EXCLUDED(mu_);
   // Leases the taken jobs whose records were read (`jobs`) and queues the lease's write; on a
