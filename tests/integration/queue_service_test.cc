@@ -213,6 +213,38 @@ TEST_F(QueueServerTest, AckBatchSettlesEachJobOnItsOwn) {
   EXPECT_EQ(stats.ready(), 0);
 }
 
+// Batch leases read ahead during the AckBatch; an operator sees how many records it served.
+TEST_F(QueueServerTest, RecordsReadAheadForBatchLeasesAreCountedInMetrics) {
+  qpb::CreateQueueRequest create;
+  create.set_name("emails");
+  qpb::CreateQueueResponse created;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
+  qpb::EnqueueRequest enqueue;
+  enqueue.set_queue("emails");
+  for (int i = 0; i < 60; ++i) enqueue.add_jobs()->set_payload("mail " + std::to_string(i));
+  qpb::EnqueueResponse enqueued;
+  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
+  for (int round = 0; round < 2; ++round) {
+    const qpb::LeaseResponse leased = Lease(20);
+    ASSERT_EQ(leased.jobs_size(), 20);
+    EXPECT_EQ(leased.jobs(0).payload(), "mail " + std::to_string(20 * round));
+    qpb::AckBatchRequest batch;
+    batch.set_queue("emails");
+    for (const auto& job : leased.jobs()) {
+      auto* e = batch.add_jobs();
+      e->set_job_id(job.job_id());
+      e->set_lease_token(job.lease_token());
+    }
+    qpb::AckBatchResponse acked;
+    ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::AckBatch, batch, &acked).ok());
+  }
+  const std::string text = prometheus::TextSerializer().Serialize(registry_->Collect());
+  // Each AckBatch read the next 20 ahead; the second lease took its 20 from them.
+  const std::string family = "conduit_queue_read_ahead_records_total";
+  EXPECT_THAT(text, ::testing::HasSubstr(family + "{outcome=\"kept\",queue=\"emails\"} 40"));
+  EXPECT_THAT(text, ::testing::HasSubstr(family + "{outcome=\"served\",queue=\"emails\"} 20"));
+}
+
 TEST_F(QueueServerTest, BadInputGetsAClearStatus) {
   qpb::EnqueueRequest enqueue;
   enqueue.set_queue("missing");

@@ -17,7 +17,18 @@ const char* EventName(QueueEvent e) {
   return "unknown";
 }
 
+const char* OutcomeName(ReadAheadOutcome o) {
+  switch (o) {
+    case ReadAheadOutcome::kKept: return "kept";
+    case ReadAheadOutcome::kServed: return "served";
+    case ReadAheadOutcome::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
 constexpr const char* kStates[] = {"ready", "delayed", "leased", "dead"};
+constexpr ReadAheadOutcome kOutcomes[] = {ReadAheadOutcome::kKept, ReadAheadOutcome::kServed,
+                                          ReadAheadOutcome::kFailed};
 constexpr QueueEvent kEvents[] = {QueueEvent::kEnqueued, QueueEvent::kLeased, QueueEvent::kAcked,
                                   QueueEvent::kNacked,   QueueEvent::kExpired, QueueEvent::kDead,
                                   QueueEvent::kRedriven, QueueEvent::kDiscarded};
@@ -46,7 +57,13 @@ QueueMetrics::QueueMetrics(prometheus::Registry& registry)
                        .Name("conduit_queue_tenant_jobs")
                        .Help("Ready and leased jobs of the busiest tenants per queue (the rest "
                              "under tenant=\"_other\")")
-                       .Register(registry)) {}
+                       .Register(registry)),
+      read_ahead_(prometheus::BuildCounter()
+                      .Name("conduit_queue_read_ahead_records_total")
+                      .Help("Job records read ahead for batch leases, by queue and outcome: kept "
+                            "for the next lease, served to a lease, or not read because the "
+                            "store's read failed")
+                      .Register(registry)) {}
 
 void QueueMetrics::OnTenantDepth(const std::string& queue, const std::vector<TenantDepth>& tenants) {
   absl::MutexLock lock(&mu_);
@@ -73,6 +90,12 @@ void QueueMetrics::OnEvents(const std::string& queue, QueueEvent event, int64_t 
   events_.Add({{"queue", queue}, {"event", EventName(event)}}).Increment(static_cast<double>(count));
 }
 
+void QueueMetrics::OnReadAhead(const std::string& queue, ReadAheadOutcome outcome,
+                               int64_t records) {
+  read_ahead_.Add({{"queue", queue}, {"outcome", OutcomeName(outcome)}})
+      .Increment(static_cast<double>(records));
+}
+
 void QueueMetrics::OnDepth(const std::string& queue, const QueueStats& s) {
   const int64_t values[] = {s.ready, s.delayed, s.leased, s.dead};
   for (int i = 0; i < 4; ++i) {
@@ -88,6 +111,9 @@ void QueueMetrics::OnQueueDeleted(const std::string& queue) {
   oldest_dead_.Remove(&oldest_dead_.Add({{"queue", queue}}));
   for (QueueEvent e : kEvents) {
     events_.Remove(&events_.Add({{"queue", queue}, {"event", EventName(e)}}));
+  }
+  for (ReadAheadOutcome o : kOutcomes) {
+    read_ahead_.Remove(&read_ahead_.Add({{"queue", queue}, {"outcome", OutcomeName(o)}}));
   }
   OnTenantDepth(queue, {});
   absl::MutexLock lock(&mu_);

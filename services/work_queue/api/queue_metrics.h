@@ -18,7 +18,8 @@ namespace conduit::work_queue::api {
 // conduit_queue_oldest_dead_age_seconds{queue}, conduit_queue_events_total{queue,event}
 // (enqueued, leased, acked, nacked, expired, dead, redriven, discarded),
 // conduit_queue_tenant_jobs{queue,tenant,state} (ready, leased; the busiest 20 tenants and
-// "_other", so the label set stays bounded). Thread-safe.
+// "_other", so the label set stays bounded), conduit_queue_read_ahead_records_total{queue,outcome}
+// (kept, served, failed: records read ahead for batch leases). Thread-safe.
 class QueueMetrics final : public QueueObserver {
  public:
   explicit QueueMetrics(prometheus::Registry& registry);
@@ -27,6 +28,7 @@ class QueueMetrics final : public QueueObserver {
   void OnDepth(const std::string& queue, const QueueStats& stats) override;
   void OnQueueDeleted(const std::string& queue) override;
   void OnTenantDepth(const std::string& queue, const std::vector<TenantDepth>& tenants) override;
+  void OnReadAhead(const std::string& queue, ReadAheadOutcome outcome, int64_t records) override;
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_;
@@ -34,6 +36,7 @@ class QueueMetrics final : public QueueObserver {
   prometheus::Family<prometheus::Gauge>& oldest_dead_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Gauge>& tenant_jobs_;
+  prometheus::Family<prometheus::Counter>& read_ahead_;
   absl::Mutex mu_;
   // Tenant labels currently exported per queue, so those that drop out are removed.
   absl::flat_hash_map<std::string, std::vector<std::string>> tenants_ ABSL_GUARDED_BY(mu_);

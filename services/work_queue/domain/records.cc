@@ -83,6 +83,8 @@ void WorkQueue::TakeReadAhead(Queue& q, PlannedRead* plan) {
       still.push_back(i);
     }
   }
+  const auto served = static_cast<int64_t>(plan->from_store.size() - still.size());
+  if (served > 0) observer_->OnReadAhead(q.meta.name, ReadAheadOutcome::kServed, served);
   plan->from_store = std::move(still);
 }
 
@@ -106,11 +108,15 @@ void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
   std::vector<std::pair<uint64_t, Job>> read;
   int64_t bytes = 0;  // of the payloads in `read`
   bool full = false;
+  size_t failed = 0;  // records not read because the store's read failed
   for (size_t at = 0; at < plan.ids.size() && !full; at += kSlice) {
     const std::vector<uint64_t> ids(plan.ids.begin() + at,
                                     plan.ids.begin() + std::min(plan.ids.size(), at + kSlice));
     auto slice = store_->ReadJobs(plan.queue_id, ids);
-    if (!slice.ok()) break;  // the Lease reads them itself, and meets the error there
+    if (!slice.ok()) {  // the Lease reads them itself, and meets the error there
+      failed = plan.ids.size() - at;
+      break;
+    }
     for (size_t i = 0; i < ids.size() && !full; ++i) {
       std::optional<Job>& job = (*slice)[i];
       if (!job) continue;
@@ -126,6 +132,9 @@ void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
   if (q == nullptr) return;  // deleted meanwhile
   Queue::ReadAhead& ahead = q->ahead;
   ahead.reading = false;
+  if (failed > 0) {
+    observer_->OnReadAhead(q->meta.name, ReadAheadOutcome::kFailed, static_cast<int64_t>(failed));
+  }
   // Guesses no lease took (other tenants went first, say) make room: at most two batches and
   // the byte cap in all.
   if (ahead.records.size() + read.size() > 2 * static_cast<size_t>(std::max(ahead.jobs, 1)) ||
@@ -133,6 +142,7 @@ void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
     ahead.records.clear();
     ahead.bytes = 0;
   }
+  int64_t kept = 0;
   for (auto& [id, job] : read) {
     // Written since the read started (the store may have had the version before), or leased
     // meanwhile by a Lease that read it itself.
@@ -141,8 +151,10 @@ void WorkQueue::ReadAhead(const ReadAheadPlan& plan) {
     }
     ahead.bytes += static_cast<int64_t>(job.payload.size());
     ahead.records.emplace(id, std::move(job));
+    ++kept;
   }
   ahead.written.clear();
+  if (kept > 0) observer_->OnReadAhead(q->meta.name, ReadAheadOutcome::kKept, kept);
 }
 
 }  // namespace conduit::work_queue

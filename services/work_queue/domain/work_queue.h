@@ -107,6 +107,11 @@ enum class QueueEvent {
   kDiscarded
 };
 
+// What became of job records read ahead for batch leases (README, Threading): kept for the next
+// lease, served to a lease, or not read because the store's read failed (the lease then reads
+// them itself and meets the error there).
+enum class ReadAheadOutcome { kKept, kServed, kFailed };
+
 // Hooks for metrics; the default does nothing. Called under the domain's lock: must not block
 // or call back.
 class QueueObserver {
@@ -116,6 +121,7 @@ class QueueObserver {
   // The queue's depth after a change.
   virtual void OnDepth(const std::string& queue, const QueueStats& stats) {}
   virtual void OnQueueDeleted(const std::string& queue) {}
+  virtual void OnReadAhead(const std::string& queue, ReadAheadOutcome outcome, int64_t records) {}
   // Ready and leased jobs of the busiest tenants (at most kMaxTenantsObserved; the rest are
   // summed under kOtherTenants), each scheduler pass: per-tenant metrics with bounded labels.
   struct TenantDepth {

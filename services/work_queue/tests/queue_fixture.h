@@ -161,7 +161,7 @@ class WorkQueueTest : public ::testing::Test {
     flaky_ = std::make_unique<FlakyQueueStore>(store_.get());
     WorkQueueOptions options;
     options.scheduler_interval = absl::ZeroDuration();
-    queue_ = std::make_unique<WorkQueue>(flaky_.get(), &runtime_, options);
+    queue_ = std::make_unique<WorkQueue>(flaky_.get(), &runtime_, options, observer_);
     ASSERT_TRUE(queue_->Recover().ok());
   }
 
@@ -189,6 +189,7 @@ class WorkQueueTest : public ::testing::Test {
   QueueStats Stats() { return *queue_->Stats("q"); }
 
   const RocksDbQueueStoreOptions store_options_;
+  QueueObserver* observer_ = nullptr;  // for the queue the next Reopen() makes
   conduit::testing::TempDir dir_;
   time::FakeClock clock_;
   runtime::Runtime runtime_{&clock_};
