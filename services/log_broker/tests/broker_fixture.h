@@ -86,6 +86,7 @@ class BrokerTest : public ::testing::Test {
     BrokerOptions options;
     options.maintenance_interval = absl::ZeroDuration();  // tests run passes themselves
     options.cluster = cluster_;
+    options.pipeline = pipeline_options_;
     broker_ = std::make_unique<Broker>(&store_, &runtime_, &observer_, options);
     ASSERT_TRUE(broker_->Recover().ok());
   }
@@ -103,6 +104,7 @@ class BrokerTest : public ::testing::Test {
   runtime::Runtime runtime_{&clock_};
   RequestCounter observer_;
   ClusterMetadata* cluster_ = nullptr;  // cluster mode when set (then Reopen())
+  PipelineOptions pipeline_options_;     // for the broker the next Reopen() makes
   std::unique_ptr<Broker> broker_;
 };
 

@@ -157,6 +157,37 @@ TEST_F(ReorderWaitTest, AtMostFourBatchesOfAProducerAndPartitionWait) {
   EXPECT_EQ(Describe("t").meta.next_offset, 5) << "sequences 0 to 4, each once";
 }
 
+// Parked requests left the writer's queue accounting, so they have a byte cap of their own (a
+// quarter of the queue's): many producers sending early batches cannot hold the broker's memory.
+TEST_F(ReorderWaitTest, ParkedBatchesTakeAtMostAQuarterOfTheQueuesBytes) {
+  pipeline_options_.max_queued_bytes = 4096;  // parked: at most 1024 bytes
+  Reopen();
+  const ProducerInfo a = TopicWithProducer();
+  auto b = broker_->InitProducer("");
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::string big(700, 'x');
+  Answer a_early, b_early;
+  ProduceAsync("t", {To(0, big)}, Stamp(a, {{0, 1}}), &a_early);
+  ProduceAsync("t", {To(0, big)}, Stamp(*b, {{0, 1}}), &b_early);
+  WaitForWriter();
+  EXPECT_FALSE(a_early.done.HasBeenNotified()) << "the first waits";
+  ASSERT_TRUE(b_early.done.HasBeenNotified()) << "the second would pass the cap: refused at once";
+  EXPECT_EQ(b_early.result.status().code(), absl::StatusCode::kAborted) << b_early.result.status();
+
+  ASSERT_TRUE(Produce("t", {To(0, "a0")}, Stamp(a, {{0, 0}})).ok());
+  ASSERT_TRUE(a_early.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(a_early.result.ok()) << a_early.result.status();
+  // The room is free again: b's early batch now waits, and goes after its predecessor.
+  Answer b_again;
+  ProduceAsync("t", {To(0, big)}, Stamp(*b, {{0, 1}}), &b_again);
+  WaitForWriter();
+  EXPECT_FALSE(b_again.done.HasBeenNotified()) << "parked once the room was free";
+  ASSERT_TRUE(Produce("t", {To(0, "b0")}, Stamp(*b, {{0, 0}})).ok());
+  ASSERT_TRUE(b_again.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(b_again.result.ok()) << b_again.result.status();
+  EXPECT_EQ(Describe("t").meta.next_offset, 4) << "a0, a1, b0, b1, each once";
+}
+
 // Several partitions in one request: no waiting (the Producer sends one partition per
 // request; the API allows more), refused at once as before.
 TEST_F(ReorderWaitTest, GapInARequestOverSeveralPartitionsIsRefusedAtOnce) {
