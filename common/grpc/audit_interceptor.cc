@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/grpc/rpc_type.h"
 
 namespace conduit::grpc_util {
 namespace {
@@ -106,24 +107,29 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
 
 class AuditInterceptorFactoryImpl : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  AuditInterceptorFactoryImpl(std::shared_ptr<security::AuditSink> sink, const time::Clock* clock)
-      : sink_(std::move(sink)), clock_(clock) {}
+  AuditInterceptorFactoryImpl(std::shared_ptr<security::AuditSink> sink, const time::Clock* clock,
+                              bool intercept_client_streams)
+      : sink_(std::move(sink)), clock_(clock), intercept_client_streams_(intercept_client_streams) {}
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
+    if (!intercept_client_streams_ && ReadsAStream(info->type())) return nullptr;
     return new AuditInterceptor(info, sink_.get(), clock_);
   }
 
  private:
   const std::shared_ptr<security::AuditSink> sink_;
   const time::Clock* const clock_;
+  const bool intercept_client_streams_;
 };
 
 }  // namespace
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> AuditInterceptorFactory(
-    std::shared_ptr<security::AuditSink> sink, const time::Clock* clock) {
-  return std::make_unique<AuditInterceptorFactoryImpl>(std::move(sink), clock);
+    std::shared_ptr<security::AuditSink> sink, const time::Clock* clock,
+    bool intercept_client_streams) {
+  return std::make_unique<AuditInterceptorFactoryImpl>(std::move(sink), clock,
+                                                       intercept_client_streams);
 }
 
 void NoteAuditCheck(grpc::ServerContextBase& ctx, absl::string_view principal,

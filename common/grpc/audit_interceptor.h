@@ -21,8 +21,17 @@ namespace conduit::grpc_util {
 // interceptor removes them before the status is sent: they never reach the client, and a call
 // needs no shared table. Only servers that install this interceptor may note (CallGuard notes
 // only when its CallSecurity has an audit sink; ServerMain installs both).
+//
+// An intercepted call pays gRPC a second pass through the completion queue for every message it
+// reads or writes (gRPC C++ queues each operation's result again after the interceptors' hooks
+// on it): for a stream of small messages that is a tenth or more of the reading thread's CPU
+// (PERFORMANCE-NOTES). So with `intercept_client_streams` false, client-streaming and bidi
+// calls are not intercepted; a server passes CallGuard::MayNoteNonAdminCalls(), which is false
+// only when nothing but admin operations can be noted, and no client-streaming method performs
+// an admin operation or notes a detail (call_contract_test.cc lists them).
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> AuditInterceptorFactory(
-    std::shared_ptr<security::AuditSink> sink, const time::Clock* clock);
+    std::shared_ptr<security::AuditSink> sink, const time::Clock* clock,
+    bool intercept_client_streams = true);
 
 // Notes one check of the authorise step; `principal` is the caller's ("" when its token was
 // refused).

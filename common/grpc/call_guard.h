@@ -98,8 +98,18 @@ class CallGuard {
 
   bool authorizing() const { return security_.authorizer != nullptr; }
   const CallSecurity& security() const { return security_; }
+  // Whether Check can note a call whose operations are not admin ones (a bad token, a denial):
+  // only with an audit sink and with identity checks, authorisation or quotas on. Without, the
+  // audit interceptor has nothing to record for such calls and need not intercept them.
+  bool MayNoteNonAdminCalls() const { return security_.audit != nullptr && !Inert(); }
 
  private:
+  // No identity checks, authorisation or quotas: Check lets every call through and notes only
+  // admin operations.
+  bool Inert() const {
+    return security_.tokens == nullptr && security_.jwt == nullptr && !authorizing() &&
+           security_.quotas == nullptr;
+  }
   absl::Status Charge(grpc::ServerContextBase& ctx, absl::string_view principal,
                       security::QuotaKind kind, double amount) const;
   // The authorisation decision (allowed when authorisation is off).

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/grpc/rpc_type.h"
 
 namespace conduit::grpc_util {
 namespace {
@@ -56,6 +57,7 @@ class ParseFailureInterceptorFactoryImpl
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
+    if (ReadsAStream(info->type())) return nullptr;
     const google::protobuf::MethodDescriptor* method = FindMethod(info->method());
     if (method == nullptr || !services_.contains(method->service()->full_name())) return nullptr;
     return new ParseFailureInterceptor(method);

@@ -16,7 +16,11 @@ namespace conduit::grpc_util {
 // UNIMPLEMENTED, even when their descriptors are linked in. No Conduit handler answers
 // UNIMPLEMENTED with an empty message.
 //
-// It acts at one interception point (sending the status) and passes every other one through.
+// It acts at one interception point (sending the status) and passes every other one through,
+// and only on calls whose request is read before the handler runs (unary and server-streaming):
+// a client-streaming or bidi call's messages are read by the handler, which sees a message that
+// does not parse as a failed read, so such calls are not intercepted (each intercepted message
+// costs a second pass through the completion queue: audit_interceptor.h).
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 ParseFailureInterceptorFactory(std::vector<std::string> services);
 

@@ -125,8 +125,9 @@ int ServerMain(const std::string& name, int argc, char** argv,
   ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.credentials = *credentials;
-  options.add_interceptors = [audit, clock = runtime.clock()](auto* interceptors) {
-    interceptors->push_back(AuditInterceptorFactory(audit, clock));
+  options.add_interceptors = [audit, clock = runtime.clock(),
+                              streams = (*guard)->MayNoteNonAdminCalls()](auto* interceptors) {
+    interceptors->push_back(AuditInterceptorFactory(audit, clock, streams));
   };
   size_t built = 0;
   auto teardown = [&] {
