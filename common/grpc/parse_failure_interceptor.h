@@ -18,9 +18,9 @@ namespace conduit::grpc_util {
 //
 // It acts at one interception point (sending the status) and passes every other one through,
 // and only on calls whose request is read before the handler runs (unary and server-streaming):
-// a client-streaming or bidi call's messages are read by the handler, which sees a message that
-// does not parse as a failed read, so such calls are not intercepted (each intercepted message
-// costs a second pass through the completion queue: audit_interceptor.h).
+// a client-streaming or bidi call's messages are read by its handler, which answers one that
+// does not parse itself (parsed_bidi_reactor.h), so such calls are not intercepted (each
+// intercepted message costs a second pass through the completion queue: audit_interceptor.h).
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 ParseFailureInterceptorFactory(std::vector<std::string> services);
 

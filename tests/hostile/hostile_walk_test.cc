@@ -134,6 +134,99 @@ TEST_F(HostileWalk, MalformedBytesAreRefusedAsUnparsable) {
   ExpectServerAlive();
 }
 
+// Streams the given messages as they are to a bidi `method`, then half-closes; returns the
+// responses read and the stream's end status.
+struct StreamAnswer {
+  std::vector<std::string> responses;
+  grpc::Status status;
+};
+StreamAnswer RawStream(std::shared_ptr<grpc::Channel> channel, const std::string& method,
+                       const std::vector<std::string>& messages) {
+  grpc::GenericStub stub(std::move(channel));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  grpc::CompletionQueue cq;
+  void* tag = nullptr;
+  bool ok = false;
+  auto rpc = stub.PrepareCall(&ctx, method, &cq);
+  rpc->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  for (const std::string& bytes : messages) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer message(&slice, 1);
+    rpc->Write(message, reinterpret_cast<void*>(2));
+    cq.Next(&tag, &ok);
+  }
+  rpc->WritesDone(reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  StreamAnswer answer;
+  while (true) {
+    grpc::ByteBuffer response;
+    rpc->Read(&response, reinterpret_cast<void*>(4));
+    cq.Next(&tag, &ok);
+    if (!ok) break;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (response.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) {
+        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+    }
+    answer.responses.push_back(std::move(bytes));
+  }
+  rpc->Finish(&answer.status, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return answer;
+}
+
+// A streamed message that does not parse ends the stream INVALID_ARGUMENT, after the answers of
+// the messages before it, and nothing of it is applied (gRPC's typed reactor would see a failed
+// read, as at the caller's half-close, and the stream would end OK).
+TEST_F(HostileWalk, AStreamedMessageThatDoesNotParseEndsItsStreamInvalidArgument) {
+  const std::string garbage("\x0a\x7f"
+                            "abc",
+                            5);  // a length past the end
+  lpb::ProduceStreamRequest good;
+  good.set_sequence(41);
+  good.mutable_request()->set_topic("seed");
+  good.mutable_request()->add_records()->set_value("streamed");
+  const std::string before = Snapshot();
+  StreamAnswer produced = RawStream(*channel_, "/conduit.log.v1.LogService/ProduceStream",
+                                    {good.SerializeAsString(), garbage, good.SerializeAsString()});
+  EXPECT_EQ(produced.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(produced.status.error_message().find(
+                "could not be parsed as conduit.log.v1.ProduceStreamRequest"),
+            std::string::npos)
+      << produced.status.error_message();
+  int answers = 0;
+  for (const std::string& bytes : produced.responses) {
+    lpb::ProduceStreamResponse response;
+    ASSERT_TRUE(response.ParseFromString(bytes));
+    for (const auto& a : response.answers()) {
+      EXPECT_EQ(a.sequence(), 41);
+      EXPECT_EQ(a.code(), 0) << a.message();
+      ++answers;
+    }
+  }
+  EXPECT_EQ(answers, 1) << "the message before the bad one is answered, none after it";
+  EXPECT_NE(Snapshot(), before) << "the good message was appended";
+
+  const std::string after_produce = Snapshot();
+  StreamAnswer consumed =
+      RawStream(*channel_, "/conduit.queue.v1.WorkQueue/Consume", {garbage});
+  EXPECT_EQ(consumed.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(consumed.status.error_message().find(
+                "could not be parsed as conduit.queue.v1.ConsumeRequest"),
+            std::string::npos)
+      << consumed.status.error_message();
+  EXPECT_TRUE(consumed.responses.empty());
+  EXPECT_EQ(Snapshot(), after_produce) << "nothing leased or settled";
+  ExpectServerAlive();
+}
+
 // The named cases of issue 13, at the wire, each with the status it must get.
 TEST_F(HostileWalk, TheReportedCasesGetTheirStatus) {
   const std::string before = Snapshot();

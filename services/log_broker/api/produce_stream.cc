@@ -32,7 +32,9 @@ namespace conduit::log_broker::api {
 // more messages/s in peer_bench append-stream-1, single node and RF 3 (PERFORMANCE-NOTES).
 // Reading pauses while kWindow messages are unanswered or in the write: the caller is then held
 // back by HTTP/2 flow control, and the broker holds at most kWindow requests and answers per
-// stream.
+// stream. A message that does not parse as a ProduceStreamRequest ends the stream
+// INVALID_ARGUMENT after the answers of the messages before it (it has no sequence of its own to
+// be answered by); nothing of it is appended.
 //
 // Authorisation: each message needs Write on its topic. A topic is checked when it first appears
 // on the stream and, once allowed, stays allowed for the stream's life (like Kafka's checks per
@@ -49,7 +51,7 @@ namespace conduit::log_broker::api {
 // the group commit completing on its writer (common/commit/group_commit.h) that cost about a
 // fifth of the messages/s of append-stream-1 (PERFORMANCE-NOTES).
 class LogService::ProduceStreamReactor final
-    : public grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse> {
+    : public grpc_util::ParsedBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse> {
  public:
   static constexpr size_t kWindow = 1024;
   // A response takes answers while under this size (it always takes one).
@@ -68,7 +70,21 @@ class LogService::ProduceStreamReactor final
     StartRead(&request_);  // reading_ starts true
   }
 
-  void OnReadDone(bool ok) override {
+  // A message that does not parse ends the stream INVALID_ARGUMENT once the answers of those
+  // before it are written: it has no sequence to be answered by.
+  void OnUnparsable(absl::Status status) override {
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      reads_done_ = true;
+      unparsable_ = std::move(status);
+      steps = NextLocked();
+    }
+    Run(std::move(steps));
+  }
+
+  void OnRead(bool ok) override {
     if (!ok) {  // half-close, or the stream broke
       Steps steps;
       {
@@ -335,8 +351,9 @@ class LogService::ProduceStreamReactor final
     if (!finished_ && !reading_ && !writing_ && !handing_over_ && producing_ == 0 &&
         (broken_ || (reads_done_ && slots_.empty()))) {
       finished_ = true;
-      steps.finish =
-          broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed") : grpc::Status::OK;
+      steps.finish = broken_                ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed")
+                     : unparsable_.has_value() ? grpc_util::ToGrpcStatus(*unparsable_)
+                                               : grpc::Status::OK;
     }
     return steps;
   }
@@ -356,9 +373,9 @@ class LogService::ProduceStreamReactor final
 
   LogService* const service_;
   grpc::CallbackServerContext* const ctx_;
-  // Written by the read that fills it and read by OnReadDone before the next read starts.
+  // Written by the read that fills it and read by OnRead before the next read starts.
   pb::ProduceStreamRequest request_;
-  // Topics this stream may write; like request_, used only by OnReadDone (one read at a time).
+  // Topics this stream may write; like request_, used only by OnRead (one read at a time).
   std::vector<std::string> allowed_topics_;
   absl::Mutex mu_;
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);  // unanswered or unwritten, in message order
@@ -375,10 +392,12 @@ class LogService::ProduceStreamReactor final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Why reading stopped, when a message did not parse: the stream's end status.
+  std::optional<absl::Status> unparsable_ ABSL_GUARDED_BY(mu_);
 };
 
-grpc::ServerBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse>*
-LogService::ProduceStream(grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* LogService::ParsedProduceStream(
+    grpc::CallbackServerContext* ctx) {
   return new ProduceStreamReactor(this, ctx);
 }
 

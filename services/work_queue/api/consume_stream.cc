@@ -38,9 +38,10 @@ constexpr int32_t kMaxCredits = 10000;
 // (leases, settles) run on gRPC and queue threads; the state is under mu_, and every Start*,
 // Finish and queue call is made outside it. Finish is called once, when no read, write or queue
 // callback is outstanding, so none runs after OnDone deleted the reactor. Jobs a lease returns
-// after the stream broke are not delivered: they come back when their leases expire.
+// after the stream broke are not delivered: they come back when their leases expire. A message
+// that does not parse as a ConsumeRequest fails the stream INVALID_ARGUMENT (ParsedBidiReactor).
 class QueueService::ConsumeReactor final
-    : public grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse> {
+    : public grpc_util::ParsedBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse> {
  public:
   ConsumeReactor(WorkQueue* queue, grpc::CallbackServerContext* ctx,
                  const grpc_util::CallGuard& guard)
@@ -48,7 +49,20 @@ class QueueService::ConsumeReactor final
     StartRead(&request_);
   }
 
-  void OnReadDone(bool ok) override {
+  // A message that does not parse fails the stream, as a message that names nothing to do.
+  void OnUnparsable(absl::Status status) override {
+    Steps steps;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      reads_done_ = true;
+      Fail(std::move(status));
+      steps = NextLocked();
+    }
+    Run(std::move(steps));
+  }
+
+  void OnRead(bool ok) override {
     if (!ok) {  // half-close, or the stream broke
       Steps steps;
       {
@@ -348,7 +362,7 @@ class QueueService::ConsumeReactor final
   WorkQueue* const queue_;
   grpc::CallbackServerContext* const ctx_;
   const grpc_util::CallGuard& guard_;
-  // Filled by a read; used by OnReadDone before the next read starts.
+  // Filled by a read; used by OnRead before the next read starts.
   pb::ConsumeRequest request_;
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
@@ -374,7 +388,7 @@ class QueueService::ConsumeReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse>* QueueService::Consume(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* QueueService::ParsedConsume(
     grpc::CallbackServerContext* ctx) {
   return new ConsumeReactor(queue_, ctx, guard_);
 }

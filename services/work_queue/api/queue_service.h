@@ -2,6 +2,7 @@
 
 #include "common/grpc/arena_allocator.h"
 #include "common/grpc/call_guard.h"
+#include "common/grpc/parsed_bidi_reactor.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 #include "services/work_queue/domain/work_queue.h"
 
@@ -25,6 +26,12 @@ class QueueService final : public pb::WorkQueue::CallbackService {
     SetMessageAllocatorFor_Enqueue(&enqueue_messages_);
     SetMessageAllocatorFor_Lease(&lease_messages_);
     SetMessageAllocatorFor_AckBatch(&ack_batch_messages_);
+    // Consume parses its messages itself (grpc_util::ParsedBidiReactor): one that does not parse
+    // fails the stream INVALID_ARGUMENT instead of looking like the worker's half-close.
+    MarkMethodRawCallback(
+        grpc_util::MethodIndex(pb::WorkQueue::service_full_name(), "Consume"),
+        grpc_util::ServeParsed(
+            [this](grpc::CallbackServerContext* ctx) { return ParsedConsume(ctx); }));
   }
 
   grpc::ServerUnaryReactor* CreateQueue(grpc::CallbackServerContext*, const pb::CreateQueueRequest*,
@@ -48,8 +55,6 @@ class QueueService final : public pb::WorkQueue::CallbackService {
                                      pb::AckBatchResponse*) override;
   grpc::ServerUnaryReactor* Nack(grpc::CallbackServerContext*, const pb::NackRequest*,
                                  pb::NackResponse*) override;
-  grpc::ServerBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse>* Consume(
-      grpc::CallbackServerContext*) override;  // consume_stream.cc
   grpc::ServerUnaryReactor* ListDeadLetters(grpc::CallbackServerContext*,
                                             const pb::ListDeadLettersRequest*,
                                             pb::ListDeadLettersResponse*) override;
@@ -68,6 +73,9 @@ class QueueService final : public pb::WorkQueue::CallbackService {
 
  private:
   class ConsumeReactor;
+  // Consume's handler (consume_stream.cc), in place of the generated typed one.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ParsedConsume(
+      grpc::CallbackServerContext* ctx);
   // The guard's Check on queue `name`.
   absl::Status Allow(grpc::CallbackServerContext* ctx, const std::string& name,
                      security::Operation operation) const {
