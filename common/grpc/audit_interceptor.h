@@ -28,7 +28,8 @@ namespace conduit::grpc_util {
 // (PERFORMANCE-NOTES). So with `intercept_client_streams` false, client-streaming and bidi
 // calls are not intercepted; a server passes CallGuard::MayNoteNonAdminCalls(), which is false
 // only when nothing but admin operations can be noted, and no client-streaming method performs
-// an admin operation or notes a detail (call_contract_test.cc lists them).
+// an admin operation or notes a detail (CallContract in tests/integration/security_rpc_test.cc
+// lists them).
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> AuditInterceptorFactory(
     std::shared_ptr<security::AuditSink> sink, const time::Clock* clock,
     bool intercept_client_streams = true);

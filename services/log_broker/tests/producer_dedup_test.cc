@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "common/hash/murmur2.h"
 #include "services/log_broker/tests/broker_fixture.h"
 
@@ -166,7 +167,10 @@ TEST_F(ReorderWaitTest, ParkedBatchesTakeAtMostAQuarterOfTheQueuesBytes) {
   auto b = broker_->InitProducer("");
   ASSERT_TRUE(b.ok()) << b.status();
   const std::string big(700, 'x');
-  Answer a_early, b_early;
+  Answer a_early, b_early, b_again;
+  // A failed assertion returns with batches still parked: the broker stops (answering them)
+  // while the answers they point to still exist.
+  absl::Cleanup stop_broker = [this] { broker_.reset(); };
   ProduceAsync("t", {To(0, big)}, Stamp(a, {{0, 1}}), &a_early);
   ProduceAsync("t", {To(0, big)}, Stamp(*b, {{0, 1}}), &b_early);
   WaitForWriter();
@@ -178,7 +182,6 @@ TEST_F(ReorderWaitTest, ParkedBatchesTakeAtMostAQuarterOfTheQueuesBytes) {
   ASSERT_TRUE(a_early.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(a_early.result.ok()) << a_early.result.status();
   // The room is free again: b's early batch now waits, and goes after its predecessor.
-  Answer b_again;
   ProduceAsync("t", {To(0, big)}, Stamp(*b, {{0, 1}}), &b_again);
   WaitForWriter();
   EXPECT_FALSE(b_again.done.HasBeenNotified()) << "parked once the room was free";
