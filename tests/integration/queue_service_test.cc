@@ -61,6 +61,30 @@ class QueueServerTest : public ::testing::Test {
     return response;
   }
 
+  // Creates queue "emails" with `n` jobs, payloads "mail 0", "mail 1", ...
+  void EmailsWithJobs(int n) {
+    qpb::CreateQueueRequest create;
+    create.set_name("emails");
+    qpb::CreateQueueResponse created;
+    ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
+    qpb::EnqueueRequest enqueue;
+    enqueue.set_queue("emails");
+    for (int i = 0; i < n; ++i) enqueue.add_jobs()->set_payload("mail " + std::to_string(i));
+    qpb::EnqueueResponse enqueued;
+    ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
+  }
+  // An AckBatch of every job of `leased`, with its token.
+  static qpb::AckBatchRequest AckAll(const qpb::LeaseResponse& leased) {
+    qpb::AckBatchRequest batch;
+    batch.set_queue("emails");
+    for (const auto& job : leased.jobs()) {
+      auto* e = batch.add_jobs();
+      e->set_job_id(job.job_id());
+      e->set_lease_token(job.lease_token());
+    }
+    return batch;
+  }
+
   TempDir dir_;
   std::shared_ptr<prometheus::Registry> registry_;
   runtime::Runtime runtime_;
@@ -170,25 +194,11 @@ TEST_F(QueueServerTest, WorkerLifecycleOverTheWire) {
 }
 
 TEST_F(QueueServerTest, AckBatchSettlesEachJobOnItsOwn) {
-  qpb::CreateQueueRequest create;
-  create.set_name("emails");
-  qpb::CreateQueueResponse created;
-  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
-  qpb::EnqueueRequest enqueue;
-  enqueue.set_queue("emails");
-  for (int i = 0; i < 3; ++i) enqueue.add_jobs()->set_payload("mail " + std::to_string(i));
-  qpb::EnqueueResponse enqueued;
-  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
+  ASSERT_NO_FATAL_FAILURE(EmailsWithJobs(3));
   const qpb::LeaseResponse leased = Lease(3);
   ASSERT_EQ(leased.jobs_size(), 3);
 
-  qpb::AckBatchRequest batch;
-  batch.set_queue("emails");
-  for (const auto& job : leased.jobs()) {
-    auto* e = batch.add_jobs();
-    e->set_job_id(job.job_id());
-    e->set_lease_token(job.lease_token());
-  }
+  qpb::AckBatchRequest batch = AckAll(leased);
   batch.mutable_jobs(1)->set_lease_token("stale");
   qpb::AckBatchResponse acked;
   ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::AckBatch, batch, &acked).ok());
@@ -215,29 +225,14 @@ TEST_F(QueueServerTest, AckBatchSettlesEachJobOnItsOwn) {
 
 // Batch leases read ahead during the AckBatch; an operator sees how many records it served.
 TEST_F(QueueServerTest, RecordsReadAheadForBatchLeasesAreCountedInMetrics) {
-  qpb::CreateQueueRequest create;
-  create.set_name("emails");
-  qpb::CreateQueueResponse created;
-  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::CreateQueue, create, &created).ok());
-  qpb::EnqueueRequest enqueue;
-  enqueue.set_queue("emails");
-  for (int i = 0; i < 60; ++i) enqueue.add_jobs()->set_payload("mail " + std::to_string(i));
-  qpb::EnqueueResponse enqueued;
-  ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::Enqueue, enqueue, &enqueued).ok());
+  ASSERT_NO_FATAL_FAILURE(EmailsWithJobs(60));
   const std::string family = "conduit_queue_read_ahead_records_total";
   for (int round = 0; round < 2; ++round) {
     const qpb::LeaseResponse leased = Lease(20);
     ASSERT_EQ(leased.jobs_size(), 20);
     EXPECT_EQ(leased.jobs(0).payload(), "mail " + std::to_string(20 * round));
-    qpb::AckBatchRequest batch;
-    batch.set_queue("emails");
-    for (const auto& job : leased.jobs()) {
-      auto* e = batch.add_jobs();
-      e->set_job_id(job.job_id());
-      e->set_lease_token(job.lease_token());
-    }
     qpb::AckBatchResponse acked;
-    ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::AckBatch, batch, &acked).ok());
+    ASSERT_TRUE(Call(&qpb::WorkQueue::Stub::AckBatch, AckAll(leased), &acked).ok());
     // The answer may come before the read-ahead has landed (it reads after queuing the write):
     // the next lease goes once it has, as a worker's next lease usually would.
     const std::string kept =
