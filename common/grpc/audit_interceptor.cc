@@ -109,7 +109,9 @@ class AuditInterceptorFactoryImpl : public grpc::experimental::ServerInterceptor
  public:
   AuditInterceptorFactoryImpl(std::shared_ptr<security::AuditSink> sink, const time::Clock* clock,
                               bool intercept_client_streams)
-      : sink_(std::move(sink)), clock_(clock), intercept_client_streams_(intercept_client_streams) {}
+      : sink_(std::move(sink)),
+        clock_(clock),
+        intercept_client_streams_(intercept_client_streams) {}
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {

@@ -64,7 +64,8 @@ class ParsedBidiReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 inline int MethodIndex(const std::string& service, const std::string& method) {
   const google::protobuf::ServiceDescriptor* s =
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
-  const google::protobuf::MethodDescriptor* m = s == nullptr ? nullptr : s->FindMethodByName(method);
+  const google::protobuf::MethodDescriptor* m =
+      s == nullptr ? nullptr : s->FindMethodByName(method);
   GPR_ASSERT(m != nullptr);
   return m->index();
 }

@@ -39,7 +39,7 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
     // ProduceStream parses its messages itself (grpc_util::ParsedBidiReactor): one that does not
     // parse ends the stream INVALID_ARGUMENT instead of looking like the caller's half-close.
     MarkMethodRawCallback(
-        grpc_util::MethodIndex(::conduit::log::v1::LogService::service_full_name(), "ProduceStream"),
+        grpc_util::MethodIndex(pb::LogService::service_full_name(), "ProduceStream"),
         grpc_util::ServeParsed(
             [this](grpc::CallbackServerContext* ctx) { return ParsedProduceStream(ctx); }));
   }

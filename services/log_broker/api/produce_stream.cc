@@ -351,9 +351,11 @@ class LogService::ProduceStreamReactor final
     if (!finished_ && !reading_ && !writing_ && !handing_over_ && producing_ == 0 &&
         (broken_ || (reads_done_ && slots_.empty()))) {
       finished_ = true;
-      steps.finish = broken_                ? grpc::Status(grpc::StatusCode::CANCELLED, "stream closed")
-                     : unparsable_.has_value() ? grpc_util::ToGrpcStatus(*unparsable_)
-                                               : grpc::Status::OK;
+      if (broken_) {
+        steps.finish = grpc::Status(grpc::StatusCode::CANCELLED, "stream closed");
+      } else {
+        steps.finish = unparsable_ ? grpc_util::ToGrpcStatus(*unparsable_) : grpc::Status::OK;
+      }
     }
     return steps;
   }
