@@ -264,6 +264,30 @@ absl::Status CheckRecordTimes(const pb::ProduceRequest& request) {
   return absl::OkStatus();
 }
 
+void ToProto(const ProduceResult& result,
+             google::protobuf::RepeatedPtrField<pb::RecordPosition>* positions,
+             google::protobuf::Timestamp* append_time) {
+  positions->Reserve(static_cast<int>(result.positions.size()));
+  for (const RecordPosition& p : result.positions) {
+    pb::RecordPosition* out = positions->Add();
+    out->set_partition(p.partition);
+    out->set_offset(p.offset);
+    out->set_duplicate(p.duplicate);
+  }
+  SetTimestamp(result.append_time, append_time);
+}
+
+void ToProto(const absl::StatusOr<ProduceResult>& result, pb::ProduceStreamResponse::Answer* out) {
+  if (result.ok()) return ToProto(*result, out->mutable_positions(), out->mutable_append_time());
+  out->set_code(static_cast<int32_t>(result.status().code()));
+  out->set_message(std::string(result.status().message()));
+  if (auto hint = LeaderHintOf(result.status())) {
+    out->set_leader_id(hint->id);
+    out->set_leader_address(hint->address);
+    out->set_leader_epoch(hint->epoch);
+  }
+}
+
 // The one status mapping of this service: a not-leader status also names the leader in the
 // trailing metadata documented in log.proto.
 grpc::Status Answer(grpc::CallbackServerContext* ctx, const absl::Status& status) {

@@ -59,6 +59,15 @@ double RecordBytes(const pb::ProduceRequest& request);
 // per message (PERFORMANCE-NOTES). convert_test pins the request's time fields.
 absl::Status CheckRecordTimes(const pb::ProduceRequest& request);
 
+// An appended request's positions (one per record, in request order) and append time, for a
+// ProduceResponse or a ProduceStream answer.
+void ToProto(const ProduceResult& result,
+             google::protobuf::RepeatedPtrField<pb::RecordPosition>* positions,
+             google::protobuf::Timestamp* append_time);
+// A ProduceStream message's answer: its positions, or its code and message (with the leader, for
+// a not-leader status).
+void ToProto(const absl::StatusOr<ProduceResult>& result, pb::ProduceStreamResponse::Answer* out);
+
 // The one status mapping of the log service: a not-leader status also names the leader in the
 // trailing metadata documented in log.proto.
 grpc::Status Answer(grpc::CallbackServerContext* ctx, const absl::Status& status);

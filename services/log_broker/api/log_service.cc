@@ -188,14 +188,7 @@ grpc::ServerUnaryReactor* LogService::Produce(grpc::CallbackServerContext* ctx,
       request->topic(), std::move(records), ProducerFromProto(*request),
       [this, reactor, response, started](absl::StatusOr<ProduceResult> result) {
         if (result.ok()) {
-          response->mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
-          for (const RecordPosition& p : result->positions) {
-            auto* out = response->add_positions();
-            out->set_partition(p.partition);
-            out->set_offset(p.offset);
-            out->set_duplicate(p.duplicate);
-          }
-          SetTimestamp(result->append_time, response->mutable_append_time());
+          ToProto(*result, response->mutable_positions(), response->mutable_append_time());
         }
         metrics_->ObserveProduceLatency(absl::Now() - started);
         metrics_->CountProduce(result.status().code());

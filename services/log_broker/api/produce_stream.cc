@@ -108,7 +108,7 @@ class LogService::ProduceStreamReactor final
         ++producing_;
         QueueLocked(*std::move(message));
       } else {
-        Fill(message.status(), &slot.answer);
+        ToProto(message.status(), &slot.answer);
         slot.answered.store(true, std::memory_order_relaxed);
       }
       reading_ = false;
@@ -263,34 +263,11 @@ class LogService::ProduceStreamReactor final
     service_->broker_->ProduceParts(unit.topic, std::move(unit.parts), unit.acks);
   }
 
-  // The answer of a message, from its result.
-  static void Fill(const absl::StatusOr<ProduceResult>& result,
-                   pb::ProduceStreamResponse::Answer* out) {
-    if (result.ok()) {
-      out->mutable_positions()->Reserve(static_cast<int>(result->positions.size()));
-      for (const RecordPosition& p : result->positions) {
-        auto* position = out->add_positions();
-        position->set_partition(p.partition);
-        position->set_offset(p.offset);
-        position->set_duplicate(p.duplicate);
-      }
-      SetTimestamp(result->append_time, out->mutable_append_time());
-      return;
-    }
-    out->set_code(static_cast<int32_t>(result.status().code()));
-    out->set_message(std::string(result.status().message()));
-    if (auto hint = LeaderHintOf(result.status())) {
-      out->set_leader_id(hint->id);
-      out->set_leader_address(hint->address);
-      out->set_leader_epoch(hint->epoch);
-    }
-  }
-
   // Records the answer of `slot`'s handed-over message (from any thread) and writes what is due.
   void Answer(Slot* slot, absl::StatusOr<ProduceResult> result) {
     service_->metrics_->ObserveProduceLatency(absl::Now() - slot->started);
     service_->metrics_->CountProduce(result.status().code());
-    Fill(result, &slot->answer);
+    ToProto(result, &slot->answer);
     const std::shared_ptr<Group> group = std::move(slot->group);
     Steps steps;
     if (group != nullptr) {
