@@ -21,7 +21,7 @@ JOBS ?= $(shell nproc)
 
 IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
 
-.PHONY: all deps configure build run cluster test fuzz bench bench-peers bench-security clean deploy-deps deploy-check image image-smoke certs
+.PHONY: all deps configure build build-run build-cluster run cluster test fuzz bench bench-peers bench-security clean deploy-deps deploy-check image image-smoke certs
 
 all: build
 
@@ -36,12 +36,22 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# `make run` and `make cluster` build only the binaries they start, not the tests and benchmarks.
+RUN_TARGETS = conduit-standalone conduit
+CLUSTER_TARGETS = conduit-broker conduit-coordinator conduit-queue conduit
+
+build-run: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $(RUN_TARGETS)
+
+build-cluster: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $(CLUSTER_TARGETS)
+
+run: build-run
 	@mkdir -p $(DATA_DIR)
 	@echo "starting conduit-standalone (data in $(DATA_DIR)); Ctrl-C stops it"
 	@exec $(BUILD_DIR)/bin/conduit-standalone --data-dir $(DATA_DIR) --listen $(LISTEN) --metrics-listen $(METRICS_LISTEN)
 
-cluster: build
+cluster: build-cluster
 	@exec ./scripts/run-cluster.sh $(BUILD_DIR)/bin
 
 test: build deploy-deps

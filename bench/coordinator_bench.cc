@@ -70,7 +70,7 @@ struct Server {
     if (!log.CreateTopic("events", absl::GetFlag(FLAGS_partitions)).ok()) std::abort();
   }
   ~Server() {
-    broker->service()->BeginShutdown();
+    broker->BeginShutdown();
     server->Shutdown();
   }
 };

@@ -71,7 +71,7 @@ struct Server {
     server = *grpc_util::StartServer({}, {broker->service()});
   }
   ~Server() {
-    broker->service()->BeginShutdown();
+    broker->BeginShutdown();
     server->Shutdown();
   }
   std::string NewTopic() {

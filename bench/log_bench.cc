@@ -242,7 +242,7 @@ absl::Status RunBroker(const Scenario& s, const Settings& settings, Row* row) {
   stubs.clear();
   admin.reset();
   channels.clear();
-  (*node)->service()->BeginShutdown();
+  (*node)->BeginShutdown();
   (*server)->Shutdown();
   return absl::OkStatus();
 }

@@ -27,6 +27,7 @@
 #include "common/grpc/server_runner.h"
 #include "common/runtime/runtime.h"
 #include "common/testing/temp_dir.h"
+#include "conduit/log/v1/log.grpc.pb.h"
 #include "services/log_broker/log_broker_node.h"
 
 ABSL_FLAG(int, producers, 8, "producer threads for the idempotence comparison");

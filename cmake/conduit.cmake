@@ -18,11 +18,36 @@ function(conduit_cc_library)
   endif()
 endfunction()
 
+# Test sources: -O0, and one precompiled header for all of them. The code under test lives in
+# the libraries, built with the build type's optimisation; a test's own code (assertions, fixtures,
+# fakes) runs the same unoptimised, and half of a cold build's compile time was test sources.
+# Measured on one gRPC-heavy test source with clang 14: -O2 21 s, -O0 14 s. The header holds what
+# nearly every test parses (the standard library, GoogleTest, gRPC, protobuf, Abseil); only
+# external headers, so it never waits for protoc and a change of ours never rebuilds it.
+set(CONDUIT_TEST_COPTS -O0)
+add_library(conduit_test_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/test_pch.cc)
+target_compile_options(conduit_test_pch PRIVATE ${CONDUIT_TEST_COPTS})
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # Without a timestamp in the header, ccache can reuse the compiles that include it.
+  target_compile_options(conduit_test_pch PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
+endif()
+target_link_libraries(conduit_test_pch PUBLIC GTest::gmock GTest::gtest gRPC::grpc++
+                      protobuf::libprotobuf absl::status absl::statusor absl::strings absl::time
+                      absl::synchronization absl::flat_hash_map)
+target_precompile_headers(conduit_test_pch PRIVATE
+  <algorithm> <atomic> <cstdint> <functional> <map> <memory> <optional> <set> <string> <thread>
+  <utility> <vector>
+  <gmock/gmock.h> <gtest/gtest.h> <grpcpp/grpcpp.h> <google/protobuf/message.h>
+  <absl/container/flat_hash_map.h> <absl/status/status.h> <absl/status/statusor.h>
+  <absl/strings/str_cat.h> <absl/synchronization/mutex.h> <absl/time/clock.h> <absl/time/time.h>)
+
 function(conduit_cc_test)
   cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS})
   target_include_directories(${A_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gmock GTest::gtest_main)
+  target_compile_options(${A_NAME} PRIVATE ${CONDUIT_TEST_COPTS})
+  target_precompile_headers(${A_NAME} REUSE_FROM conduit_test_pch)
   add_test(NAME ${A_NAME} COMMAND ${A_NAME})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config clang lld libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev prometheus-cpp-dev libjemalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev libcli11-dev libssl-dev openssl
@@ -18,7 +18,8 @@ PACKAGES=(
   etcd-server etcd-client golang-etcd-server-dev python3-etcd3
   postgresql libpq-dev
 )
-# clang: the thread-safety check of the lock annotations (scripts/check_thread_safety.py);
+# clang: the compiler (CMakeLists.txt says why), which checks the lock annotations as it builds;
+# lld: the linker, faster than ld.bfd;
 # libclang-rt-14-dev: its libFuzzer and sanitizer runtimes (scripts/fuzz.sh).
 # prometheus: promtool for the alert rules; docker-compose: its schema check of
 # deploy/docker-compose.yml (`config` needs no container engine). See scripts/check-deploy.sh.

@@ -41,12 +41,12 @@ class ClientTest : public ::testing::Test {
         {}, {broker_->service(), coordinator_->service(), queue_->service()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    broker_->service()->SetAddress(server_->address());  // what GetMetadata names (as ServerMain)
+    broker_->SetAddress(server_->address());  // what GetMetadata names (as ServerMain)
     coordinator_->SetBrokerAddress(server_->address());
     log_ = std::make_unique<testing::LogClient>(server_->address());
   }
   void TearDown() override {
-    broker_->service()->BeginShutdown();
+    broker_->BeginShutdown();
     server_->Shutdown();
   }
   std::string address() { return server_->address(); }

@@ -226,7 +226,9 @@ TEST(JwtVerifierCreate, RefusesBadConfiguration) {
     BIO* bio = BIO_new(BIO_s_mem());
     PEM_write_bio_PUBKEY(bio, key);
     char* data = nullptr;
-    std::string pem(data, static_cast<size_t>(BIO_get_mem_data(bio, &data)));
+    // The length first: it sets `data` (argument order is unspecified; clang reads `data` first).
+    const long size = BIO_get_mem_data(bio, &data);
+    std::string pem(data, static_cast<size_t>(size));
     BIO_free(bio);
     EVP_PKEY_free(key);
     return pem;

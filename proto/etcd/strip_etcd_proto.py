@@ -8,6 +8,11 @@ blocks and field-level `[(gogoproto.x) = ...]`. None of them changes the wire fo
 stubs are generated from copies without them (and without the two imports), keeping package
 names, field numbers and import paths.
 
+Two more changes only shrink the generated C++, which was the slowest code of a cold build:
+the services Conduit never calls (Cluster, Maintenance, Auth; it uses KV, Watch and Lease) are
+left out, their messages kept, and the copies ask for `optimize_for = CODE_SIZE` (etcd carries
+cluster metadata, a few calls a second, so its parsing need not be the fastest).
+
 Usage: strip_etcd_proto.py SRC_ROOT DST_ROOT PROTO...   (PROTO relative to both roots)
 Exit 1 with a message when a proto is missing or an option survives the stripping.
 """
@@ -19,6 +24,8 @@ DROPPED_IMPORTS = ("gogoproto/gogo.proto", "google/api/annotations.proto")
 OPTION_START = re.compile(r"^\s*option\s*\(\s*(gogoproto|google\.api)\.[\w.]+\s*\)\s*=")
 FIELD_OPTIONS = re.compile(r"\s*\[([^\]]*)\]")
 FOREIGN = re.compile(r"\(\s*(gogoproto|google\.api)\.")
+UNUSED_SERVICE = re.compile(r"^\s*service\s+(Cluster|Maintenance|Auth)\s*\{")
+PACKAGE = re.compile(r"^\s*package\s+[\w.]+\s*;")
 
 
 def braces(line):
@@ -46,10 +53,12 @@ def strip(text):
         stripped = line.strip()
         if stripped.startswith("import") and any(f'"{i}"' in stripped for i in DROPPED_IMPORTS):
             continue
-        if OPTION_START.match(line):
+        if OPTION_START.match(line) or UNUSED_SERVICE.match(line):
             depth = braces(line)
             continue
         out.append(strip_field_options(line) if "[" in line else line)
+        if PACKAGE.match(line):
+            out.append("option optimize_for = CODE_SIZE;\n")
     return "".join(out)
 
 

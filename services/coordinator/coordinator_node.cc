@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/status/status_macros.h"
+#include "services/coordinator/api/coordinator_service.h"
 
 ABSL_FLAG(std::string, broker_address, "",
           "The log broker host:port the coordinator asks for offsets and append times (empty: "
@@ -41,6 +42,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Open(
 }
 
 CoordinatorNode::~CoordinatorNode() { scope_.reset(); }
+
+grpc::Service* CoordinatorNode::service() { return service_.get(); }
 
 grpc_util::ServerComponent CoordinatorNode::Component() {
   auto node = std::make_shared<std::unique_ptr<CoordinatorNode>>();

@@ -10,12 +10,21 @@
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
 #include "services/coordinator/api/coordinator_metrics.h"
-#include "services/coordinator/api/coordinator_service.h"
 #include "services/coordinator/broker/grpc_topic_source.h"
 #include "services/coordinator/domain/group_coordinator.h"
 #include "services/coordinator/storage/rocksdb_coordinator_store.h"
 
+namespace grpc {
+class Service;
+}  // namespace grpc
+
 namespace conduit::coordinator {
+
+// The gRPC services are declared, not included: their headers instantiate gRPC's generated
+// service templates, which cost every includer seconds of compile time.
+namespace api {
+class CoordinatorService;
+}  // namespace api
 
 struct CoordinatorNodeOptions {
   // The log broker (host:port). Empty: set later with SetBrokerAddress (conduit-standalone
@@ -47,7 +56,7 @@ class CoordinatorNode {
   ~CoordinatorNode();
 
   void SetBrokerAddress(const std::string& address) { topics_->SetAddress(address); }
-  api::CoordinatorService* service() { return service_.get(); }
+  grpc::Service* service();  // the gRPC service to host (owned by the node)
   GroupCoordinator* coordinator() { return coordinator_.get(); }
 
  private:

@@ -11,6 +11,8 @@
 #include "common/etcd/etcd_flags.h"
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/status/status_macros.h"
+#include "services/log_broker/api/log_service.h"
+#include "services/log_broker/api/replica_service.h"
 
 ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
           "How often the log broker applies retention, compaction and dedup expiry");
@@ -29,6 +31,11 @@ ABSL_FLAG(absl::Duration, leader_rebalance_interval, absl::Seconds(300),
           "preferred replica once it is in sync again (0: never)");
 
 namespace conduit::log_broker {
+
+grpc::Service* LogBrokerNode::service() { return service_.get(); }
+grpc::Service* LogBrokerNode::replica_service() { return replica_service_.get(); }
+void LogBrokerNode::SetAddress(const std::string& address) { service_->SetAddress(address); }
+void LogBrokerNode::BeginShutdown() { service_->BeginShutdown(); }
 
 grpc_util::ServerComponent LogBrokerNode::Component() {
   auto node = std::make_shared<std::unique_ptr<LogBrokerNode>>();
@@ -59,7 +66,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
     return absl::OkStatus();
   };
   component.started = [node](const std::string& address) {
-    (*node)->service()->SetAddress(address);
+    (*node)->SetAddress(address);
     const std::string advertised = absl::GetFlag(FLAGS_advertise_address);
     absl::Status joined = (*node)->Join(advertised.empty() ? address : advertised);
     // Without the cluster this broker can serve nothing: stop rather than run half-joined.
@@ -68,7 +75,7 @@ grpc_util::ServerComponent LogBrokerNode::Component() {
       std::_Exit(1);
     }
   };
-  component.begin_shutdown = [node] { (*node)->service()->BeginShutdown(); };
+  component.begin_shutdown = [node] { (*node)->BeginShutdown(); };
   component.teardown = [node] { node->reset(); };
   component.health_services = {::conduit::log::v1::LogService::service_full_name()};
   return component;

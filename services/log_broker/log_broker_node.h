@@ -9,14 +9,23 @@
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
 #include "services/log_broker/api/log_metrics.h"
-#include "services/log_broker/api/log_service.h"
-#include "services/log_broker/api/replica_service.h"
 #include "services/log_broker/cluster/etcd_cluster.h"
 #include "services/log_broker/cluster/replica_fetcher.h"
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/storage/rocksdb_log_store.h"
 
+namespace grpc {
+class Service;
+}  // namespace grpc
+
 namespace conduit::log_broker {
+
+// The gRPC services are declared, not included: their headers instantiate gRPC's generated
+// service templates, which cost every includer seconds of compile time.
+namespace api {
+class LogService;
+class ReplicaService;
+}  // namespace api
 
 // The log broker wired together: RocksDB store under <data_dir>/broker, the Broker on top of it
 // (recovered), its metrics and its gRPC services (behind the authorise step). Used by
@@ -48,8 +57,13 @@ class LogBrokerNode {
   // partitions, follower lag) from Broker::ReplicationSnapshot.
   static constexpr absl::Duration kReplicationMetricsInterval = absl::Seconds(1);
 
-  api::LogService* service() { return service_.get(); }
-  api::ReplicaService* replica_service() { return replica_service_.get(); }
+  // The gRPC services to host (owned by the node); replica_service() is null on a single node.
+  grpc::Service* service();
+  grpc::Service* replica_service();
+  // What GetMetadata names as this broker's address (the serving one: ServerMain sets it).
+  void SetAddress(const std::string& address);
+  // Ends the broker's open streams and long polls, before the server shuts down.
+  void BeginShutdown();
   Broker* broker() { return broker_.get(); }
   RocksDbLogStore* store() { return store_.get(); }
 

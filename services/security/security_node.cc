@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/status/status_macros.h"
+#include "services/security/api/security_service.h"
 
 ABSL_FLAG(absl::Duration, audit_retention, absl::Hours(24 * 30),
           "How long audit records are kept (conduit audit; issue 19)");
@@ -72,6 +73,8 @@ void SecurityNode::TrimAudit(absl::Time now, absl::Duration retention) {
     dropped_logged_ = dropped;
   }
 }
+
+grpc::Service* SecurityNode::service() { return service_.get(); }
 
 SecurityNode::~SecurityNode() {
   if (etcd_acls_ != nullptr) etcd_acls_->Stop();  // no reload is queued after this

@@ -9,13 +9,22 @@
 #include "common/grpc/call_guard.h"
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
-#include "services/security/api/security_service.h"
 #include "services/security/cluster/etcd_acl_store.h"
 #include "services/security/domain/acl_registry.h"
 #include "services/security/domain/audit_trail.h"
 #include "services/security/storage/rocksdb_security_store.h"
 
+namespace grpc {
+class Service;
+}  // namespace grpc
+
 namespace conduit::security_service {
+
+// The gRPC services are declared, not included: their headers instantiate gRPC's generated
+// service templates, which cost every includer seconds of compile time.
+namespace api {
+class SecurityService;
+}  // namespace api
 
 struct SecurityNodeOptions {
   // Audit records older than this are removed (checked every trim_interval).
@@ -42,7 +51,7 @@ class SecurityNode {
   // Stops the retention task and detaches the trail from the guard.
   ~SecurityNode();
 
-  api::SecurityService* service() { return service_.get(); }
+  grpc::Service* service();  // the gRPC service to host (owned by the node)
   AuditTrail* audit() { return audit_.get(); }
 
  private:

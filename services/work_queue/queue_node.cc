@@ -5,6 +5,9 @@
 #include "common/logging/logging.h"
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/status/status_macros.h"
+#include "services/work_queue/api/bridge_service.h"
+#include "services/work_queue/api/queue_service.h"
+#include "services/work_queue/bridge/bridge_manager.h"
 
 ABSL_FLAG(std::string, bridge_bootstrap, "",
           "Log broker(s) bridges read from, host:port (default: this server's own address, as "
@@ -35,6 +38,11 @@ absl::StatusOr<std::unique_ptr<QueueNode>> QueueNode::Open(const std::string& da
   node->bridge_service_ = std::make_unique<api::BridgeService>(node->bridges_.get(), guard);
   return node;
 }
+
+QueueNode::~QueueNode() = default;
+
+grpc::Service* QueueNode::service() { return service_.get(); }
+grpc::Service* QueueNode::bridge_service() { return bridge_service_.get(); }
 
 grpc_util::ServerComponent QueueNode::Component() {
   auto node = std::make_shared<std::unique_ptr<QueueNode>>();

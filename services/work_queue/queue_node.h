@@ -7,14 +7,26 @@
 #include "common/grpc/server_main.h"
 #include "common/runtime/runtime.h"
 #include "services/work_queue/api/bridge_metrics.h"
-#include "services/work_queue/api/bridge_service.h"
 #include "services/work_queue/api/queue_metrics.h"
-#include "services/work_queue/api/queue_service.h"
 #include "services/work_queue/bridge/topic_publisher.h"
 #include "services/work_queue/domain/work_queue.h"
 #include "services/work_queue/storage/rocksdb_queue_store.h"
 
+namespace grpc {
+class Service;
+}  // namespace grpc
+
 namespace conduit::work_queue {
+
+// The gRPC services are declared, not included: their headers instantiate gRPC's generated
+// service templates, which cost every includer seconds of compile time.
+namespace api {
+class BridgeService;
+class QueueService;
+}  // namespace api
+namespace bridge {
+class BridgeManager;
+}  // namespace bridge
 
 // The work queue wired together: RocksDB under <data_dir>/queue, the WorkQueue (recovered), its
 // bridges (started once the server serves) and their gRPC services. Used by conduit-queue,
@@ -28,8 +40,11 @@ class QueueNode {
   // The queue as a component of a server binary.
   static grpc_util::ServerComponent Component();
 
-  api::QueueService* service() { return service_.get(); }
-  api::BridgeService* bridge_service() { return bridge_service_.get(); }
+  ~QueueNode();
+
+  // The gRPC services to host (owned by the node).
+  grpc::Service* service();
+  grpc::Service* bridge_service();
   bridge::BridgeManager* bridges() { return bridges_.get(); }
   // Dead letters redriven to a topic go through the log at `bootstrap` (once serving).
   void StartPublisher(const std::string& bootstrap);

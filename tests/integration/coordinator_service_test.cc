@@ -36,7 +36,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     groups_ = std::make_unique<CoordinatorClient>(server_->address());
   }
   void TearDown() override {
-    broker_->service()->BeginShutdown();
+    broker_->BeginShutdown();
     server_->Shutdown();
     server_.reset();
     node_.reset();

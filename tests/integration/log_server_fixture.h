@@ -25,13 +25,13 @@ class LogServerTest : public ::testing::Test {
     auto server = grpc_util::StartServer({}, {node_->service()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    node_->service()->SetAddress(server_->address());
+    node_->SetAddress(server_->address());
     client_ = std::make_unique<LogClient>(server_->address());
   }
 
   void Stop() {
     if (!server_) return;
-    node_->service()->BeginShutdown();
+    node_->BeginShutdown();
     server_->Shutdown();
     server_.reset();
     node_.reset();

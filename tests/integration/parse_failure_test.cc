@@ -59,7 +59,7 @@ TEST(ParseFailures, AreInvalidArgumentOnlyForTheServicesTheServerHosts) {
   grpc::Status other =
       RawCall((*server)->address(), "/conduit.queue.v1.WorkQueue/Enqueue", garbage);
   EXPECT_EQ(other.error_code(), grpc::StatusCode::UNIMPLEMENTED) << other.error_message();
-  (*node)->service()->BeginShutdown();
+  (*node)->BeginShutdown();
   (*server)->Shutdown();
 }
 
