@@ -3,7 +3,40 @@
 # conduit_cc_library(NAME n SRCS ... DEPS ...)   static library; header-only when SRCS is empty
 # conduit_cc_test(NAME n SRCS ... DEPS ... [LABELS ...])  gtest binary registered with CTest
 # conduit_proto_library(NAME n PROTOS ... [ROOT dir]) C++ messages + gRPC stubs (ROOT: proto/)
-# conduit_server_binary(target)                   a server: allocates with jemalloc
+# conduit_server_binary(target)                   a server: jemalloc, the library PCH
+# conduit_pch(NAME n HEADERS ... DEPS ...)          a precompiled header to reuse (below)
+
+# Precompiled headers: what most sources parse (the standard library, gRPC, protobuf, Abseil,
+# CLI11; GoogleTest for tests), parsed once instead of in every source. Only external headers, so
+# a PCH never waits for protoc and no change of ours rebuilds it. Clang needs a consumer's
+# options to match the header's, hence two: libraries and tools (the build type's -O2), tests
+# (-O0, below). Domain and storage libraries take none: they must not see gRPC, and compile
+# quickly without.
+set(CONDUIT_PCH_HEADERS
+  <algorithm> <atomic> <cstdint> <functional> <map> <memory> <optional> <set> <string> <thread>
+  <utility> <vector>
+  <grpcpp/grpcpp.h> <google/protobuf/message.h>
+  <absl/container/flat_hash_map.h> <absl/status/status.h> <absl/status/statusor.h>
+  <absl/strings/str_cat.h> <absl/synchronization/mutex.h> <absl/time/clock.h> <absl/time/time.h>)
+set(CONDUIT_PCH_DEPS gRPC::grpc++ protobuf::libprotobuf absl::status absl::statusor
+  absl::strings absl::time absl::synchronization absl::flat_hash_map)
+
+# conduit_pch(NAME n HEADERS ... DEPS ... [COPTS ...]): a target whose header others reuse with
+# target_precompile_headers(t REUSE_FROM n).
+function(conduit_pch)
+  cmake_parse_arguments(A "" "NAME" "HEADERS;DEPS;COPTS" ${ARGN})
+  add_library(${A_NAME} STATIC ${PROJECT_SOURCE_DIR}/cmake/pch.cc)
+  target_compile_options(${A_NAME} PRIVATE ${A_COPTS})
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    # Without a timestamp in the header, ccache can reuse the compiles that include it.
+    target_compile_options(${A_NAME} PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
+  endif()
+  target_link_libraries(${A_NAME} PUBLIC ${A_DEPS})
+  target_precompile_headers(${A_NAME} PRIVATE ${A_HEADERS})
+endfunction()
+
+conduit_pch(NAME conduit_lib_pch HEADERS ${CONDUIT_PCH_HEADERS} <CLI/CLI.hpp>
+  DEPS ${CONDUIT_PCH_DEPS} CLI11::CLI11)
 
 function(conduit_cc_library)
   cmake_parse_arguments(A "" "NAME" "SRCS;DEPS" ${ARGN})
@@ -11,6 +44,9 @@ function(conduit_cc_library)
     add_library(${A_NAME} STATIC ${A_SRCS})
     target_include_directories(${A_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
     target_link_libraries(${A_NAME} PUBLIC ${A_DEPS})
+    if(NOT A_NAME MATCHES "_(domain|storage)$")
+      target_precompile_headers(${A_NAME} REUSE_FROM conduit_lib_pch)
+    endif()
   else()
     add_library(${A_NAME} INTERFACE)
     target_include_directories(${A_NAME} INTERFACE ${PROJECT_SOURCE_DIR})
@@ -18,28 +54,14 @@ function(conduit_cc_library)
   endif()
 endfunction()
 
-# Test sources: -O0, and one precompiled header for all of them. The code under test lives in
-# the libraries, built with the build type's optimisation; a test's own code (assertions, fixtures,
+# Test sources: -O0, with their own precompiled header. The code under test lives in the
+# libraries, built with the build type's optimisation; a test's own code (assertions, fixtures,
 # fakes) runs the same unoptimised, and half of a cold build's compile time was test sources.
-# Measured on one gRPC-heavy test source with clang 14: -O2 21 s, -O0 14 s. The header holds what
-# nearly every test parses (the standard library, GoogleTest, gRPC, protobuf, Abseil); only
-# external headers, so it never waits for protoc and a change of ours never rebuilds it.
+# Measured on one gRPC-heavy test source with clang 14: -O2 21 s, -O0 14 s.
 set(CONDUIT_TEST_COPTS -O0)
-add_library(conduit_test_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/test_pch.cc)
-target_compile_options(conduit_test_pch PRIVATE ${CONDUIT_TEST_COPTS})
-if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-  # Without a timestamp in the header, ccache can reuse the compiles that include it.
-  target_compile_options(conduit_test_pch PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
-endif()
-target_link_libraries(conduit_test_pch PUBLIC GTest::gmock GTest::gtest gRPC::grpc++
-                      protobuf::libprotobuf absl::status absl::statusor absl::strings absl::time
-                      absl::synchronization absl::flat_hash_map)
-target_precompile_headers(conduit_test_pch PRIVATE
-  <algorithm> <atomic> <cstdint> <functional> <map> <memory> <optional> <set> <string> <thread>
-  <utility> <vector>
-  <gmock/gmock.h> <gtest/gtest.h> <grpcpp/grpcpp.h> <google/protobuf/message.h>
-  <absl/container/flat_hash_map.h> <absl/status/status.h> <absl/status/statusor.h>
-  <absl/strings/str_cat.h> <absl/synchronization/mutex.h> <absl/time/clock.h> <absl/time/time.h>)
+conduit_pch(NAME conduit_test_pch
+  HEADERS ${CONDUIT_PCH_HEADERS} <gmock/gmock.h> <gtest/gtest.h>
+  DEPS ${CONDUIT_PCH_DEPS} GTest::gmock GTest::gtest COPTS ${CONDUIT_TEST_COPTS})
 
 function(conduit_cc_test)
   cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
@@ -80,6 +102,7 @@ function(conduit_proto_library)
       COMMENT "protoc ${proto}")
   endforeach()
   add_library(${A_NAME} STATIC ${srcs})
+  target_precompile_headers(${A_NAME} REUSE_FROM conduit_lib_pch)
   target_include_directories(${A_NAME} PUBLIC ${PROJECT_BINARY_DIR}/gen)
   target_link_libraries(${A_NAME} PUBLIC gRPC::grpc++ protobuf::libprotobuf ${A_DEPS})
 endfunction()
@@ -90,6 +113,7 @@ endfunction()
 # without scripts/install-deps.sh) servers keep glibc's allocator.
 find_library(JEMALLOC_LIBRARY NAMES jemalloc)
 function(conduit_server_binary target)
+  target_precompile_headers(${target} REUSE_FROM conduit_lib_pch)
   if(JEMALLOC_LIBRARY)
     target_link_libraries(${target} PRIVATE ${JEMALLOC_LIBRARY})
   endif()
