@@ -9,6 +9,7 @@
 #   make image         build the container images (podman or docker; docker/Dockerfile, and
 #                      conduit-etcd from docker/etcd.Dockerfile for cluster mode)
 #   make image-smoke   build it, run conduit-standalone in it, check gRPC health from outside
+# Client stubs (proto/README.md): make stubs   Python stubs from proto/ in ./stubs/python
 # TLS (see README "TLS"):
 #   make certs    a dev CA, a server certificate (127.0.0.1, localhost) and two client certificates
 #                 in certs/dev/ (gitignored; kept if present, FORCE=1 replaces them)
@@ -21,7 +22,7 @@ JOBS ?= $(shell nproc)
 
 IMAGE ?= conduit:$(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' helm/conduit/Chart.yaml)
 
-.PHONY: all deps configure build build-run build-cluster run cluster test fuzz bench bench-peers bench-security clean deploy-deps deploy-check image image-smoke certs
+.PHONY: all deps configure build build-run build-cluster run stubs cluster test fuzz bench bench-peers bench-security clean deploy-deps deploy-check image image-smoke certs
 
 all: build
 
@@ -81,6 +82,10 @@ deploy-deps: deps
 # The same checks ctest runs as deploy_checks (label deploy), without building C++.
 deploy-check: deploy-deps
 	@./scripts/check-deploy.sh
+
+STUBS_DIR ?= stubs
+stubs: deps
+	@./scripts/make-stubs.sh $(STUBS_DIR)
 
 CERTS_DIR ?= certs/dev
 certs:

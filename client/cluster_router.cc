@@ -5,6 +5,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/grpc/dial.h"
 #include "common/grpc/status.h"
 
@@ -54,10 +56,13 @@ std::string ResolveAdvertised(const std::string& advertised, const std::string& 
 std::vector<std::string> BootstrapList(const std::string& address,
                                        const std::vector<std::string>& bootstrap) {
   std::vector<std::string> out;
-  if (!address.empty()) out.push_back(address);
-  for (const std::string& b : bootstrap) {
-    if (!b.empty()) out.push_back(b);
-  }
+  auto add = [&out](absl::string_view list) {
+    for (absl::string_view a : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+      out.emplace_back(absl::StripAsciiWhitespace(a));
+    }
+  };
+  add(address);
+  for (const std::string& b : bootstrap) add(b);
   return out;
 }
 

@@ -146,7 +146,9 @@ class ClusterRouter {
   std::string answered_ ABSL_GUARDED_BY(mu_);  // the address the latest metadata came from
 };
 
-// The bootstrap list of a client's options: `address` (when set) first, then `bootstrap`.
+// The bootstrap list of a client's options: `address` (when set) first, then `bootstrap`. Each
+// may be a comma-separated list ("b1:7070,b2:7070", as the CLI's --addr and the servers'
+// --bridge-bootstrap take); blanks are dropped.
 std::vector<std::string> BootstrapList(const std::string& address,
                                        const std::vector<std::string>& bootstrap);
 

@@ -24,7 +24,8 @@ namespace conduit::client {
 struct ProducerOptions {
   // Bootstrap brokers, host:port: `address` (when set) first, then `bootstrap`. The first that
   // answers GetMetadata tells where every partition's leader is; batches go to the leaders.
-  // A single broker (or conduit-standalone) is just `address`.
+  // A single broker (or conduit-standalone) is just `address`; either may hold a comma-separated
+  // list.
   std::string address;
   std::vector<std::string> bootstrap;
   std::string topic;

@@ -77,7 +77,7 @@ stop() {
 
 # shellcheck disable=SC2317
 cleanup() {
-  local rc=$? i first=() broker_pids=() last=()
+  local rc=$? i pid cmdline first=() broker_pids=() last=()
   trap - EXIT INT TERM
   [ ${#pids[@]} -eq 0 ] && exit "$rc"
   echo "stopping ${names[*]}"
@@ -88,6 +88,17 @@ cleanup() {
       *) first+=("${pids[$i]}") ;;
     esac
   done
+  # Processes started again by hand with the printed command (their pids appended to the file).
+  while read -r pid; do
+    [[ " ${pids[*]} " == *" $pid "* ]] && continue
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+    [[ "$cmdline" == *"$dir/"* ]] || continue
+    case $cmdline in
+      */etcd\ *) last+=("$pid") ;;
+      *conduit-broker*) broker_pids+=("$pid") ;;
+      *) first+=("$pid") ;;
+    esac
+  done < <(cat "$dir/pids" 2>/dev/null)
   [ ${#first[@]} -gt 0 ] && stop "${first[@]}"
   [ ${#broker_pids[@]} -gt 0 ] && stop "${broker_pids[@]}"
   [ ${#last[@]} -gt 0 ] && stop "${last[@]}"
@@ -95,8 +106,8 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# A stop asked for (Ctrl-C, SIGTERM) is a success: exit 0 once everything has stopped.
+trap 'exit 0' INT TERM
 
 # spawn NAME CMD...: starts CMD in a session of its own, output to logs/NAME.log.
 spawn() {
@@ -185,15 +196,18 @@ for ((id = 1; id <= brokers; id++)); do
     --cluster-name "$cluster"
   brokers_csv+=${brokers_csv:+,}${addr[broker-$id]}
 done
-# The coordinator and the queue take one broker address each: broker 1's.
+# The coordinator asks broker 1 for offsets and append times. The queue's bridges read from every
+# broker (routed by metadata) and join groups at the coordinator.
 serve coordinator conduit-coordinator --broker-address "${addr[broker-1]}"
-serve queue conduit-queue
+serve queue conduit-queue --bridge-bootstrap "$brokers_csv" \
+  --bridge-coordinator "${addr[coordinator]}"
 
+# The names the CLI reads: `set -a; . .cluster/env; set +a` points `conduit` at this cluster.
 cat >"$dir/env" <<EOF
 CONDUIT_ADDR=$brokers_csv
+CONDUIT_COORDINATOR=${addr[coordinator]}
+CONDUIT_QUEUE_ADDR=${addr[queue]}
 ETCD_ENDPOINT=$etcd_endpoint
-COORDINATOR_ADDR=${addr[coordinator]}
-QUEUE_ADDR=${addr[queue]}
 EOF
 echo
 echo "Conduit cluster '$cluster' is up; Ctrl-C stops it (logs: $dir/logs, addresses: $dir/env)"
@@ -202,9 +216,13 @@ for name in "${names[@]:1}"; do
   printf '  %-12s %-21s metrics http://%s/metrics\n' "$name" "${addr[$name]}" "${metrics[$name]}"
 done
 cat <<EOF
-The coordinator asks broker-1; the CLI takes every broker (--addr or CONDUIT_ADDR):
+The CLI takes every broker (--addr or CONDUIT_ADDR); groups and queues have servers of their own
+here (--coordinator / CONDUIT_COORDINATOR, --queue-addr / CONDUIT_QUEUE_ADDR):
   $bin/conduit --addr $brokers_csv cluster describe
   $bin/conduit --addr $brokers_csv topic create orders --partitions 6
+  $bin/conduit --addr $brokers_csv --coordinator ${addr[coordinator]} consume orders --group billing
+  $bin/conduit --queue-addr ${addr[queue]} queue create emails
+Or load them all: set -a; . $dir/env; set +a
   ETCDCTL_API=3 etcdctl --endpoints $etcd_endpoint get --prefix /conduit/$cluster/ --keys-only
 EOF
 
@@ -219,8 +237,14 @@ while [ ${#running[@]} -gt 0 ]; do
   for i in "${!pids[@]}"; do
     [ "${pids[$i]}" = "$exited" ] && name=${names[$i]} && cmd=${cmds[$i]}
   done
+  # Again on the same ports, so that .cluster/env and the other servers' flags stay right.
+  if [ "$name" != etcd ]; then
+    cmd=${cmd/--listen 127.0.0.1:0 /--listen ${addr[$name]} }
+    cmd=${cmd/--metrics-listen 127.0.0.1:0 /--metrics-listen ${metrics[$name]} }
+  fi
   echo "run-cluster: $name (pid $exited) exited with status $rc; the rest keep running" >&2
-  echo "  to start it again (Ctrl-C here does not stop that one): $cmd" >&2
+  echo "  to start it again on the same ports (Ctrl-C here stops it too):" >&2
+  echo "  (setsid $cmd>>$dir/logs/$name.log 2>&1 </dev/null & echo \$! >>$dir/pids)" >&2
   for i in "${!running[@]}"; do
     [ "${running[$i]}" = "$exited" ] && unset 'running[i]'
   done

@@ -103,6 +103,9 @@ TEST(ResolveAdvertisedTest, WildcardHostsAreTheHostTheMetadataCameFrom) {
   EXPECT_EQ(ResolveAdvertised("broker-2.example:7070", "10.1.2.3:7070"), "broker-2.example:7070");
   EXPECT_EQ(BootstrapList("a:1", {"b:2", "", "c:3"}),
             (std::vector<std::string>{"a:1", "b:2", "c:3"}));
+  // A comma-separated list (a server's --bridge-bootstrap, the CLI's --addr) is split.
+  EXPECT_EQ(BootstrapList("a:1, b:2,", {"c:3,d:4"}),
+            (std::vector<std::string>{"a:1", "b:2", "c:3", "d:4"}));
 }
 
 }  // namespace

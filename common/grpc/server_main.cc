@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/flags/flags.h"
 #include "common/grpc/audit_interceptor.h"
@@ -71,7 +72,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFromFlags(
 int ServerMain(const std::string& name, int argc, char** argv,
                std::vector<ServerComponent> components) {
   auto wait_for_signal = InstallShutdownSignals();
-  flags::Parse(argc, argv);
+  const std::string usage = absl::StrCat(
+      "a Conduit server (README.md, \"Binaries\").\n\nUsage: ", name,
+      " [--data-dir DIR] [--listen HOST:PORT] [--metrics-listen HOST:PORT] [flags...]\n"
+      "Flags take --dash-names or --underscore_names; --helpfull adds Abseil's own.");
+  flags::Parse(argc, argv, usage.c_str());
   // Debian's Abseil is built with deadlock detection on: a cost on every lock (gRPC's too).
   // Tests keep it on, where it has caught a lock-order inversion.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -10,10 +10,12 @@
 #include "services/work_queue/bridge/bridge_manager.h"
 
 ABSL_FLAG(std::string, bridge_bootstrap, "",
-          "Log broker(s) bridges read from, host:port (default: this server's own address, as "
+          "Log brokers bridges read from and dead letters are redriven to, host:port or a "
+          "comma-separated list of a cluster's brokers (default: this server's own address, as "
           "in conduit-standalone)");
 ABSL_FLAG(std::string, bridge_coordinator, "",
-          "Group coordinator bridges join through, host:port (default: the bridge bootstrap)");
+          "Group coordinator bridges join through, host:port (default: the first bridge "
+          "bootstrap broker)");
 
 namespace conduit::work_queue {
 

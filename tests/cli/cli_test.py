@@ -367,7 +367,10 @@ def test_produce_consume():
     r = conduit("consume", topic, "--from-time", "2999-01-01T00:00:00Z")
     check_eq(r.out, "", "consume --from-time in the future", r)
     expect_usage(conduit("consume", topic, "--from-time", "yesterday", expect=None),
-                 "--from-time")
+                 "RFC 3339 (2026-11-29T10:00:00Z), Unix seconds, or a time ago (-1h")
+    # A time ago: an hour back is before everything this test produced.
+    r = conduit("consume", topic, "--from-time", "-1h")
+    check_eq(records(r), everything, "consume --from-time -1h", r)
 
     # --format
     r = conduit("consume", topic, "--format", "%k=%v")
@@ -583,6 +586,10 @@ def test_queues():
 
     r, s = stats(queue)
     check_eq((s["READY"], s["LEASED"], s["DEAD"]), ("4", "0", "0"), "stats after enqueue", r)
+    # Ages in tenths of a second (or whole seconds), rates with two decimals, not raw floats.
+    check(re.fullmatch(r"(\d+(\.\d)?s|\d+m\d+s|0)", s["OLDEST-READY"]) is not None,
+          "oldest-ready age rounded", r)
+    check(re.fullmatch(r"\d+(\.\d\d)?", s["ENQUEUE/S"]) is not None, "enqueue rate rounded", r)
 
     # lease (table), then lease (json).
     r, leased = lease(queue, 2)

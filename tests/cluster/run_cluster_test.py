@@ -5,9 +5,13 @@ Usage: run_cluster_test.py BIN_DIR
 
 1. Starts the script in a session of its own (as a terminal runs it), waits for the printed
    `conduit --addr ... cluster describe` line, runs that command and a topic create through it:
-   three brokers, one controller, partitions led by each broker. A broker SIGKILLed is reported
-   and the rest keep running. Then SIGINT to the session (a terminal's Ctrl-C): the script exits
-   130 and every process it recorded is gone.
+   three brokers, one controller, partitions led by each broker. The group coordinator and the
+   queue answer at the addresses .cluster/env names for the CLI (CONDUIT_COORDINATOR,
+   CONDUIT_QUEUE_ADDR), and a broker asked for a group says where to go instead. A broker
+   SIGKILLed is reported and the rest keep running, while `conduit consume --follow` on a
+   partition it led goes on printing from the new leader; the printed command starts it again on
+   its old port. Then SIGINT to the session (a terminal's Ctrl-C): the script exits 0 and every
+   process it started, the one started again by hand too, is gone.
 2. A start that fails (conduit-queue replaced by a program that exits 3): the script exits 1,
    names the queue, and stops etcd, the brokers and the coordinator it had started.
 
@@ -16,6 +20,7 @@ Plain Python 3 stdlib. Exit status 0 when every check passed.
 
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -76,11 +81,24 @@ def read_until(proc, pattern):
     return None, "".join(seen)
 
 
-def conduit(*args):
+def conduit(*args, expect=0, env=None, stdin=None):
     p = subprocess.run([os.path.join(BIN, "conduit"), *args], capture_output=True, text=True,
-                       timeout=20)
-    assert p.returncode == 0, f"conduit {' '.join(args)}: exit {p.returncode}\n{p.stdout}{p.stderr}"
-    return p.stdout
+                       timeout=40, env=dict(os.environ, **(env or {})), input=stdin)
+    assert p.returncode == expect, \
+        f"conduit {' '.join(args)}: exit {p.returncode}\n{p.stdout}{p.stderr}"
+    return p.stdout + p.stderr
+
+
+def next_line(proc, timeout_s=40):
+    """The next line proc prints, or None when none comes within timeout_s."""
+    if not select.select([proc.stdout], [], [], timeout_s)[0]:
+        return None
+    return proc.stdout.readline().strip()
+
+
+def cluster_env(cluster_dir):
+    with open(os.path.join(cluster_dir, "env")) as f:
+        return dict(line.strip().split("=", 1) for line in f if "=" in line)
 
 
 def wait_exit(proc):
@@ -106,18 +124,65 @@ def test_start_describe_ctrl_c(tmp):
         assert re.search(r"3 brokers, controller broker [123]", described), described
         leaders = set(re.findall(r"^smoke\s+\d+\s+(\d+)", described, re.M))
         assert leaders == {"1", "2", "3"}, f"leaders {leaders}:\n{described}"
-        pids = recorded_pids(cluster_dir)
-        assert len(pids) == 6 and all(running(p, cluster_dir) for p in pids), pids
-        os.kill(pids[3], signal.SIGKILL)  # etcd, broker-1, broker-2, broker-3, ...
-        m, out = read_until(proc, rf"broker-3 \(pid {pids[3]}\) exited .* the rest keep running")
-        assert m, f"broker-3's exit not reported:\n{out}"
+
+        # Groups and queues at their own servers, the CLI pointed there by .cluster/env.
+        env = cluster_env(cluster_dir)
+        assert env["CONDUIT_ADDR"] == addrs, env
+        conduit("consume", "smoke", "--group", "smoke-group", env=env)
+        assert "smoke-group" in conduit("group", "list", env=env)
+        conduit("queue", "create", "smoke-jobs", env=env)
+        assert "smoke-jobs" in conduit("queue", "list", env=env)
+        # A broker asked for a group answers UNIMPLEMENTED; the CLI says where groups are.
+        out = conduit("--addr", addrs, "group", "list", expect=1)
+        assert "UNIMPLEMENTED" in out and "--coordinator" in out and ".cluster/env" in out, out
+
+        # consume --follow on a partition broker-3 leads, through broker-3's death.
+        part = re.search(r"^smoke\s+(\d+)\s+3\s", described, re.M).group(1)
+        follower = subprocess.Popen(
+            [os.path.join(BIN, "conduit"), "--addr", addrs, "consume", "smoke", "--partition",
+             part, "--follow", "--format", "%v"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            conduit("--addr", addrs, "produce", "smoke", "--partition", part, stdin="before\n")
+            line = next_line(follower)
+            assert line == "before", f"the follower printed {line!r}"
+
+            pids = recorded_pids(cluster_dir)
+            assert len(pids) == 6 and all(running(p, cluster_dir) for p in pids), pids
+            os.kill(pids[3], signal.SIGKILL)  # etcd, broker-1, broker-2, broker-3, ...
+            # Acknowledged once a new leader has it (the producer follows, within its timeout).
+            conduit("--addr", addrs, "--timeout", "30", "produce", "smoke", "--partition", part,
+                    stdin="after\n")
+            after = next_line(follower)
+        finally:
+            follower.kill()
+            _, err = follower.communicate(timeout=10)
+        assert after == "after", f"the follower printed {after!r} after the leader died:\n{err}"
+        assert "following on" in err, err
+        m, out = read_until(proc, r"^  (\(setsid .*\))$")
+        assert m and re.search(rf"broker-3 \(pid {pids[3]}\) exited .* the rest keep running",
+                               out), f"broker-3's exit not reported:\n{out}"
         others = [p for p in pids if p != pids[3]]
         assert all(running(p, cluster_dir) for p in others), f"not all of {others} run on"
+        broker3 = addrs.split(",")[2]
+        assert f"--listen {broker3} " in m.group(1), m.group(1)
+        subprocess.run(["bash", "-c", m.group(1)], check=True, timeout=10)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            p = subprocess.run([os.path.join(BIN, "conduit"), "--addr", broker3, "--timeout", "2",
+                                "cluster", "describe"], capture_output=True, text=True)
+            if p.returncode == 0 and re.search(rf"^3\s+{re.escape(broker3)}", p.stdout, re.M):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"broker-3 not back at {broker3}: {p.stdout}{p.stderr}")
+        pids = recorded_pids(cluster_dir)
+        assert len(pids) == 7 and running(pids[6], cluster_dir), pids
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         rc = wait_exit(proc)
     rest = proc.stdout.read()
-    assert rc == 130, f"exit {rc} after SIGINT:\n{rest}"
+    assert rc == 0, f"exit {rc} after SIGINT:\n{rest}"
     assert "stopped" in rest, rest
     left = leftovers(pids, cluster_dir)
     assert not left, f"still running after Ctrl-C: {left}"

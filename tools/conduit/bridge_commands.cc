@@ -53,7 +53,8 @@ void AddCreate(CLI::App* bridge, const Globals& g, Action* run) {
                     req->mutable_spec()->mutable_filter()->set_header_value(header->substr(eq + 1));
                   }
                   return Call<bpb::CreateBridgeRequest, bpb::CreateBridgeResponse>(
-                      g, &Stub::CreateBridge, *req, [](const bpb::CreateBridgeResponse& resp) {
+                      g.Queue(), &Stub::CreateBridge, *req,
+                      [](const bpb::CreateBridgeResponse& resp) {
                         const auto& s = resp.bridge().spec();
                         std::printf("created bridge %s: topic %s (group %s) -> queue %s\n",
                                     s.name().c_str(), s.topic().c_str(), s.group().c_str(),
@@ -90,7 +91,7 @@ void AddList(CLI::App* bridge, const Globals& g, Action* run) {
   Command(bridge, "list", "list bridges", run, [&g] {
     return [&g] {
       return Call<bpb::ListBridgesRequest, bpb::ListBridgesResponse>(
-          g, &Stub::ListBridges, {}, [](const bpb::ListBridgesResponse& resp) {
+          g.Queue(), &Stub::ListBridges, {}, [](const bpb::ListBridgesResponse& resp) {
             Table t({"BRIDGE", "TOPIC", "GROUP", "QUEUE", "FILTER", "STATE", "BRIDGED"});
             for (const auto& b : resp.bridges()) {
               const auto& s = b.spec();
@@ -108,7 +109,7 @@ void AddDescribe(CLI::App* bridge, const Globals& g, Action* run) {
   auto* cmd = Command(bridge, "describe", "state, counts, lag and the last error", run, [&g, req] {
     return [&g, req] {
       return Call<bpb::DescribeBridgeRequest, bpb::DescribeBridgeResponse>(
-          g, &Stub::DescribeBridge, *req, [](const bpb::DescribeBridgeResponse& resp) {
+          g.Queue(), &Stub::DescribeBridge, *req, [](const bpb::DescribeBridgeResponse& resp) {
             const auto& b = resp.bridge();
             const auto& s = b.spec();
             std::printf("bridge %s: topic %s (group %s) -> queue %s, filter %s\n", s.name().c_str(),
@@ -140,7 +141,7 @@ void AddByName(CLI::App* bridge, const Globals& g, Action* run, const char* name
   auto req = std::make_shared<Req>();
   CLI::App* cmd = Command(bridge, name, help, run, [&g, req, method, done] {
     return [&g, req, method, done] {
-      return Call<Req, Resp>(g, method, *req, [&](const Resp&) {
+      return Call<Req, Resp>(g.Queue(), method, *req, [&](const Resp&) {
         std::printf("%s bridge %s\n", done, req->name().c_str());
       });
     };

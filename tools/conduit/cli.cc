@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/grpc/status.h"
@@ -43,6 +44,18 @@ std::vector<std::string> Globals::Bootstrap() const {
   for (absl::string_view a : absl::StrSplit(addr, ',', absl::SkipWhitespace())) {
     out.emplace_back(absl::StripAsciiWhitespace(a));
   }
+  return out;
+}
+
+Globals Globals::Coordinator() const {
+  Globals out = *this;
+  if (!coordinator.empty()) out.addr = coordinator;
+  return out;
+}
+
+Globals Globals::Queue() const {
+  Globals out = *this;
+  if (!queue.empty()) out.addr = queue;
   return out;
 }
 
@@ -94,7 +107,17 @@ int Fail(const grpc::Status& status) {
                absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())).c_str(),
                status.error_message().c_str());
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    std::fprintf(stderr, "(is a Conduit server running at the --addr address?)\n");
+    std::fprintf(stderr,
+                 "(no answer: is a Conduit server running at the --addr address? In a cluster, "
+                 "a broker or partition leader that went down is replaced within its lease TTL: "
+                 "retry)\n");
+  } else if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    // A broker of a cluster serves no groups or queues: they have servers of their own.
+    std::fprintf(stderr,
+                 "(that server does not serve this call: a cluster's group coordinator and work "
+                 "queue have their own addresses, given by --coordinator and --queue-addr or "
+                 "CONDUIT_COORDINATOR and CONDUIT_QUEUE_ADDR; `make cluster` writes them to "
+                 ".cluster/env)\n");
   }
   return kExitError;
 }
@@ -151,6 +174,11 @@ bool ParseDuration(const std::string& text, absl::Duration* out) {
 }
 
 bool ParseTime(const std::string& text, absl::Time* out) {
+  absl::Duration ago;
+  if (!text.empty() && text[0] == '-' && ParseDuration(text.substr(1), &ago)) {
+    *out = absl::Now() - ago;
+    return true;
+  }
   int64_t seconds;
   if (absl::SimpleAtoi(text, &seconds)) {
     *out = absl::FromUnixSeconds(seconds);
@@ -164,6 +192,16 @@ std::string TimeText(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
 }
 
-std::string DurationText(absl::Duration d) { return absl::FormatDuration(d); }
+std::string DurationText(absl::Duration d) {
+  // Tenths of a second under a minute, whole seconds above: "5.1s", "3m12s", not "5.085156s".
+  const absl::Duration unit =
+      absl::AbsDuration(d) < absl::Minutes(1) ? absl::Milliseconds(100) : absl::Seconds(1);
+  return absl::FormatDuration(absl::Trunc(d, unit));
+}
+
+std::string RateText(double per_second) {
+  return per_second < 10 ? absl::StrFormat("%.2f", per_second)
+                         : absl::StrFormat("%.0f", per_second);
+}
 
 }  // namespace conduit::cli

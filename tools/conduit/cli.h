@@ -26,6 +26,10 @@ inline constexpr int kExitUsage = 2;
 struct Globals {
   // host:port, or a comma-separated list of them (bootstrap brokers of a cluster).
   std::string addr = "127.0.0.1:7070";
+  // Where the group coordinator and the work queue answer when they are not at --addr (a
+  // cluster's own conduit-coordinator and conduit-queue); empty: --addr, as conduit-standalone
+  // serves everything at one address.
+  std::string coordinator, queue;
   double timeout_seconds = 10;
   std::string output = "table";  // table | json
   // Security (issue 19): the CA that signs the server's certificate (TLS when set), a client
@@ -33,6 +37,10 @@ struct Globals {
   std::string tls_ca, tls_cert, tls_key, token;
 
   bool json() const { return output == "json"; }
+  // These options with --addr set to the coordinator's (group commands) or the queue's (queue,
+  // dlq and bridge commands) address.
+  Globals Coordinator() const;
+  Globals Queue() const;
   // The --addr list, split at commas (blanks dropped).
   std::vector<std::string> Bootstrap() const;
   // A channel to the first --addr address that accepts a connection (admin calls, which any
@@ -100,9 +108,13 @@ class Table {
 
 // "30s", "5m", "1h30m", "7d" (absl durations plus days).
 bool ParseDuration(const std::string& text, absl::Duration* out);
-// RFC 3339 ("2026-11-29T10:00:00Z") or Unix seconds.
+// RFC 3339 ("2026-11-29T10:00:00Z"), Unix seconds, or a time ago ("-1h", "-30m", "-7d").
 bool ParseTime(const std::string& text, absl::Time* out);
+// What ParseTime takes, for usage errors.
+inline constexpr char kTimeFormats[] =
+    "RFC 3339 (2026-11-29T10:00:00Z), Unix seconds, or a time ago (-1h, -30m, -7d)";
 std::string TimeText(absl::Time t);
-std::string DurationText(absl::Duration d);
+std::string DurationText(absl::Duration d);  // "5.1s", "3m12s"
+std::string RateText(double per_second);     // "0.07", "3.50", "1250"
 
 }  // namespace conduit::cli

@@ -36,7 +36,7 @@ void AddDlqList(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr<st
       filter->Fill(req.mutable_filter());
       req.set_page_size(1000);
       return Call<qpb::ListDeadLettersRequest, qpb::ListDeadLettersResponse>(
-          g, &Stub::ListDeadLetters, req, [](const qpb::ListDeadLettersResponse& r) {
+          g.Queue(), &Stub::ListDeadLetters, req, [](const qpb::ListDeadLettersResponse& r) {
             Table t({"JOB", "ATTEMPTS", "TENANT", "REASON"});
             for (const auto& d : r.dead_letters()) {
               t.Add({std::to_string(d.job_id()), std::to_string(d.attempts_size()),
@@ -58,7 +58,7 @@ void AddDlqShow(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr<st
       req.set_queue(*name);
       req.set_job_id(*job);
       return Call<qpb::GetDeadLetterRequest, qpb::GetDeadLetterResponse>(
-          g, &Stub::GetDeadLetter, req, [](const qpb::GetDeadLetterResponse& r) {
+          g.Queue(), &Stub::GetDeadLetter, req, [](const qpb::GetDeadLetterResponse& r) {
             const auto& d = r.dead_letter();
             std::printf("job %llu: %s\npayload: %s\n", static_cast<unsigned long long>(d.job_id()),
                         d.reason().c_str(), d.payload().c_str());
@@ -93,7 +93,8 @@ void AddDlqRedrive(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr
           req.set_dry_run(!*execute);
           req.set_rate(*rate);
           return Call<qpb::RedriveDeadLettersRequest, qpb::RedriveDeadLettersResponse>(
-              g, &Stub::RedriveDeadLetters, req, [](const qpb::RedriveDeadLettersResponse& r) {
+              g.Queue(), &Stub::RedriveDeadLetters, req,
+              [](const qpb::RedriveDeadLettersResponse& r) {
                 std::printf("%s %d jobs: %s\n", r.dry_run() ? "would redrive" : "redrove",
                             r.job_ids_size(), absl::StrJoin(r.job_ids(), ",").c_str());
                 if (r.refused_job_ids_size() > 0) {
@@ -131,7 +132,8 @@ void AddDlqDiscard(CLI::App* dlq, const Globals& g, Action* run, std::shared_ptr
           req.set_reason(*reason);
           req.set_dry_run(!*execute);
           return Call<qpb::DiscardDeadLettersRequest, qpb::DiscardDeadLettersResponse>(
-              g, &Stub::DiscardDeadLetters, req, [](const qpb::DiscardDeadLettersResponse& r) {
+              g.Queue(), &Stub::DiscardDeadLetters, req,
+              [](const qpb::DiscardDeadLettersResponse& r) {
                 std::printf("%s %d jobs: %s\n", r.dry_run() ? "would discard" : "discarded",
                             r.job_ids_size(), absl::StrJoin(r.job_ids(), ",").c_str());
               });

@@ -51,7 +51,8 @@ int Reset(const Globals& g, const ResetFlags& f) {
   if (f.shift_by) ++targets, req.set_shift_by(*f.shift_by);
   if (!f.to_datetime.empty()) {
     absl::Time t;
-    if (!ParseTime(f.to_datetime, &t)) return UsageError("bad --to-datetime " + f.to_datetime);
+    if (!ParseTime(f.to_datetime, &t))
+      return UsageError(absl::StrCat("bad --to-datetime ", f.to_datetime, ": give ", kTimeFormats));
     ++targets;
     grpc_util::SetTimestamp(t, req.mutable_to_timestamp());
   }
@@ -68,7 +69,7 @@ int Reset(const Globals& g, const ResetFlags& f) {
   req.set_actor(actor);
   req.set_reason(f.reason);
   return Call<cpb::ResetOffsetsRequest, cpb::ResetOffsetsResponse>(
-      g, &cpb::GroupCoordinator::Stub::ResetOffsets, req,
+      g.Coordinator(), &cpb::GroupCoordinator::Stub::ResetOffsets, req,
       [&f](const cpb::ResetOffsetsResponse& resp) {
         Table t({"TOPIC", "PARTITION", "BEFORE", "AFTER", "OWNER"});
         for (const auto& p : resp.partitions()) {
@@ -125,7 +126,7 @@ void AddGroupList(CLI::App* group, const Globals& g, Action* run) {
   Command(group, "list", "list groups", run, [&g] {
     return [&g] {
       return Call<cpb::ListGroupsRequest, cpb::ListGroupsResponse>(
-          g, &Stub::ListGroups, {}, [](const cpb::ListGroupsResponse& resp) {
+          g.Coordinator(), &Stub::ListGroups, {}, [](const cpb::ListGroupsResponse& resp) {
             Table t({"GROUP", "STATE", "MEMBERS", "EPOCH"});
             for (const auto& l : resp.groups()) {
               t.Add({l.group_id(), StateName(l.state()), std::to_string(l.members()),
@@ -145,7 +146,7 @@ void AddGroupDescribe(CLI::App* group, const Globals& g, Action* run) {
           cpb::DescribeGroupRequest req;
           req.set_group_id(*name);
           return Call<cpb::DescribeGroupRequest, cpb::DescribeGroupResponse>(
-              g, &Stub::DescribeGroup, req, PrintGroupDescription);
+              g.Coordinator(), &Stub::DescribeGroup, req, PrintGroupDescription);
         };
       });
   cmd->add_option("group", *name, "group id")->required();
@@ -177,7 +178,7 @@ void AddGroupDelete(CLI::App* group, const Globals& g, Action* run) {
           cpb::DeleteGroupRequest req;
           req.set_group_id(*name);
           return Call<cpb::DeleteGroupRequest, cpb::DeleteGroupResponse>(
-              g, &Stub::DeleteGroup, req,
+              g.Coordinator(), &Stub::DeleteGroup, req,
               [&](const auto&) { std::printf("deleted group %s\n", name->c_str()); });
         };
       });

@@ -1,6 +1,7 @@
 // conduit: one tool for topics, records, consumer groups, queues, dead letters and the cluster.
 //
-//   conduit [--addr host:port[,host:port...]] [--timeout s] [--output table|json]
+//   conduit [--addr host:port[,host:port...]] [--coordinator host:port] [--queue-addr host:port]
+//           [--timeout s] [--output table|json]
 //           [--tls-ca ca.pem [--tls-cert c.pem --tls-key c.key]] [--token T] <command> ...
 //
 // Exit codes: 0 ok; 1 the server refused (the gRPC status and message are printed); 2 bad usage.
@@ -22,6 +23,15 @@ int main(int argc, char** argv) {
                  "admin calls use the first reachable, produce and consume route by metadata "
                  "(env CONDUIT_ADDR)")
       ->capture_default_str();
+  if (const char* env = std::getenv("CONDUIT_COORDINATOR")) globals.coordinator = env;
+  if (const char* env = std::getenv("CONDUIT_QUEUE_ADDR")) globals.queue = env;
+  app.add_option("--coordinator", globals.coordinator,
+                 "the group coordinator's host:port when it is not at --addr (a cluster's "
+                 "conduit-coordinator): group commands and consume --group (env "
+                 "CONDUIT_COORDINATOR)");
+  app.add_option("--queue-addr", globals.queue,
+                 "the work queue's host:port when it is not at --addr (a cluster's "
+                 "conduit-queue): queue, dlq and bridge commands (env CONDUIT_QUEUE_ADDR)");
   app.add_option("--timeout", globals.timeout_seconds, "per-call deadline in seconds")
       ->capture_default_str();
   if (const char* env = std::getenv("CONDUIT_TOKEN")) globals.token = env;

@@ -49,7 +49,7 @@ void AddQueueCreate(CLI::App* queue, const Globals& g, Action* run,
                                                  : qpb::QUEUE_DURABILITY_SYNC);
       }
       return Call<qpb::CreateQueueRequest, qpb::CreateQueueResponse>(
-          g, &Stub::CreateQueue, req,
+          g.Queue(), &Stub::CreateQueue, req,
           [&](const auto&) { std::printf("created queue %s\n", name->c_str()); });
     };
   });
@@ -66,7 +66,7 @@ void AddQueueList(CLI::App* queue, const Globals& g, Action* run) {
   Command(queue, "list", "list queues", run, [&g] {
     return [&g] {
       return Call<qpb::ListQueuesRequest, qpb::ListQueuesResponse>(
-          g, &Stub::ListQueues, {}, [](const qpb::ListQueuesResponse& r) {
+          g.Queue(), &Stub::ListQueues, {}, [](const qpb::ListQueuesResponse& r) {
             Table t({"QUEUE", "VISIBILITY", "MAX-ATTEMPTS", "DURABILITY"});
             for (const auto& q : r.queues()) {
               t.Add({q.name(), Age(q.config().visibility_timeout()),
@@ -87,13 +87,12 @@ void AddQueueStats(CLI::App* queue, const Globals& g, Action* run,
       qpb::GetQueueStatsRequest req;
       req.set_queue(*name);
       return Call<qpb::GetQueueStatsRequest, qpb::GetQueueStatsResponse>(
-          g, &Stub::GetQueueStats, req, [](const qpb::GetQueueStatsResponse& s) {
+          g.Queue(), &Stub::GetQueueStats, req, [](const qpb::GetQueueStatsResponse& s) {
             Table t({"READY", "DELAYED", "LEASED", "DEAD", "OLDEST-READY", "OLDEST-DEAD",
                      "ENQUEUE/S", "ACK/S"});
             t.Add({std::to_string(s.ready()), std::to_string(s.delayed()),
-                   std::to_string(s.leased()), std::to_string(s.dead()),
-                   Age(s.oldest_ready_age()), Age(s.oldest_dead_age()),
-                   absl::StrCat(s.enqueue_rate()), absl::StrCat(s.ack_rate())});
+                   std::to_string(s.leased()), std::to_string(s.dead()), Age(s.oldest_ready_age()),
+                   Age(s.oldest_dead_age()), RateText(s.enqueue_rate()), RateText(s.ack_rate())});
             t.Print();
           });
     };
@@ -117,7 +116,7 @@ int Enqueue(const Globals& g, const std::string& queue, const EnqueueFlags& f) {
     in = OpenInput(f.file, &file);
     if (in == nullptr) return UsageError("cannot read " + f.file);
   }
-  Stub stub(g.Channel());
+  Stub stub(g.Queue().Channel());
   qpb::EnqueueRequest batch;
   batch.set_queue(queue);
   qpb::EnqueueResponse all;  // -o json: every job, printed once at the end
@@ -203,7 +202,7 @@ void AddQueueLease(CLI::App* queue, const Globals& g, Action* run,
           if (!ParseDuration(*wait, &d)) return UsageError("bad --wait");
           grpc_util::SetDuration(d, req.mutable_max_wait());
           return Call<qpb::LeaseRequest, qpb::LeaseResponse>(
-              g, &Stub::Lease, req, [](const qpb::LeaseResponse& r) {
+              g.Queue(), &Stub::Lease, req, [](const qpb::LeaseResponse& r) {
                 Table t({"JOB", "TOKEN", "ATTEMPT", "DEADLINE", "PAYLOAD"});
                 for (const auto& j : r.jobs()) {
                   t.Add({std::to_string(j.job_id()), j.lease_token(), std::to_string(j.attempt()),
@@ -226,7 +225,7 @@ using AckPair = std::pair<uint64_t, std::string>;
 // with several jobs a summary. The exit code: 1 when any job was not acked.
 int Ack(const Globals& g, const std::string& queue, const std::vector<AckPair>& jobs) {
   constexpr size_t kMaxAckBatch = 1000;  // the server's limit (queue.proto, AckBatch)
-  Stub stub(g.Channel());
+  Stub stub(g.Queue().Channel());
   qpb::AckBatchResponse all;  // -o json
   int64_t acked = 0, refused = 0;
   for (size_t first = 0; first < jobs.size(); first += kMaxAckBatch) {
@@ -320,7 +319,7 @@ void AddQueueNack(CLI::App* queue, const Globals& g, Action* run, std::shared_pt
           req.set_failure_class(*permanent ? qpb::FAILURE_CLASS_PERMANENT
                                            : qpb::FAILURE_CLASS_TRANSIENT);
           return Call<qpb::NackRequest, qpb::NackResponse>(
-              g, &Stub::Nack, req, [&](const qpb::NackResponse& r) {
+              g.Queue(), &Stub::Nack, req, [&](const qpb::NackResponse& r) {
                 if (r.dead()) {
                   std::printf("job %llu is in the dead-letter lane\n",
                               static_cast<unsigned long long>(*job));

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -65,8 +66,10 @@ void PrintProduceSummary(const Globals& g, const std::string& topic, int64_t sen
                 topic.c_str(), static_cast<long long>(sent), static_cast<long long>(sent - failed),
                 static_cast<long long>(failed));
   } else {
-    std::printf("produced %lld records to %s in %.2f s (%.0f/s)\n",
-                static_cast<long long>(sent - failed), topic.c_str(), secs, (sent - failed) / secs);
+    const int64_t produced = sent - failed;
+    std::printf("produced %lld record%s to %s in %.2f s (%.0f/s)\n",
+                static_cast<long long>(produced), produced == 1 ? "" : "s", topic.c_str(), secs,
+                produced / secs);
   }
 }
 
@@ -149,6 +152,7 @@ lpb::Record ToProto(const client::ConsumedRecord& r) {
 int ConsumeGroup(const Globals& g, const ConsumeFlags& f) {
   auto consumer =
       client::GroupConsumer::Create({.bootstrap = g.Bootstrap(),
+                                     .coordinator_address = g.coordinator,
                                      .group = f.group,
                                      .topics = {f.topic},
                                      .client_id = "conduit-cli",
@@ -198,7 +202,8 @@ using Positions = std::vector<std::pair<int32_t, int64_t>>;  // partition → ne
 // partition's leader); the exit code.
 int SeekToTime(client::ClusterRouter& router, const ConsumeFlags& f, Positions* positions) {
   absl::Time t;
-  if (!ParseTime(f.from_time, &t)) return UsageError("bad --from-time " + f.from_time);
+  if (!ParseTime(f.from_time, &t))
+    return UsageError(absl::StrCat("bad --from-time ", f.from_time, ": give ", kTimeFormats));
   for (auto& [partition, offset] : *positions) {
     lpb::ListOffsetsRequest req;
     req.set_topic(f.topic);
@@ -236,12 +241,21 @@ void PrintFetched(const Globals& g, const ConsumeFlags& f, int32_t partition,
                 .c_str());
 }
 
+// A Fetch error that a new leader ends: the leader is gone (UNAVAILABLE, DEADLINE_EXCEEDED) or
+// the partition has none yet, or is led elsewhere (FAILED_PRECONDITION).
+bool LeaderMayReturn(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         s.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
+}
+
 // Fetches from each partition's leader and prints, to the end or (--follow) on; the exit code.
 int FetchAndPrint(client::ClusterRouter& router, const Globals& g, const ConsumeFlags& f,
                   Positions& positions) {
   std::optional<client::RateLimiter> limiter;  // --rate, as GroupConsumer applies it
   if (f.rate > 0) limiter.emplace(f.rate, f.rate, time::SystemClock::Get());
   int64_t printed = 0;
+  absl::flat_hash_set<int32_t> waiting;  // --follow: partitions whose leader does not answer
   while (f.max < 0 || printed < f.max) {
     bool any = false, all_caught_up = true;
     for (auto& [partition, offset] : positions) {
@@ -264,7 +278,22 @@ int FetchAndPrint(client::ClusterRouter& router, const Globals& g, const Consume
             resp.Clear();
             return stub.Fetch(&ctx, req, &resp);
           });
+      if (!s.ok() && f.follow && LeaderMayReturn(s)) {
+        // --follow outlives a leader: the router finds the next one once the cluster has moved
+        // the partition (a lease TTL or so); until then, say so once and keep asking.
+        if (!waiting.contains(partition)) {
+          std::fprintf(stderr, "partition %d: no leader answers (%s); following on\n", partition,
+                       s.error_message().c_str());
+          waiting.insert(partition);
+        }
+        absl::SleepFor(absl::Milliseconds(500));
+        all_caught_up = false;
+        continue;
+      }
       if (!s.ok()) return Fail(s);
+      if (waiting.erase(partition) > 0) {
+        std::fprintf(stderr, "partition %d: reading again\n", partition);
+      }
       if (limiter) limiter->Take(resp.records_size());
       for (const lpb::Record& r : resp.records()) {
         if (f.max >= 0 && printed >= f.max) break;

@@ -183,7 +183,8 @@ void AddAudit(CLI::App& app, const Globals& g, Action* run) {
         return [&g, req, since, limit]() -> int {
           if (!since->empty()) {
             absl::Time t;
-            if (!ParseTime(*since, &t)) return UsageError("--since takes RFC 3339 or Unix seconds");
+            if (!ParseTime(*since, &t))
+              return UsageError(absl::StrCat("--since takes ", kTimeFormats));
             grpc_util::SetTimestamp(t, req->mutable_since());
           }
           Stub stub(g.Channel());

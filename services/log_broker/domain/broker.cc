@@ -281,6 +281,7 @@ absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
 void Broker::RunMaintenance() { cleaner_.RunOnce(TopicsSnapshot()); }
 
 absl::StatusOr<std::shared_ptr<TopicState>> Broker::FindTopic(const std::string& name) const {
+  if (name.empty()) return absl::InvalidArgumentError("topic name is empty");
   {
     absl::MutexLock lock(&mu_);
     auto it = topics_.find(name);

@@ -1,5 +1,7 @@
 // Broker reads: Fetch with long-poll, and offset lookups.
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status/status_macros.h"
@@ -10,10 +12,10 @@
 namespace conduit::log_broker {
 namespace {
 
-absl::Status OutOfRange(const FetchArgs& args, int64_t start, int64_t hw) {
-  return absl::OutOfRangeError(absl::StrFormat(
-      "offset %d is outside partition %d of topic '%s': valid offsets are %d..%d", args.offset,
-      args.partition, args.topic, start, hw));
+absl::Status OutOfRange(const FetchArgs& args, int64_t start, int64_t end) {
+  return absl::OutOfRangeError(
+      absl::StrFormat("offset %d is outside partition %d of topic '%s': valid offsets are %d..%d",
+                      args.offset, args.partition, args.topic, start, end));
 }
 
 // INVALID_ARGUMENT when the offset is negative or a limit is out of its bounds.
@@ -49,13 +51,17 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   CONDUIT_RETURN_IF_ERROR(CheckFetchLimits(args));
 
   Partition& part = topic->partitions[args.partition];
-  int64_t hw, start;
+  int64_t hw, start, end;
   {
     absl::MutexLock lock(&part.mu);
     hw = part.high_watermark;
     start = part.meta.log_start_offset;
+    end = std::max(hw, part.meta.next_offset);
   }
-  if (args.offset < start || args.offset > hw) return OutOfRange(args, start, hw);
+  // Up to the log end, not only the high watermark: a leader newly elected may not yet know
+  // the high watermark its predecessor had, and a reader who saw records up to it must be able
+  // to wait there (as Kafka answers such a fetch: no records until the watermark passes).
+  if (args.offset < start || args.offset > end) return OutOfRange(args, start, end);
   if (args.offset < hw || args.max_wait == absl::ZeroDuration()) {
     StartRead(std::move(topic), args, std::move(done));
     return absl::OkStatus();

@@ -80,6 +80,16 @@ TEST_F(BrokerClusterTest, AcksAllAnswersDeadlineExceededWhenAFollowerNeverFetche
               ::testing::HasSubstr("the outcome is unknown"));
   EXPECT_EQ(Describe("r").high_watermark, 0) << "nothing above the high watermark is visible";
   EXPECT_TRUE(ReadAll("r", 0).empty());
+  // Between the high watermark and the log end a reader waits (a new leader's watermark can
+  // trail the one a reader saw at the old leader): no records, not OUT_OF_RANGE. Past the log
+  // end is out of range.
+  auto between = Fetch({"r", 0, 1});
+  ASSERT_TRUE(between.ok()) << between.status();
+  EXPECT_TRUE(between->records.empty());
+  EXPECT_EQ(between->next_offset, 1);
+  auto past = Fetch({"r", 0, 2});
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(past.status().message()), ::testing::HasSubstr("valid offsets are 0..1"));
 
   auto replicated = ProduceAsync({To(0, "b")});
   FetchAsFollower(2, 2);

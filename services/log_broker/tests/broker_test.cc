@@ -81,6 +81,8 @@ TEST_F(BrokerTest, KeyedRecordsFollowKafkasPartitionerAndKeylessStickPerRequest)
 TEST_F(BrokerTest, BadProduceChangesNothing) {
   ASSERT_TRUE(broker_->CreateTopic("t", 2, MaxRecordBytes(16)).ok());
   EXPECT_EQ(Produce("nope", {Keyless("x")}).status().code(), absl::StatusCode::kNotFound);
+  // No topic named at all is a malformed request, not an unknown topic.
+  EXPECT_EQ(Produce("", {Keyless("x")}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Produce("t", {}).status().code(), absl::StatusCode::kInvalidArgument);
   // One bad record fails the whole request: the good one before it is not appended.
   EXPECT_EQ(Produce("t", {To(0, "ok"), To(5, "bad")}).status().code(), absl::StatusCode::kNotFound);
@@ -108,6 +110,7 @@ TEST_F(BrokerTest, FetchValidatesAndNamesTheValidRange) {
   EXPECT_EQ(Fetch({"t", 0, -1}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Fetch({"t", 1, 0}).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Fetch({"x", 0, 0}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Fetch({"", 0, 0}).status().code(), absl::StatusCode::kInvalidArgument);
   FetchArgs zero_bytes{"t", 0, 0};
   zero_bytes.max_bytes = 0;
   EXPECT_EQ(Fetch(zero_bytes).status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,6 +1,7 @@
 #include "services/work_queue/bridge/bridge_manager.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/logging/logging.h"
 #include "common/status/status_macros.h"
 
@@ -23,7 +24,11 @@ void BridgeManager::Stop() {
 
 absl::Status BridgeManager::Start(BridgeEndpoints endpoints, const std::string& own_address) {
   if (endpoints.bootstrap.empty()) endpoints.bootstrap = own_address;
-  if (endpoints.coordinator.empty()) endpoints.coordinator = endpoints.bootstrap;
+  // The bootstrap may be a list of brokers; without a coordinator of its own, the first serves.
+  if (endpoints.coordinator.empty()) {
+    endpoints.coordinator = std::string(absl::StripAsciiWhitespace(
+        absl::string_view(endpoints.bootstrap).substr(0, endpoints.bootstrap.find(','))));
+  }
   CONDUIT_ASSIGN_OR_RETURN(std::vector<BridgeSpec> specs, store_->LoadBridges());
   absl::MutexLock lock(&mu_);
   endpoints_ = std::move(endpoints);
