@@ -587,7 +587,7 @@ def test_queues():
     r, s = stats(queue)
     check_eq((s["READY"], s["LEASED"], s["DEAD"]), ("4", "0", "0"), "stats after enqueue", r)
     # Ages in tenths of a second (or whole seconds), rates with two decimals, not raw floats.
-    check(re.fullmatch(r"(\d+(\.\d)?s|\d+m\d+s|0)", s["OLDEST-READY"]) is not None,
+    check(re.fullmatch(r"(\d+ms|\d+(\.\d)?s|\d+m(\d+s)?|0)", s["OLDEST-READY"]) is not None,
           "oldest-ready age rounded", r)
     check(re.fullmatch(r"\d+(\.\d\d)?", s["ENQUEUE/S"]) is not None, "enqueue rate rounded", r)
 

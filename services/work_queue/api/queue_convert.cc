@@ -2,10 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/proto_time.h"
-#include "services/work_queue/api/queue_service.h"
-#include "services/work_queue/api/reactors.h"
 
 namespace conduit::work_queue::api {
+
+namespace pb = ::conduit::queue::v1;
 
 using grpc_util::FromDuration;
 using grpc_util::FromTimestamp;
