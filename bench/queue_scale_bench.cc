@@ -1,4 +1,4 @@
-// The queue beyond RAM (issue 18 item 4): a deep queue on a conduit-queue child process, through
+// The queue beyond RAM: a deep queue on a conduit-queue child process, through
 // its public gRPC API only. Prints figures, asserts nothing.
 //
 //   queue_scale_bench [--jobs=10000000] [--payload_bytes=100] [--cycle_seconds=10]

@@ -1,4 +1,4 @@
-// replication_bench: replicated partitions (issue 16) side by side with NATS JetStream R3, on
+// replication_bench: replicated partitions side by side with NATS JetStream R3, on
 // this machine, in one run (scripts/bench-peers.sh renders its lines into docs/BENCHMARKS.md).
 //
 //   replication_bench [--seconds=3] [--kills=20] [--lease_ttl=2s] [--only=conduit|nats|failover]

@@ -1,4 +1,4 @@
-// Dead letters for log consumers (issue 17 item 2), against a real server hosting the broker,
+// Dead letters for log consumers, against a real server hosting the broker,
 // the coordinator and the queue: a record whose tries run out, or that fails permanently, goes
 // to the queue's dead-letter lane with its evidence and the consumer commits past it; a
 // transient failure that clears is just retried. Plus the pure rules (backoff, evidence).

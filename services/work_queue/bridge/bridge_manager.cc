@@ -1,7 +1,7 @@
 #include "services/work_queue/bridge/bridge_manager.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "client/cluster_router.h"
 #include "common/logging/logging.h"
 #include "common/status/status_macros.h"
 
@@ -25,9 +25,9 @@ void BridgeManager::Stop() {
 absl::Status BridgeManager::Start(BridgeEndpoints endpoints, const std::string& own_address) {
   if (endpoints.bootstrap.empty()) endpoints.bootstrap = own_address;
   // The bootstrap may be a list of brokers; without a coordinator of its own, the first serves.
-  if (endpoints.coordinator.empty()) {
-    endpoints.coordinator = std::string(absl::StripAsciiWhitespace(
-        absl::string_view(endpoints.bootstrap).substr(0, endpoints.bootstrap.find(','))));
+  if (const auto brokers = client::BootstrapList(endpoints.bootstrap, {});
+      endpoints.coordinator.empty() && !brokers.empty()) {
+    endpoints.coordinator = brokers.front();
   }
   CONDUIT_ASSIGN_OR_RETURN(std::vector<BridgeSpec> specs, store_->LoadBridges());
   absl::MutexLock lock(&mu_);
