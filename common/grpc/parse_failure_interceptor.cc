@@ -7,23 +7,12 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "common/grpc/rpc_type.h"
 
 namespace conduit::grpc_util {
 namespace {
 
 using grpc::experimental::InterceptionHookPoints;
-
-// "/pkg.Service/Method" → the method's descriptor in the generated pool, or nullptr.
-const google::protobuf::MethodDescriptor* FindMethod(absl::string_view path) {
-  if (path.empty() || path[0] != '/') return nullptr;
-  std::string name(path.substr(1));
-  const size_t slash = name.find('/');
-  if (slash == std::string::npos) return nullptr;
-  name[slash] = '.';
-  return google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(name);
-}
 
 class ParseFailureInterceptor : public grpc::experimental::Interceptor {
  public:

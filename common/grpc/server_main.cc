@@ -10,10 +10,12 @@
 #include "common/grpc/audit_interceptor.h"
 #include "common/grpc/call_guard_flags.h"
 #include "common/grpc/quota_metrics.h"
+#include "common/grpc/rpc_metrics.h"
 #include "common/grpc/server_runner.h"
 #include "common/grpc/server_tls.h"
 #include "common/logging/logging.h"
 #include "common/metrics/metrics.h"
+#include "common/metrics/process_metrics.h"
 #include "common/metrics/tls_exposer.h"
 
 ABSL_FLAG(std::string, data_dir, "./data", "Directory for the service's RocksDB data");
@@ -127,11 +129,15 @@ int ServerMain(const std::string& name, int argc, char** argv,
   }
   std::vector<grpc::Service*> services;
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  metrics.AddCollectable(std::make_shared<metrics::StorageCollector>(data_dir));
   ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.credentials = *credentials;
-  options.add_interceptors = [audit, clock = runtime.clock(),
+  options.add_interceptors = [audit, clock = runtime.clock(), registry = metrics.registry(),
                               streams = (*guard)->MayNoteNonAdminCalls()](auto* interceptors) {
+    // After the parse-failure step (StartServer adds it first): a call's send hooks run in the
+    // order the interceptors were added, so the metrics count the status that step corrected.
+    interceptors->push_back(RpcMetricsInterceptorFactory(*registry, clock));
     interceptors->push_back(AuditInterceptorFactory(audit, clock, streams));
   };
   size_t built = 0;

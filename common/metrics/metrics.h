@@ -1,6 +1,6 @@
 #pragma once
 
-#include <prometheus/exposer.h>
+#include <prometheus/collectable.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
@@ -12,18 +12,23 @@
 
 namespace conduit::metrics {
 
+class HttpExposer;
 class TlsExposer;
 struct MetricsTlsFiles;
 
-// The process's one Prometheus registry, and optionally the HTTP exposer serving it at
-// /metrics. Services register their *Metrics families on registry(). Thread-safe (prometheus-cpp
-// families are).
+// The process's one Prometheus registry, and optionally the HTTP(S) exposer serving it at
+// /metrics. Services register their *Metrics families on registry(); collectors computed at
+// scrape time (the process, the data directory) are added with AddCollectable. From the start
+// it holds conduit_build_info{version, commit, compiler, build_type} (always 1) and the process
+// metrics (ProcessCollector). Thread-safe (prometheus-cpp families are).
 class MetricsHub {
  public:
   MetricsHub();
   ~MetricsHub();
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // Scraped after the registry, in the order added.
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
 
   // Serves /metrics on host:port (port 0 picks one): over HTTPS when `tls` names files (see
   // TlsExposer), else plain HTTP. UNAVAILABLE when it cannot bind; TlsExposer::Start's errors
@@ -36,8 +41,10 @@ class MetricsHub {
   const char* scheme() const;
 
  private:
+  class Exposition;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<Exposition> exposition_;  // the registry and the added collectables
+  std::unique_ptr<HttpExposer> exposer_;
   std::unique_ptr<TlsExposer> tls_exposer_;
 };
 

@@ -7,7 +7,6 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
-#include <prometheus/text_serializer.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -23,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/metrics/http_exposer.h"
 #include "common/tls/pem.h"
 
 namespace conduit::metrics {
@@ -181,7 +181,7 @@ absl::StatusOr<TlsExposer::CtxPtr> TlsExposer::LoadContext(const MetricsTlsFiles
 
 absl::StatusOr<std::unique_ptr<TlsExposer>> TlsExposer::Start(
     const std::string& listen, const MetricsTlsFiles& files,
-    std::shared_ptr<prometheus::Registry> registry) {
+    std::shared_ptr<prometheus::Collectable> source) {
   const FileStamp stamp = StampOf(files);
   auto ctx = LoadContext(files);
   if (!ctx.ok()) return ctx.status();
@@ -192,18 +192,17 @@ absl::StatusOr<std::unique_ptr<TlsExposer>> TlsExposer::Start(
     ::close(socket->first);
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
-  std::unique_ptr<TlsExposer> exposer(new TlsExposer(files, std::move(registry), socket->first,
-                                                     socket->second, stop[0], stop[1],
-                                                     std::move(*ctx)));
+  std::unique_ptr<TlsExposer> exposer(new TlsExposer(
+      files, std::move(source), socket->first, socket->second, stop[0], stop[1], std::move(*ctx)));
   exposer->loaded_ = stamp;
   exposer->thread_ = std::thread([e = exposer.get()] { e->Run(); });
   return exposer;
 }
 
-TlsExposer::TlsExposer(MetricsTlsFiles files, std::shared_ptr<prometheus::Registry> registry,
+TlsExposer::TlsExposer(MetricsTlsFiles files, std::shared_ptr<prometheus::Collectable> source,
                        int listen_fd, int port, int stop_read, int stop_write, CtxPtr ctx)
     : files_(std::move(files)),
-      registry_(std::move(registry)),
+      source_(std::move(source)),
       listen_fd_(listen_fd),
       port_(port),
       stop_read_(stop_read),
@@ -319,8 +318,8 @@ std::string TlsExposer::Respond(const std::string& request) const {
   if (parts[0] != "GET" && parts[0] != "HEAD") {
     return HttpResponse("405 Method Not Allowed", "text/plain", "GET /metrics\n");
   }
-  const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
-  std::string response = HttpResponse("200 OK", "text/plain; version=0.0.4; charset=utf-8", body);
+  const std::string body = ExpositionText(*source_);
+  std::string response = HttpResponse("200 OK", kExpositionContentType, body);
   if (parts[0] == "HEAD") response.resize(response.size() - body.size());
   return response;
 }

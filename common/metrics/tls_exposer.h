@@ -1,6 +1,6 @@
 #pragma once
 
-#include <prometheus/registry.h>
+#include <prometheus/collectable.h>
 #include <sys/stat.h>
 
 #include <memory>
@@ -25,8 +25,8 @@ struct MetricsTlsFiles {
   }
 };
 
-// GET /metrics over HTTPS (TLS 1.2 and 1.3, OpenSSL) for one registry: the text exposition
-// format prometheus::Exposer serves over plain HTTP.
+// GET and HEAD /metrics over HTTPS (TLS 1.2 and 1.3, OpenSSL) for one Collectable: the text
+// exposition format HttpExposer serves over plain HTTP.
 //
 // Why not the Exposer with civetweb's TLS: Debian 12's civetweb loads libssl by name at run time
 // and wants SSL_get_peer_certificate, which OpenSSL 3 no longer exports (it is a macro now), so
@@ -46,7 +46,7 @@ class TlsExposer {
   // that cannot be read, UNAVAILABLE when the port cannot be bound.
   static absl::StatusOr<std::unique_ptr<TlsExposer>> Start(
       const std::string& listen, const MetricsTlsFiles& files,
-      std::shared_ptr<prometheus::Registry> registry);
+      std::shared_ptr<prometheus::Collectable> source);
   ~TlsExposer();  // stops serving and joins the thread
 
   TlsExposer(const TlsExposer&) = delete;
@@ -65,7 +65,7 @@ class TlsExposer {
   };
   using CtxPtr = std::unique_ptr<SSL_CTX, CtxFree>;
 
-  TlsExposer(MetricsTlsFiles files, std::shared_ptr<prometheus::Registry> registry, int listen_fd,
+  TlsExposer(MetricsTlsFiles files, std::shared_ptr<prometheus::Collectable> source, int listen_fd,
              int port, int stop_read, int stop_write, CtxPtr ctx);
 
   static absl::StatusOr<CtxPtr> LoadContext(const MetricsTlsFiles& files);
@@ -77,7 +77,7 @@ class TlsExposer {
   std::string Respond(const std::string& request) const;
 
   const MetricsTlsFiles files_;
-  const std::shared_ptr<prometheus::Registry> registry_;
+  const std::shared_ptr<prometheus::Collectable> source_;
   const int listen_fd_;
   const int port_;
   const int stop_read_;

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/registry.h>
 
 #include <fstream>
 #include <thread>

@@ -1,0 +1,174 @@
+#include "common/grpc/rpc_metrics.h"
+
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/support/interceptor.h>
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+
+#include <array>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc/rpc_type.h"
+#include "common/metrics/metrics.h"
+
+namespace conduit::grpc_util {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+using grpc::experimental::ServerRpcInfo;
+
+constexpr int kCodes = 17;  // grpc::StatusCode OK (0) .. UNAUTHENTICATED (16)
+
+const char* CodeName(int code) {
+  static constexpr std::array<const char*, kCodes> kNames = {"OK",
+                                                             "CANCELLED",
+                                                             "UNKNOWN",
+                                                             "INVALID_ARGUMENT",
+                                                             "DEADLINE_EXCEEDED",
+                                                             "NOT_FOUND",
+                                                             "ALREADY_EXISTS",
+                                                             "PERMISSION_DENIED",
+                                                             "RESOURCE_EXHAUSTED",
+                                                             "FAILED_PRECONDITION",
+                                                             "ABORTED",
+                                                             "OUT_OF_RANGE",
+                                                             "UNIMPLEMENTED",
+                                                             "INTERNAL",
+                                                             "UNAVAILABLE",
+                                                             "DATA_LOSS",
+                                                             "UNAUTHENTICATED"};
+  return code >= 0 && code < kCodes ? kNames[code] : "UNKNOWN";
+}
+
+const char* TypeName(ServerRpcInfo::Type type) {
+  switch (type) {
+    case ServerRpcInfo::Type::UNARY:
+      return "unary";
+    case ServerRpcInfo::Type::SERVER_STREAMING:
+      return "server_stream";
+    case ServerRpcInfo::Type::CLIENT_STREAMING:
+      return "client_stream";
+    case ServerRpcInfo::Type::BIDI_STREAMING:
+      return "bidi_stream";
+  }
+  return "unknown";
+}
+
+// One method's series; the per-code ones made on first use.
+struct MethodSeries {
+  prometheus::Labels labels;
+  prometheus::Counter* started = nullptr;
+  std::array<prometheus::Counter*, kCodes> handled{};
+  std::array<prometheus::Histogram*, kCodes> seconds{};
+};
+
+class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  RpcMetricsFactory(prometheus::Registry& registry, const time::Clock* clock)
+      : clock_(clock),
+        started_(prometheus::BuildCounter()
+                     .Name("conduit_grpc_server_started_total")
+                     .Help("gRPC calls started, by service, method and type")
+                     .Register(registry)),
+        handled_(prometheus::BuildCounter()
+                     .Name("conduit_grpc_server_handled_total")
+                     .Help("Unary and server-streaming gRPC calls answered, by status code")
+                     .Register(registry)),
+        seconds_(prometheus::BuildHistogram()
+                     .Name("conduit_grpc_server_handling_seconds")
+                     .Help("Seconds from the start of a unary or server-streaming gRPC call to "
+                           "its status, by status code")
+                     .Register(registry)) {}
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(ServerRpcInfo* info) override;
+
+  // The call's end: counts it under `code`.
+  void Handled(MethodSeries* series, int code, absl::Duration elapsed) {
+    if (code < 0 || code >= kCodes) code = static_cast<int>(grpc::StatusCode::UNKNOWN);
+    prometheus::Counter* handled;
+    prometheus::Histogram* seconds;
+    {
+      absl::MutexLock lock(&mu_);
+      if (series->handled[code] == nullptr) {
+        prometheus::Labels labels = series->labels;
+        labels["grpc_code"] = CodeName(code);
+        series->handled[code] = &handled_.Add(labels);
+        series->seconds[code] = &seconds_.Add(labels, metrics::LatencyBuckets());
+      }
+      handled = series->handled[code];
+      seconds = series->seconds[code];
+    }
+    handled->Increment();
+    seconds->Observe(absl::ToDoubleSeconds(elapsed));
+  }
+
+  const time::Clock* clock() const { return clock_; }
+
+ private:
+  MethodSeries* Series(const char* method, ServerRpcInfo::Type type) {
+    const absl::string_view path = method != nullptr ? method : "";
+    absl::MutexLock lock(&mu_);
+    if (auto it = series_.find(path); it != series_.end()) return &it->second;
+    // Methods this binary was not built with (a client calling one that does not exist) share
+    // one series per type, so made-up names cannot grow the page without bound.
+    const google::protobuf::MethodDescriptor* m = FindMethod(path);
+    auto [it, inserted] =
+        series_.try_emplace(m != nullptr ? std::string(path) : absl::StrCat("?", TypeName(type)));
+    MethodSeries& s = it->second;
+    if (inserted) {
+      s.labels = {{"grpc_service", m != nullptr ? m->service()->full_name() : "unknown"},
+                  {"grpc_method", m != nullptr ? m->name() : "unknown"},
+                  {"grpc_type", TypeName(type)}};
+      s.started = &started_.Add(s.labels);
+    }
+    return &s;
+  }
+
+  const time::Clock* const clock_;
+  prometheus::Family<prometheus::Counter>& started_;
+  prometheus::Family<prometheus::Counter>& handled_;
+  prometheus::Family<prometheus::Histogram>& seconds_;
+  absl::Mutex mu_;
+  // Keyed by the method path; node-based, so a MethodSeries stays where it is.
+  absl::node_hash_map<std::string, MethodSeries> series_ ABSL_GUARDED_BY(mu_);
+};
+
+class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RpcMetricsInterceptor(RpcMetricsFactory* factory, MethodSeries* series)
+      : factory_(factory), series_(series), start_(factory->clock()->Monotonic()) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      factory_->Handled(series_, static_cast<int>(methods->GetSendStatus().error_code()),
+                        factory_->clock()->Monotonic() - start_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  RpcMetricsFactory* const factory_;
+  MethodSeries* const series_;
+  const absl::Duration start_;
+};
+
+grpc::experimental::Interceptor* RpcMetricsFactory::CreateServerInterceptor(ServerRpcInfo* info) {
+  MethodSeries* series = Series(info->method(), info->type());
+  series->started->Increment();
+  if (ReadsAStream(info->type())) return nullptr;
+  return new RpcMetricsInterceptor(this, series);
+}
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> RpcMetricsInterceptorFactory(
+    prometheus::Registry& registry, const time::Clock* clock) {
+  return std::make_unique<RpcMetricsFactory>(registry, clock);
+}
+
+}  // namespace conduit::grpc_util
