@@ -196,9 +196,10 @@ for ((id = 1; id <= brokers; id++)); do
     --cluster-name "$cluster"
   brokers_csv+=${brokers_csv:+,}${addr[broker-$id]}
 done
-# The coordinator asks broker 1 for offsets and append times. The queue's bridges read from every
-# broker (routed by metadata) and join groups at the coordinator.
-serve coordinator conduit-coordinator --broker-address "${addr[broker-1]}"
+# The coordinator asks the brokers for offsets and append times (the next in the list when one is
+# down). The queue's bridges read from every broker (routed by metadata) and join groups at the
+# coordinator.
+serve coordinator conduit-coordinator --broker-address "$brokers_csv"
 serve queue conduit-queue --bridge-bootstrap "$brokers_csv" \
   --bridge-coordinator "${addr[coordinator]}"
 
@@ -227,7 +228,7 @@ Or load them all: set -a; . $dir/env; set +a
 EOF
 
 # Until a signal (the traps). A child that exits is reported and the others keep running (kill a
-# broker to watch its partitions go offline and come back); with none left, this exits 1.
+# broker to watch its partitions fail over to the others); with none left, this exits 1.
 running=("${pids[@]}")
 while [ ${#running[@]} -gt 0 ]; do
   exited=""

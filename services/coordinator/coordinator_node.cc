@@ -7,8 +7,9 @@
 #include "services/coordinator/api/coordinator_service.h"
 
 ABSL_FLAG(std::string, broker_address, "",
-          "The log broker host:port the coordinator asks for offsets and append times (empty: "
-          "this server's own address, as in conduit-standalone)");
+          "The log broker host:port the coordinator asks for offsets and append times, or a "
+          "comma-separated list of a cluster's brokers: the next is asked when one cannot be "
+          "reached (empty: this server's own address, as in conduit-standalone)");
 ABSL_FLAG(absl::Duration, lag_interval, absl::Seconds(15),
           "How often every group's lag is computed for the metrics");
 ABSL_FLAG(absl::Duration, session_timeout, absl::Seconds(45),

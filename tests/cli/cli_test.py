@@ -705,7 +705,7 @@ def check_enqueued(r, queue, n):
     check_eq(len(ids), n, "one 'job ID' line per input line", r)
     check(all(a < b for a, b in zip(ids, ids[1:])), "job ids increase in input order", r)
     check(r.out.endswith("\n") and
-          r.out.splitlines()[-1].startswith(f"enqueued {n} jobs to {queue} in "),
+          r.out.splitlines()[-1].startswith(f"enqueued {n} job{'' if n == 1 else 's'} to {queue} in "),
           "enqueue ends with its summary line", r)
     check(PROGRESS_RE.fullmatch(r.err) is not None, "stderr holds only the progress line", r)
     return ids

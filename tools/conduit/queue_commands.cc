@@ -160,8 +160,8 @@ int Enqueue(const Globals& g, const std::string& queue, const EnqueueFlags& f) {
     if (g.json()) {
       PrintJson(all);
     } else {
-      std::printf("enqueued %lld jobs to %s in %.2f s (%.0f/s)\n", static_cast<long long>(done),
-                  queue.c_str(), secs, done / secs);
+      std::printf("enqueued %lld job%s to %s in %.2f s (%.0f/s)\n", static_cast<long long>(done),
+                  done == 1 ? "" : "s", queue.c_str(), secs, done / secs);
     }
   }
   if (ok) return kExitOk;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
@@ -42,26 +43,53 @@ struct CallsInFlight {
   }
 };
 
-GrpcTopicSource::GrpcTopicSource(std::string address, absl::Duration deadline)
+namespace {
+
+std::vector<std::string> SplitList(const std::string& addresses) {
+  return absl::StrSplit(addresses, ',', absl::SkipWhitespace());
+}
+
+// A broker that cannot be reached (another in the list may be).
+bool Unreachable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+GrpcTopicSource::GrpcTopicSource(std::string addresses, absl::Duration deadline)
     : deadline_(deadline),
-      address_(std::move(address)),
+      addresses_(SplitList(addresses)),
       calls_(std::make_shared<CallsInFlight>()) {}
 
 GrpcTopicSource::~GrpcTopicSource() { calls_->AwaitNone(); }
 
-void GrpcTopicSource::SetAddress(const std::string& address) {
+void GrpcTopicSource::SetAddress(const std::string& addresses) {
   absl::MutexLock lock(&mu_);
-  address_ = address;
+  addresses_ = SplitList(addresses);
+  current_ = 0;
   stub_.reset();
 }
 
-absl::StatusOr<std::shared_ptr<lpb::LogService::Stub>> GrpcTopicSource::Stub() {
+absl::StatusOr<GrpcTopicSource::WayIn> GrpcTopicSource::Stub() {
   absl::MutexLock lock(&mu_);
-  if (address_.empty()) return absl::UnavailableError("no broker address configured");
+  if (addresses_.empty()) return absl::UnavailableError("no broker address configured");
   if (!stub_) {
-    stub_ = lpb::LogService::NewStub(grpc_util::Dial(address_));
+    stub_ = lpb::LogService::NewStub(grpc_util::Dial(addresses_[current_]));
   }
-  return stub_;
+  return WayIn{stub_, current_};
+}
+
+size_t GrpcTopicSource::BrokerCount() {
+  absl::MutexLock lock(&mu_);
+  return addresses_.size();
+}
+
+void GrpcTopicSource::MoveOn(size_t index) {
+  absl::MutexLock lock(&mu_);
+  if (index != current_ || addresses_.empty()) return;
+  current_ = (current_ + 1) % addresses_.size();
+  stub_.reset();
 }
 
 void GrpcTopicSource::SetDeadline(grpc::ClientContext* ctx) const {
@@ -120,8 +148,13 @@ absl::StatusOr<std::vector<PartitionMarks>> GrpcTopicSource::Describe(const std:
 }
 
 void GrpcTopicSource::DescribeAsync(const std::string& topic, MarksCallback done) {
-  auto stub = Stub();
-  if (!stub.ok()) return done(stub.status());
+  DescribeAsync(topic, std::move(done), BrokerCount());
+}
+
+void GrpcTopicSource::DescribeAsync(const std::string& topic, MarksCallback done,
+                                    size_t attempts_left) {
+  auto way_in = Stub();
+  if (!way_in.ok()) return done(way_in.status());
   struct Call {
     grpc::ClientContext ctx;
     lpb::DescribeTopicRequest req;
@@ -131,12 +164,15 @@ void GrpcTopicSource::DescribeAsync(const std::string& topic, MarksCallback done
   SetDeadline(&call->ctx);
   call->req.set_name(topic);
   calls_->Begin();
-  (*stub)->async()->DescribeTopic(
+  way_in->stub->async()->DescribeTopic(
       &call->ctx, &call->req, &call->resp,
-      [this, topic, call, stub = *stub, done = std::move(done),
-       calls = calls_](grpc::Status s) mutable {
+      [this, topic, call, stub = way_in->stub, index = way_in->index, attempts_left,
+       done = std::move(done), calls = calls_](grpc::Status s) mutable {
         std::optional<absl::StatusOr<std::vector<PartitionMarks>>> answer;
-        if (!s.ok()) {
+        if (Unreachable(s) && attempts_left > 1) {
+          MoveOn(index);
+          DescribeAsync(topic, std::move(done), attempts_left - 1);  // counted on its own
+        } else if (!s.ok()) {
           answer = FromBroker(s, "DescribeTopic");
         } else if (!LedElsewhere(call->resp)) {
           answer = MarksOf(call->resp);
@@ -249,19 +285,28 @@ void GrpcTopicSource::DescribeAtLeaders(const std::string& topic, std::shared_pt
 
 grpc::Status GrpcTopicSource::CallFollowingLeader(
     const std::function<grpc::Status(LogStub& stub, grpc::ClientContext& ctx)>& call) {
-  auto stub = Stub();
-  if (!stub.ok())
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(stub.status().message()));
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
-  grpc::Status s = call(**stub, ctx);
-  if (s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return s;
-  const auto& trailers = ctx.GetServerTrailingMetadata();
-  auto leader = trailers.find("conduit-leader-address");
-  if (leader == trailers.end()) return s;
-  grpc::ClientContext again;
-  SetDeadline(&again);
-  return call(*leaders_->For(std::string(leader->second.data(), leader->second.size())), again);
+  grpc::Status s;
+  for (size_t attempts_left = BrokerCount(); attempts_left > 0; --attempts_left) {
+    auto way_in = Stub();
+    if (!way_in.ok()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(way_in.status().message()));
+    }
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    s = call(*way_in->stub, ctx);
+    if (Unreachable(s)) {
+      MoveOn(way_in->index);
+      continue;
+    }
+    if (s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return s;
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    auto leader = trailers.find("conduit-leader-address");
+    if (leader == trailers.end()) return s;
+    grpc::ClientContext again;
+    SetDeadline(&again);
+    return call(*leaders_->For(std::string(leader->second.data(), leader->second.size())), again);
+  }
+  return s;
 }
 
 absl::StatusOr<int64_t> GrpcTopicSource::OffsetForTime(const std::string& topic, int32_t partition,

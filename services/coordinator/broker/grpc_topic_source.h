@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "conduit/log/v1/log.grpc.pb.h"
@@ -18,18 +19,22 @@ struct CallsInFlight;  // grpc_topic_source.cc
 // Every call has a deadline; failures come back as the broker's status (UNAVAILABLE when it
 // cannot be reached). Thread-safe.
 //
-// In a cluster the configured broker is the way in: marks of partitions it does not lead come
-// from their leaders (GetMetadata, then DescribeTopic at each leader), and offset and time
-// lookups follow the not-leader answer's conduit-leader-address. An offline partition makes
-// Describe UNAVAILABLE.
+// In a cluster the configured brokers are the way in: one at a time, the next one when it cannot
+// be reached (UNAVAILABLE or a deadline: a call tries each once, and later calls stay with the
+// one that answered), so the marks stay fresh while any listed broker lives. Marks of partitions
+// the way in does not lead come from their leaders (GetMetadata, then DescribeTopic at each
+// leader), and offset and time lookups follow the not-leader answer's conduit-leader-address. An
+// offline partition makes Describe UNAVAILABLE.
 class GrpcTopicSource final : public TopicSource {
  public:
-  // `address` is host:port, or empty until SetAddress.
-  explicit GrpcTopicSource(std::string address, absl::Duration deadline = absl::Seconds(3));
+  // `addresses` is host:port or a comma-separated list of them (a bootstrap list), or empty until
+  // SetAddress.
+  explicit GrpcTopicSource(std::string addresses, absl::Duration deadline = absl::Seconds(3));
   // Waits for the callback calls on their way.
   ~GrpcTopicSource() override;
 
-  void SetAddress(const std::string& address);
+  // Replaces the way in (a list, as in the constructor).
+  void SetAddress(const std::string& addresses);
 
   absl::StatusOr<std::vector<PartitionMarks>> Describe(const std::string& topic) override;
   // Over gRPC's callback API: `done` runs on a gRPC thread when the broker answers.
@@ -49,7 +54,18 @@ class GrpcTopicSource final : public TopicSource {
     std::shared_ptr<LogStub> For(const std::string& address);
   };
 
-  absl::StatusOr<std::shared_ptr<LogStub>> Stub();
+  // The way in: a stub of the current broker, and that broker's place in the list.
+  struct WayIn {
+    std::shared_ptr<LogStub> stub;
+    size_t index = 0;
+  };
+  absl::StatusOr<WayIn> Stub();
+  // How many brokers the list holds (a call tries each at most once).
+  size_t BrokerCount();
+  // The broker at `index` could not be reached: later calls go to the next one (unless another
+  // call moved on already).
+  void MoveOn(size_t index);
+  void DescribeAsync(const std::string& topic, MarksCallback done, size_t attempts_left);
   void SetDeadline(grpc::ClientContext* ctx) const;
   // Re-describes, at their leaders, the partitions `first` (answered by `via`) does not lead.
   void DescribeAtLeaders(const std::string& topic, std::shared_ptr<LogStub> via,
@@ -60,8 +76,9 @@ class GrpcTopicSource final : public TopicSource {
 
   const absl::Duration deadline_;
   absl::Mutex mu_;
-  std::string address_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<conduit::log::v1::LogService::Stub> stub_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;             // the way in
+  std::shared_ptr<LogStub> stub_ ABSL_GUARDED_BY(mu_);  // of addresses_[current_], made on use
   const std::shared_ptr<LeaderStubs> leaders_ = std::make_shared<LeaderStubs>();
   // Callback calls on their way (grpc_topic_source.cc); the destructor waits for them.
   const std::shared_ptr<CallsInFlight> calls_;
