@@ -4,14 +4,19 @@
 #
 #   1. Helm: `helm lint` and `helm template` of helm/conduit for the default values and every
 #      tests/deploy/values/*.yaml (standalone, monitoring, standalone-monitoring, all-services,
-#      hardened, cluster with the in-chart etcd, cluster-external-etcd; security: secure — TLS,
+#      hardened, cluster with the in-chart etcd, cluster-external-etcd, cluster-large (5 brokers,
+#      5 etcd members), cluster-single (1 and 1: no disruption budget); security: secure — TLS,
 #      mTLS, metrics over HTTPS with client certificates, tokens, JWTs, ACLs, quotas —,
 #      secure-cluster (metrics plain HTTP), tls-only (metrics over HTTPS)); values the schema and
-#      the templates must reject are rejected.
+#      the templates must reject are rejected (for the reason given, where a case names it);
+#      values.schema.json declares every key of values.yaml's defaults and what the templates
+#      read (tests/deploy/check-values-schema.js).
 #   2. Every rendered manifest validated against the Kubernetes / Prometheus Operator schemas
 #      (kubernetes-models) plus the chart's own rules (tests/deploy/validate-manifests.js; the
 #      security flags, Secret mounts, ACL file and the ServiceMonitor's scheme and TLS settings:
-#      tests/deploy/check-security-manifests.js).
+#      tests/deploy/check-security-manifests.js; cluster identities, etcd's bootstrap and the
+#      PodDisruptionBudgets — none for one pod, the brokers' one at a time, etcd's keeping a
+#      quorum: tests/deploy/check-cluster-manifests.js).
 #   3. docker-compose: its schema (`docker-compose config -q`, with and without the cluster
 #      profile, alone and with the secure override docker-compose.secure.yml) and the images,
 #      binaries, flags, ports, mounts and cluster-mode broker ids it names
@@ -75,12 +80,22 @@ for c in "${cases[@]}"; do
     manifest_args+=("$c=$out/$c.yaml")
   fi
 done
-# Values the schema and the templates must refuse.
+run node tests/deploy/check-values-schema.js && cat "$out/cmd.log"
+# Values the schema and the templates must refuse: reject WHY [--error REGEX] HELM-ARGS...; with
+# --error, the refusal must say REGEX (a refusal for another reason, a template that breaks, fails).
 reject() {
-  local why=$1
+  local why=$1 pattern=""
   shift
+  if [ "${1:-}" = --error ]; then
+    pattern=$2
+    shift 2
+  fi
   if "$helm" template conduit-test helm/conduit "$@" >"$out/reject.log" 2>&1; then
     echo "FAIL: helm template accepted $* ($why)" >&2
+    failures=$((failures + 1))
+  elif [ -n "$pattern" ] && ! grep -qE -- "$pattern" "$out/reject.log"; then
+    echo "FAIL: helm template refused $* ($why), but not with /$pattern/:" >&2
+    cat "$out/reject.log" >&2
     failures=$((failures + 1))
   else
     echo "rejected as expected: $why"
@@ -100,7 +115,45 @@ reject "an even etcd member count" --set cluster.enabled=true --set etcd.replica
 reject "cluster mode in standalone" --set cluster.enabled=true --set standalone.enabled=true
 reject "cluster mode without the broker" --set cluster.enabled=true --set broker.enabled=false
 reject "cluster mode before Kubernetes 1.28 (no pod-index label)" --set cluster.enabled=true --kube-version 1.27.0
-reject "a misspelt defaults key" --set defaults.grpcport=7000
+reject "a misspelt defaults key" --error 'defaults: Additional property grpcport' --set defaults.grpcport=7000
+reject "a bad type in defaults" --error 'defaults.podDisruptionBudget.enabled: Invalid type' \
+  --set defaults.podDisruptionBudget.enabled=yes
+reject "an unknown key under defaults" --error 'defaults.persistence: Additional property sise' \
+  --set defaults.persistence.sise=1Gi
+reject "a defaults key the templates need, removed" --error 'defaults: grpcPort is required' --set defaults.grpcPort=null
+reject "a defaults probe removed" --error 'defaults.probes: startup is required' --set defaults.probes.startup=null
+reject "a log level the servers refuse" --error 'defaults.logLevel' --set defaults.logLevel=verbose
+reject "an empty listen address" --error 'defaults.grpcListenHost' --set defaults.grpcListenHost=
+reject "a port out of range" --error 'defaults.metricsPort' --set defaults.metricsPort=70000
+reject "one port for gRPC and metrics" --error 'grpcPort and metricsPort are both 7070' --set broker.metricsPort=7070
+reject "a resource quantity that is none" --error 'defaults.resources.requests.memory' --set defaults.resources.requests.memory=lots
+reject "a resources key Kubernetes lacks" --error 'defaults.resources: Additional property request ' --set defaults.resources.request.cpu=1
+reject "a volume size that is no quantity" --error 'defaults.persistence.size' --set defaults.persistence.size=big
+reject "an access mode Kubernetes lacks" --error 'defaults.persistence.accessModes' --set 'defaults.persistence.accessModes={ReadWriteSometimes}'
+reject "a StorageClass name Kubernetes refuses" --error 'defaults.persistence.storageClass' --set defaults.persistence.storageClass=Fast_SSD
+reject "a liveness probe needing two successes" --error 'defaults.probes.liveness.successThreshold' --set defaults.probes.liveness.successThreshold=2
+reject "an unknown probe setting" --error 'defaults.probes.readiness: Additional property period' --set defaults.probes.readiness.period=5
+reject "a grace period that skips the drain" --error 'defaults.terminationGracePeriodSeconds' --set defaults.terminationGracePeriodSeconds=0
+reject "an annotation value that is no string" --error 'defaults.podAnnotations.team: Invalid type' --set defaults.podAnnotations.team=1
+reject "a pod label replacing a selector label" --error 'defaults.podLabels' --set 'defaults.podLabels.app\.kubernetes\.io/component=x'
+reject "a node selector value that is no string" --error 'defaults.nodeSelector.zone: Invalid type' --set defaults.nodeSelector.zone=1
+reject "a toleration that is no object" --error 'defaults.tolerations.0: Invalid type' --set 'defaults.tolerations[0]=dedicated'
+reject "a toleration operator Kubernetes lacks" --error 'defaults.tolerations.0.operator' --set 'defaults.tolerations[0].operator=Maybe'
+reject "a misspelt affinity kind" --error 'defaults.affinity: Additional property nodeAfinity' --set defaults.affinity.nodeAfinity.x=1
+reject "an unknown Service type" --error 'defaults.serviceType' --set defaults.serviceType=ExternalName
+reject "a disruption budget for a single-replica service" --error 'coordinator: Additional property podDisruptionBudget' \
+  --set coordinator.podDisruptionBudget.minAvailable=1
+reject "a disruption budget letting no broker go (maxUnavailable 0)" --error 'podDisruptionBudget.maxUnavailable' \
+  --set cluster.enabled=true --set broker.podDisruptionBudget.maxUnavailable=0
+reject "a disruption budget keeping every broker" --error 'minAvailable 3 keeps all 3 pods' \
+  --set cluster.enabled=true --set broker.podDisruptionBudget.minAvailable=3
+reject "a disruption budget keeping every broker once rounded up" --error 'minAvailable 67% keeps all 3 pods' \
+  --set cluster.enabled=true --set broker.podDisruptionBudget.minAvailable=67%
+reject "a disruption budget of 100%" --error 'podDisruptionBudget.minAvailable' \
+  --set cluster.enabled=true --set broker.podDisruptionBudget.minAvailable=100%
+reject "both minAvailable and maxUnavailable" --error 'set minAvailable or maxUnavailable, not both' \
+  --set cluster.enabled=true --set defaults.podDisruptionBudget.maxUnavailable=1 --set broker.podDisruptionBudget.minAvailable=2
+reject "an etcd quantity that is none" --error 'etcd.resources.requests.memory' --set etcd.resources.requests.memory=lots
 reject "TLS without its Secret" --set security.tls.enabled=true
 reject "an unknown TLS client auth" --set security.tls.enabled=true --set security.tls.secretName=tls --set security.tls.clientAuth=optional
 reject "metrics over HTTPS without TLS" --set security.tls.metrics=true

@@ -6,6 +6,12 @@
 //   * checkEtcd: the in-chart etcd bootstraps: members started in parallel, named by their pods,
 //     --initial-cluster listing each ordinal's peer URL under the headless Service (which
 //     publishes not-ready members), advertised URLs on the container's ports, data on the volume.
+//   * checkBudgets: PodDisruptionBudgets exactly where they protect something. A single-replica
+//     StatefulSet has none (maxUnavailable 1 would let its one pod go anyway; minAvailable 1
+//     would hang every node drain). Every budget selects one StatefulSet of several pods, lets at
+//     least one of them go, and is the one the case expects: the brokers' default maxUnavailable 1
+//     (one broker at a time: replication factor 3, min in-sync 2) unless the values override it,
+//     etcd's (members - 1) / 2, which keeps a quorum.
 'use strict';
 
 // scripts/check-deploy.sh renders every case with --namespace conduit.
@@ -89,4 +95,57 @@ function checkEtcd(report, set, services) {
   report.check(c.livenessProbe, `${where}: no liveness probe`);
 }
 
-module.exports = { checkBroker, checkEtcd };
+// Pods an intstr (an integer or "N%") stands for out of `replicas`, rounded up as the disruption
+// controller does for both fields.
+function scaled(value, replicas) {
+  if (typeof value === 'string' && /^[0-9]+%$/.test(value)) return Math.ceil((parseInt(value, 10) * replicas) / 100);
+  return value;
+}
+
+// The budget each component must get at `replicas` pods: null for none. `overrides`: the case's
+// expected broker budget when its values set one ({minAvailable: 4}).
+function expectedBudget(component, replicas, overrides) {
+  if (replicas <= 1) return null;
+  if (component === 'etcd') return { maxUnavailable: Math.floor((replicas - 1) / 2) };
+  return (overrides && overrides[component]) || { maxUnavailable: 1 };
+}
+
+// budgets: every PodDisruptionBudget rendered; sets: every StatefulSet; overrides as above.
+function checkBudgets(report, budgets, sets, overrides) {
+  const component = (s) => s.spec.template.metadata.labels['app.kubernetes.io/component'];
+  const selects = (pdb, s) => Object.entries(pdb.spec.selector.matchLabels || {})
+    .every(([k, v]) => s.spec.template.metadata.labels[k] === v);
+  for (const s of sets) {
+    const mine = budgets.filter((b) => selects(b, s));
+    const want = expectedBudget(component(s), s.spec.replicas, overrides);
+    const where = `StatefulSet/${s.metadata.name} (${s.spec.replicas} replica${s.spec.replicas === 1 ? '' : 's'})`;
+    if (!want) {
+      report.check(mine.length === 0, `${where}: a single-replica service must have no PodDisruptionBudget ` +
+        `(maxUnavailable 1 protects nothing, minAvailable 1 hangs every node drain), has ${mine.map((b) => b.metadata.name)}`);
+      continue;
+    }
+    if (!report.check(mine.length === 1, `${where}: ${mine.length} PodDisruptionBudgets, expected 1`)) continue;
+    const spec = mine[0].spec;
+    const got = {};
+    for (const k of ['maxUnavailable', 'minAvailable']) if (spec[k] !== undefined) got[k] = spec[k];
+    report.check(JSON.stringify(got) === JSON.stringify(want),
+      `${where}: budget ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+    const mayGo = spec.minAvailable !== undefined
+      ? s.spec.replicas - scaled(spec.minAvailable, s.spec.replicas)
+      : scaled(spec.maxUnavailable, s.spec.replicas);
+    report.check(mayGo >= 1, `${where}: its budget lets no pod go, so every node drain would hang`);
+    if (component(s) === 'etcd') {
+      const quorum = Math.floor(s.spec.replicas / 2) + 1;
+      report.check(s.spec.replicas - mayGo >= quorum,
+        `${where}: the budget lets ${mayGo} members go, leaving fewer than a quorum of ${quorum}`);
+    }
+    report.check(spec.unhealthyPodEvictionPolicy === undefined || spec.unhealthyPodEvictionPolicy === 'AlwaysAllow',
+      `${where}: unhealthyPodEvictionPolicy ${spec.unhealthyPodEvictionPolicy}: a crash-looping pod must not block drains`);
+  }
+  for (const b of budgets) {
+    report.check(sets.filter((s) => selects(b, s)).length === 1,
+      `PodDisruptionBudget/${b.metadata.name} selects ${sets.filter((s) => selects(b, s)).length} StatefulSets' pods, expected 1`);
+  }
+}
+
+module.exports = { checkBroker, checkEtcd, checkBudgets };

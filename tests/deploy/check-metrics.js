@@ -1,6 +1,6 @@
 // The metric contract of the alert rules and the dashboard (scripts/check-deploy.sh):
-//   * every conduit_* name they use is registered by the C++ sources or listed in
-//     deploy/prometheus/pending-metrics.txt;
+//   * every conduit_* name they use, and every standard process_* one, is registered by the C++
+//     sources or listed in deploy/prometheus/pending-metrics.txt;
 //   * rule groups in conduit.rules.yml use only registered, unlisted names; groups using a listed
 //     name end in "-pending" and live in conduit-pending.rules.yml, and every "-pending" group
 //     uses one;
@@ -21,10 +21,10 @@ const pending = pendingMetrics();
 const RULES = path.join(ROOT, 'deploy/prometheus/rules');
 const DASHBOARD = path.join(ROOT, 'deploy/grafana/dashboards/conduit.json');
 
-// conduit_* names in a PromQL expression; histogram series map to their family.
+// conduit_* and process_* names in a PromQL expression; histogram series map to their family.
 function metricsIn(expr) {
   const names = new Set();
-  for (const m of expr.matchAll(/\bconduit_[a-z0-9_]+/g)) {
+  for (const m of expr.matchAll(/\b(?:conduit|process)_[a-z0-9_]+/g)) {
     let name = m[0];
     const base = name.replace(/_(bucket|sum|count)$/, '');
     if (base !== name && (exported.has(base) || pending.has(base))) name = base;

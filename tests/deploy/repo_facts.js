@@ -1,6 +1,6 @@
 // What the deployment checks compare against, read from the sources (no build needed): the
-// Conduit executables CMake defines, the absl flags the servers accept, the conduit_* metric
-// names the C++ code registers, the pending metric names, and the chart's appVersion.
+// Conduit executables CMake defines, the absl flags the servers accept, the conduit_* (and
+// process_*) metric names the C++ code registers, the pending metric names, and the chart's appVersion.
 'use strict';
 
 const fs = require('fs');
@@ -48,12 +48,13 @@ function serverFlags() {
   return names;
 }
 
-// Metric family names registered in C++ (string literals "conduit_..."), minus tests.
+// Metric family names registered in C++ (string literals "conduit_..." and the standard
+// "process_..." ones of common/metrics/process_metrics.cc), minus tests.
 function exportedMetrics() {
   const names = new Set();
   for (const dir of sourceDirs()) {
     for (const f of walk(dir, (n) => /\.(cc|h)$/.test(n) && !/_test\.cc$/.test(n))) {
-      for (const m of fs.readFileSync(f, 'utf8').matchAll(/"(conduit_[a-z0-9_]+)"/g)) names.add(m[1]);
+      for (const m of fs.readFileSync(f, 'utf8').matchAll(/"((?:conduit|process)_[a-z0-9_]+)"/g)) names.add(m[1]);
     }
   }
   return names;

@@ -10,9 +10,12 @@
 //     health name; tcpSocket with TLS), a pinned image, a binary CMake defines (a pending one only in a case marked
 //     pendingBinaries; none is today), flag files naming only flags the servers define, and
 //     the coordinator's --broker_address naming the broker client Service's gRPC port;
-//   * references: StatefulSet → headless Service, ConfigMap, ServiceAccount; Services and
-//     PodDisruptionBudgets select pods that exist, target ports the container declares;
-//     the ServiceMonitor selects the client Services by their metrics port;
+//   * references: StatefulSet → headless Service, ConfigMap, ServiceAccount; Services select
+//     pods that exist, target ports the container declares; the ServiceMonitor selects the
+//     client Services by their metrics port;
+//   * PodDisruptionBudgets only for StatefulSets of several pods, none for a single replica, each
+//     letting a pod go, the brokers' as each case expects (default maxUnavailable 1), etcd's
+//     keeping a quorum (check-cluster-manifests.js, checkBudgets);
 //   * the metrics port's scheme as each case expects (metricsScheme, default http): every flag
 //     file has --metrics_tls_cert and --metrics_tls_key exactly when it is https, the
 //     ServiceMonitor scrapes with that scheme (and its tlsConfig: check-security-manifests.js),
@@ -32,7 +35,7 @@ const YAML = require('yaml');
 const {
   ROOT, conduitBinaries, serverFlags, PENDING_BINARIES, Report,
 } = require('./repo_facts');
-const { checkBroker, checkEtcd } = require('./check-cluster-manifests');
+const { checkBroker, checkEtcd, checkBudgets } = require('./check-cluster-manifests');
 const { checkSecurity, checkServiceMonitor, metricsScheme } = require('./check-security-manifests');
 
 const HEALTH = {
@@ -43,8 +46,10 @@ const HEALTH = {
 };
 
 // What each values combination must render: the services (StatefulSets), the monitoring kinds,
-// the replica counts other than 1 (cluster mode; etcd: the in-chart etcd StatefulSet) and the
-// metrics port's scheme when it is not http (security.tls.metrics).
+// the replica counts other than 1 (cluster mode; etcd: the in-chart etcd StatefulSet), the
+// metrics port's scheme when it is not http (security.tls.metrics) and the brokers'
+// PodDisruptionBudget when the values set one (budgets; default: maxUnavailable 1 for several
+// brokers, none for one).
 const EXPECT = {
   default: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
   standalone: { services: ['standalone'], monitoring: false },
@@ -53,7 +58,12 @@ const EXPECT = {
   'all-services': { services: ['broker', 'coordinator', 'queue'], monitoring: true },
   hardened: { services: ['broker', 'coordinator', 'queue'], monitoring: false },
   cluster: { services: ['broker', 'coordinator', 'queue'], monitoring: true, replicas: { broker: 3, etcd: 3 } },
-  'cluster-external-etcd': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 5 } },
+  'cluster-external-etcd': {
+    services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 5 },
+    budgets: { broker: { minAvailable: 4 } },
+  },
+  'cluster-large': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 5, etcd: 5 } },
+  'cluster-single': { services: ['broker', 'coordinator', 'queue'], monitoring: false, replicas: { broker: 1, etcd: 1 } },
   secure: { services: ['broker', 'coordinator', 'queue'], monitoring: true, metricsScheme: 'https' },
   'secure-cluster': { services: ['broker', 'coordinator', 'queue'], monitoring: true, replicas: { broker: 3, etcd: 3 } },
   'tls-only': { services: ['standalone'], monitoring: true, metricsScheme: 'https' },
@@ -278,10 +288,7 @@ for (const arg of process.argv.slice(2)) {
       }
     }
   }
-  for (const pdb of kinds('PodDisruptionBudget')) {
-    report.check(podsOf(pdb.spec.selector.matchLabels).length === 1, `PodDisruptionBudget/${pdb.metadata.name} selects no pods`);
-  }
-  report.check(kinds('PodDisruptionBudget').length === sets.length, 'one PodDisruptionBudget per StatefulSet');
+  checkBudgets(report, kinds('PodDisruptionBudget'), sets, expect && expect.budgets);
 
   // 5. Monitoring.
   for (const sm of kinds('ServiceMonitor')) {

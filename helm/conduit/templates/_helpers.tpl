@@ -104,6 +104,8 @@ extraFlags.broker_address of its own, else this release's broker client Service
 (<fullname>-broker.<namespace>.svc:<broker grpcPort>, which routes to the ready broker only).
 With security.tls.enabled, conduit-standalone's gains broker_address: its own client Service (a
 name the certificate holds). securityFlags: conduit.securityFlags, which extraFlags may not repeat.
+replicas: 1, or broker.replicas (null: 3) for the cluster-mode brokers. Fails when grpcPort and
+metricsPort are one port.
 */}}
 {{- define "conduit.serviceValues" -}}
 {{- $own := deepCopy (index .root.Values .name) -}}
@@ -155,7 +157,47 @@ no certificate holds: with TLS it dials the client Service, which the certificat
 {{- end -}}
 {{- end -}}
 {{- $_ := set $merged "securityFlags" $security -}}
+{{- if eq (int $merged.grpcPort) (int $merged.metricsPort) -}}
+{{- fail (printf "%s: grpcPort and metricsPort are both %v; the servers cannot bind one port twice" .name $merged.grpcPort) -}}
+{{- end -}}
 {{- toYaml $merged -}}
+{{- end -}}
+
+{{/*
+A PodDisruptionBudget's spec fields for a service of `replicas` pods with the merged
+podDisruptionBudget values `pdb` (minAvailable, maxUnavailable: an integer, a percentage or null):
+call with (dict "replicas" N "pdb" $v.podDisruptionBudget "what" "broker"). Returns YAML
+(minAvailable: or maxUnavailable:), or "" when no budget protects anything: one pod. Default
+(both null): maxUnavailable 1, one pod at a time (for the brokers: topics' default replication,
+factor 3 with min in-sync 2, stays writable with one replica out). Fails on a budget that lets no
+pod go (minAvailable >= replicas after Kubernetes' rounding up of percentages; maxUnavailable 0
+the schema refuses) and on both fields set (Kubernetes takes one).
+*/}}
+{{- define "conduit.disruptionBudget" -}}
+{{- $n := int .replicas -}}
+{{- $pdb := default (dict) .pdb -}}
+{{- $min := $pdb.minAvailable -}}
+{{- $max := $pdb.maxUnavailable -}}
+{{- if and (not (kindIs "invalid" $min)) (not (kindIs "invalid" $max)) -}}
+{{- fail (printf "podDisruptionBudget of %s (defaults merged with %s's own): set minAvailable or maxUnavailable, not both" .what .what) -}}
+{{- end -}}
+{{- if gt $n 1 -}}
+{{- if not (kindIs "invalid" $min) -}}
+{{- $pods := 0 -}}
+{{- if kindIs "string" $min -}}
+{{- /* Kubernetes rounds a percentage of pods up. */ -}}
+{{- $pods = div (add (mul (trimSuffix "%" $min | atoi) $n) 99) 100 -}}
+{{- else -}}
+{{- $pods = int $min -}}
+{{- end -}}
+{{- if ge (int $pods) $n -}}
+{{- fail (printf "podDisruptionBudget of %s: minAvailable %v keeps all %d pods, so every voluntary eviction (a node drain) would hang; allow at least one pod to go" .what $min $n) -}}
+{{- end -}}
+{{- toYaml (dict "minAvailable" $min) -}}
+{{- else -}}
+{{- toYaml (dict "maxUnavailable" (ternary 1 $max (kindIs "invalid" $max))) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
