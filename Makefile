@@ -1,7 +1,7 @@
 # Conduit — the two commands:
 #   make run    install what is missing, build, start conduit-standalone on ./data
 #   make test   install what is missing, build, run every test
-# A local cluster (issue 15): etcd, three conduit-broker in cluster mode, the coordinator, the queue:
+# A local cluster: etcd, three conduit-broker in cluster mode, the coordinator, the queue:
 #   make cluster  install what is missing, build, start them on free ports (state in ./.cluster);
 #                 prints the addresses; Ctrl-C stops them all (scripts/run-cluster.sh)
 # Deployment (see README "Deploy"):

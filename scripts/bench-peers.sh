@@ -4,7 +4,7 @@
 # replicated partitions against NATS JetStream R3 (build/bin/replication_bench).
 #
 #   scripts/bench-peers.sh [SECONDS]      (make bench-peers; default 3 s per workload)
-#   CONDUIT_BENCH_ROUNDS=N                paired rounds for issue 18's targets and issue 16's RF 3 ÷ RF 1
+#   CONDUIT_BENCH_ROUNDS=N                paired rounds for the queue and producer targets and the RF 3 ÷ RF 1 ratio
 #                                         (default 5)
 #
 # Peers come from Debian packages (installed here when missing): redis-server (Streams, AOF),
@@ -119,7 +119,7 @@ for durability in sync interval; do
   run "rocksdb ceiling $durability" ceiling 0 --durability="$durability"
 done
 
-# Paired rounds for issue 18's targets. The pass above measures a peer minutes after Conduit, and
+# Paired rounds for the queue and producer targets. The pass above measures a peer minutes after Conduit, and
 # this VM's speed swings by up to 2x within minutes (one build took 92k, then 53k jobs/s in
 # batch-cycle-1 six minutes apart), so one ratio from it tells as much about the moment as about
 # the systems. A round measures both sides of every such target back to back, within about a
@@ -162,10 +162,10 @@ kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 echo "build/bin/e2e_bench --loads=1000,10000,50000 --producers= --seconds=$SECONDS_PER:" >>"$extra"
 "$BIN/e2e_bench" --loads=1000,10000,50000 --producers= --seconds="$SECONDS_PER" |
   grep -v '^producer throughput' | tee -a "$extra" >&2
-# Cluster mode (issue 15): the Producer through 1 vs 3 brokers, GetMetadata, SIGKILL reaction.
+# Cluster mode: the Producer through 1 vs 3 brokers, GetMetadata, SIGKILL reaction.
 echo "build/bin/cluster_bench:" >>"$extra"
 CONDUIT_BIN_DIR="$BIN" "$BIN/cluster_bench" 2>/dev/null | tee -a "$extra" >&2
-# Facts to commands (issue 17): a bridge draining a topic backlog into a queue (durable, then
+# Facts to commands: a bridge draining a topic backlog into a queue (durable, then
 # committed), and the outbox relay draining a PostgreSQL outbox into a topic.
 echo "build/bin/bridge_bench --records=200000 --runs=3:" >>"$extra"
 CONDUIT_BIN_DIR="$BIN" "$BIN/bridge_bench" --records=200000 --runs=3 | tee -a "$extra" >&2
@@ -173,17 +173,17 @@ echo "build/bin/outbox_relay_bench --rows=20000 --batches=100,500,1000:" >>"$ext
 CONDUIT_BIN_DIR="$BIN" CONDUIT_SOURCE_DIR=. "$BIN/outbox_relay_bench" --rows=20000 \
   --batches=100,500,1000 2>/dev/null | grep '^outbox relay' | tee -a "$extra" >&2
 
-# The queue beyond RAM (issue 18 item 4): 10,000,000 jobs of 100 B on conduit-queue: server RSS,
+# The queue beyond RAM: 10,000,000 jobs of 100 B on conduit-queue: server RSS,
 # enqueue rate, lease+ack at that depth, restart-to-serving after SIGKILL.
 echo "build/bin/queue_scale_bench --jobs=10000000:" >>"$extra"
 CONDUIT_BIN_DIR="$BIN" "$BIN/queue_scale_bench" --jobs=10000000 | tee -a "$extra" >&2
 
-# Replicated partitions (issue 16): Conduit RF 3 acks all / acks leader / RF 1 on three brokers,
+# Replicated partitions: Conduit RF 3 acks all / acks leader / RF 1 on three brokers,
 # NATS JetStream R3 on three nats-server; SIGKILL-the-leader failover times (20 kills each).
 replication=build/peer-bench/replication.tsv
 echo "== build/bin/replication_bench --seconds=$SECONDS_PER" >&2
 CONDUIT_BIN_DIR="$BIN" "$BIN/replication_bench" --seconds="$SECONDS_PER" | tee "$replication" >&2
-# Paired rounds for issue 16's RF 3 ÷ RF 1 target (as the issue-18 rounds above): a fresh RF 3
+# Paired rounds for the RF 3 ÷ RF 1 target (as the rounds above): a fresh RF 3
 # acks-all cluster and a fresh RF 1 cluster back to back, `producer-batched` only, which of the
 # two goes first alternating by round.
 replication_rounds=build/peer-bench/replication_rounds.tsv; : >"$replication_rounds"
