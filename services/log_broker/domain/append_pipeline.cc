@@ -10,19 +10,19 @@
 namespace conduit::log_broker {
 
 BatchContext::Staged& BatchContext::Stage(TopicState* topic, int32_t partition) {
-  Partition* part = &topic->partitions[partition];
+  PartitionLog* part = &topic->partitions[partition];
   auto [it, inserted] = staged_.try_emplace(part);
   if (inserted) {
     Staged& s = it->second;
     s.topic = topic;
     s.partition = partition;
     s.next_offset_before = part->next_offset;
-    absl::MutexLock lock(&part->mu);
-    s.meta = part->meta;
-    s.leader_epoch = part->leader_epoch;
-    s.last_started_epoch = part->epoch_starts.empty() ? -1 : part->epoch_starts.rbegin()->first;
-    s.oldest_append_time = part->oldest_append_time;
-    s.append_time = std::max(now_, part->last_append_time);
+    const PartitionLog::AppendBase base = part->BeginAppend();
+    s.meta = base.meta;
+    s.leader_epoch = base.leader_epoch;
+    s.last_started_epoch = base.last_started_epoch;
+    s.oldest_append_time = base.oldest_append_time;
+    s.append_time = std::max(now_, base.last_append_time);
   }
   return it->second;
 }
@@ -150,32 +150,19 @@ absl::Status AppendPipeline::WriteBatch(std::vector<Pending>& batch) {
 
 bool AppendPipeline::HasFollowers(BatchContext& ctx) {
   for (auto& [part, s] : ctx.staged_) {
-    absl::MutexLock lock(&part->mu);
-    if (part->replica.role == ReplicaState::Role::kLeader && part->replica.replicas.size() > 1) {
-      return true;
-    }
+    if (part->HasFollowers()) return true;
   }
   return false;
 }
 
 void AppendPipeline::HoldDurableEnds(BatchContext& ctx) {
-  for (auto& [part, s] : ctx.staged_) {
-    absl::MutexLock lock(&part->mu);
-    part->durable_end = std::min(part->durable_end, part->meta.next_offset);
-  }
+  for (auto& [part, s] : ctx.staged_) part->HoldDurableEnd();
 }
 
 void AppendPipeline::ReleaseDurableEnds(BatchContext& ctx) {
-  std::vector<std::function<void()>> wake;
+  PartitionLog::Wake wake;
   for (auto& [part, s] : ctx.staged_) {
-    int64_t hw;
-    {
-      absl::MutexLock lock(&part->mu);
-      part->durable_end = std::numeric_limits<int64_t>::max();
-      part->AdvanceHighWatermark(&wake);
-      hw = part->high_watermark;
-    }
-    observer_->OnHighWatermark(s.topic->name, s.partition, hw);
+    observer_->OnHighWatermark(s.topic->name, s.partition, part->ReleaseDurableEnd(&wake));
   }
   for (auto& fn : wake) fn();
 }
@@ -222,31 +209,14 @@ void AppendPipeline::Publish(BatchContext& ctx) {
   // append time of this batch, so any order keeps each window in append-time order.
   for (auto& [key, entry] : ctx.dedup_) key.first->dedup.Insert(key.second, entry);
   for (auto& fn : ctx.on_commit_) fn();
-  std::vector<std::function<void()>> wake;
+  PartitionLog::Wake wake;
   for (auto& [part, s] : ctx.staged_) {
-    int64_t hw;
-    {
-      absl::MutexLock lock(&part->mu);
-      part->meta = s.meta;
-      part->oldest_append_time = s.oldest_append_time;
-      if (s.restarted) {
-        part->epoch_starts.clear();
-        part->high_watermark = s.meta.next_offset;  // the new, empty log's start
-      } else if (s.truncated_to) {
-        // A follower cut its divergent suffix: the high watermark cannot stay above the log.
-        const int64_t cut = *s.truncated_to;
-        part->high_watermark = std::min(part->high_watermark, cut);
-        std::erase_if(part->epoch_starts, [cut](const auto& e) { return e.second >= cut; });
-      }
-      for (const auto& [epoch, start] : s.epoch_starts) part->epoch_starts[epoch] = start;
-      if (s.appended) {
-        part->last_append_time = s.append_time;
-        for (auto& [id, fn] : part->replica_waiters) wake.push_back(std::move(fn));
-        part->replica_waiters.clear();
-      }
-      part->AdvanceHighWatermark(&wake);
-      hw = part->high_watermark;
-    }
+    const int64_t hw =
+        part->Publish(PartitionLog::Published{s.meta, s.oldest_append_time,
+                                              s.appended ? std::optional<absl::Time>(s.append_time)
+                                                         : std::nullopt,
+                                              s.epoch_starts, s.truncated_to, s.restarted},
+                      &wake);
     observer_->OnHighWatermark(s.topic->name, s.partition, hw);
   }
   for (auto& fn : wake) fn();

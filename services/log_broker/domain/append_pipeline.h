@@ -96,14 +96,14 @@ class BatchContext {
   absl::Time now_;
   bool sync_ = false;
   WriteSet writes_;
-  absl::flat_hash_map<Partition*, Staged> staged_;
-  absl::flat_hash_map<std::pair<Partition*, std::string>, DedupEntry> dedup_;
+  absl::flat_hash_map<PartitionLog*, Staged> staged_;
+  absl::flat_hash_map<std::pair<PartitionLog*, std::string>, DedupEntry> dedup_;
   struct StagedProducer {
     TopicState* topic = nullptr;
     int32_t partition = 0;
     ProducerPartitionState state;
   };
-  absl::flat_hash_map<std::pair<Partition*, ProducerId>, StagedProducer> producers_;
+  absl::flat_hash_map<std::pair<PartitionLog*, ProducerId>, StagedProducer> producers_;
   std::vector<std::function<void()>> on_commit_;
 };
 
@@ -226,7 +226,7 @@ class AppendPipeline {
                      bool* answered_from_batch);
   // The entry of `event_id` younger than the dedup window, staged in `ctx` or durable; nullptr
   // when none. Sets *answered_from_batch when the event id was staged in `ctx`.
-  static const DedupEntry* FindRecentDuplicate(BatchContext& ctx, Partition* part,
+  static const DedupEntry* FindRecentDuplicate(BatchContext& ctx, PartitionLog* part,
                                                const TopicConfig& config,
                                                const std::string& event_id,
                                                bool* answered_from_batch);
@@ -267,7 +267,7 @@ class AppendPipeline {
     Pending pending;
     absl::Status gap;  // the answer when its wait is over
   };
-  using ProducerKey = std::pair<Partition*, ProducerId>;
+  using ProducerKey = std::pair<PartitionLog*, ProducerId>;
   absl::flat_hash_map<ProducerKey, std::vector<Parked>> parked_ ABSL_GUARDED_BY(write_mu_);
   int64_t parked_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
   std::atomic<int> parked_requests_{0};  // read without the lock by the expiry task

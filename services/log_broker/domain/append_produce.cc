@@ -27,7 +27,7 @@ void FillRetriedPositions(const std::vector<RoutedRecord>& records,
 int64_t StageRecord(BatchContext& ctx, TopicState* topic, const RoutedRecord& r,
                     std::optional<ProducerTag> producer) {
   BatchContext::Staged& s = ctx.Stage(topic, r.partition);
-  Partition* part = &topic->partitions[r.partition];
+  PartitionLog* part = &topic->partitions[r.partition];
   const int64_t offset = part->next_offset++;
   if (s.meta.record_count == 0) s.oldest_append_time = s.append_time;
   s.meta.next_offset = part->next_offset;
@@ -80,9 +80,7 @@ void AppendPipeline::AddProduce(Pending& p, BatchContext& ctx, bool* sync) {
   // follower before its fetcher truncates it, so a truncation in this batch could otherwise be
   // overtaken by records the new leader never had. Nothing is staged; the client retries.
   for (const auto& [partition, n] : counts) {
-    Partition& part = p.topic->partitions[partition];
-    absl::MutexLock lock(&part.mu);
-    if (part.replica.role == ReplicaState::Role::kFollower) {
+    if (p.topic->partitions[partition].IsFollower()) {
       p.Answer(absl::UnavailableError(absl::StrFormat(
           "this broker no longer leads %s/%d (a newer assignment is being applied); retry after "
           "GetMetadata",
@@ -137,7 +135,7 @@ absl::StatusOr<absl::flat_hash_map<int32_t, const ProducerBatch*>> AppendPipelin
   absl::flat_hash_map<int32_t, const ProducerBatch*> originals;
   static const ProducerPartitionState kNew;
   for (const auto& [partition, count] : counts) {
-    Partition* part = &topic->partitions[partition];
+    PartitionLog* part = &topic->partitions[partition];
     const ProducerPartitionState* state = &kNew;
     if (auto staged = ctx.producers_.find(std::make_pair(part, producer_id));
         staged != ctx.producers_.end()) {
@@ -173,7 +171,7 @@ bool AppendPipeline::AppendRecords(Pending& p, BatchContext& ctx, const TopicCon
   }
   for (size_t i = 0; i < p.records.size(); ++i) {
     RoutedRecord& r = p.records[i];
-    Partition* part = &topic->partitions[r.partition];
+    PartitionLog* part = &topic->partitions[r.partition];
     // Every record of an idempotent batch carries the batch, so followers rebuild the state.
     std::optional<ProducerTag> tag;
     if (p.stamp) {
@@ -208,7 +206,7 @@ bool AppendPipeline::AppendRecords(Pending& p, BatchContext& ctx, const TopicCon
   return appended;
 }
 
-const DedupEntry* AppendPipeline::FindRecentDuplicate(BatchContext& ctx, Partition* part,
+const DedupEntry* AppendPipeline::FindRecentDuplicate(BatchContext& ctx, PartitionLog* part,
                                                       const TopicConfig& config,
                                                       const std::string& event_id,
                                                       bool* answered_from_batch) {
@@ -233,7 +231,7 @@ void AppendPipeline::StageProducerBatches(const Pending& p, BatchContext& ctx,
     batch.count = counts.at(partition);
     batch.first_offset = batch.positions.front().offset;
     if (IsContiguous(batch, partition)) batch.positions.clear();
-    Partition* part = &topic->partitions[partition];
+    PartitionLog* part = &topic->partitions[partition];
     auto [it, inserted] = ctx.producers_.try_emplace(std::make_pair(part, producer_id));
     if (inserted) {
       it->second = BatchContext::StagedProducer{topic, partition, {}};

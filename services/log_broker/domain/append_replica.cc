@@ -32,7 +32,7 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
   MaintenanceOp op;
   op.topic = topic;
   op.build = [topic = topic.get(), partition, fetched, misplaced](BatchContext& ctx) {
-    Partition* part = &topic->partitions[partition];
+    PartitionLog* part = &topic->partitions[partition];
     const std::vector<ReplicaRecord>& owned = fetched->records;
     if (owned.empty()) return;
     if (owned.front().offset < part->next_offset) {
@@ -94,7 +94,7 @@ absl::Status AppendPipeline::SubmitReplicated(std::shared_ptr<TopicState> topic,
 
 void AppendPipeline::StageReplicatedBatch(BatchContext& ctx, TopicState* topic, int32_t partition,
                                           const ProducerTag& tag, int64_t last_offset) {
-  Partition* part = &topic->partitions[partition];
+  PartitionLog* part = &topic->partitions[partition];
   const ProducerId id(tag.producer_id);
   auto [it, inserted] = ctx.producers_.try_emplace(std::make_pair(part, id));
   if (inserted) {
@@ -116,7 +116,7 @@ absl::Status AppendPipeline::SubmitTruncate(std::shared_ptr<TopicState> topic, i
   MaintenanceOp op;
   op.topic = topic;
   op.build = [this, topic = topic.get(), partition, offset, failed](BatchContext& ctx) {
-    Partition* part = &topic->partitions[partition];
+    PartitionLog* part = &topic->partitions[partition];
     BatchContext::Staged& s = ctx.Stage(topic, partition);
     const int64_t end = part->next_offset;
     if (offset == end) return;
@@ -139,13 +139,8 @@ absl::Status AppendPipeline::SubmitTruncate(std::shared_ptr<TopicState> topic, i
     }
     ctx.writes().range_deletes.push_back(WriteSet::RangeDelete{topic->id, partition, from, end});
     const int64_t new_end = restart ? offset : from;
-    int32_t last_kept_epoch = -1;  // the epoch of the last record that stays
-    if (!restart) {
-      absl::MutexLock lock(&part->mu);
-      for (const auto& [epoch, start] : part->epoch_starts) {
-        if (start < new_end) last_kept_epoch = epoch;
-      }
-    }
+    // The epoch of the last record that stays.
+    const int32_t last_kept_epoch = restart ? -1 : part->EpochBefore(new_end);
     ctx.writes().epoch_truncates.push_back(
         WriteSet::EpochTruncate{topic->id, partition, last_kept_epoch + 1});
     part->next_offset = new_end;

@@ -1,6 +1,7 @@
 #include "services/log_broker/domain/broker.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -60,41 +61,25 @@ absl::Status Broker::Recover() {
 
 absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta& meta) {
   auto state = std::make_shared<TopicState>(meta);
+  CONDUIT_ASSIGN_OR_RETURN(auto epochs, store_->LoadEpochStarts(meta.id));
+  std::vector<std::map<int32_t, int64_t>> epoch_starts(meta.partitions);
+  for (const auto& e : epochs) {
+    if (e.partition < 0 || e.partition >= meta.partitions) continue;
+    epoch_starts[e.partition][e.epoch] = e.start_offset;
+  }
   for (int32_t p = 0; p < meta.partitions; ++p) {
     CONDUIT_ASSIGN_OR_RETURN(PartitionRecovery recovered, store_->RecoverPartition(meta.id, p));
-    Partition& part = state->partitions[p];
     PartitionMeta pm = recovered.meta.value_or(PartitionMeta{});
     pm.next_offset = std::max(pm.next_offset, recovered.end_offset);
     if (!recovered.meta) pm.log_start_offset = recovered.first_offset;
-    part.next_offset = pm.next_offset;
-    absl::MutexLock plock(&part.mu);
-    part.meta = pm;
-    part.high_watermark = pm.next_offset;  // one replica: everything durable here
-    part.leader_epoch = pm.leader_epoch;
-    part.oldest_append_time = recovered.first_append_time;
-    part.last_append_time = recovered.last_append_time;
+    state->partitions[p].Recover(pm, recovered.first_append_time, recovered.last_append_time,
+                                 std::move(epoch_starts[p]));
     observer_->OnHighWatermark(meta.name, p, pm.next_offset);
   }
   CONDUIT_ASSIGN_OR_RETURN(auto producer_states, store_->LoadProducerStates(meta.id));
   for (auto& u : producer_states) {
     if (u.partition < 0 || u.partition >= meta.partitions) continue;
     state->partitions[u.partition].producers[u.producer_id] = std::move(u.state);
-  }
-  CONDUIT_ASSIGN_OR_RETURN(auto epochs, store_->LoadEpochStarts(meta.id));
-  for (const auto& e : epochs) {
-    if (e.partition < 0 || e.partition >= meta.partitions) continue;
-    Partition& part = state->partitions[e.partition];
-    absl::MutexLock lock(&part.mu);
-    part.epoch_starts[e.epoch] = e.start_offset;
-  }
-  for (Partition& part : state->partitions) {
-    // Records written before the epoch cache existed were appended at epoch 0.
-    absl::MutexLock lock(&part.mu);
-    const int64_t first =
-        part.epoch_starts.empty() ? part.meta.next_offset : part.epoch_starts.begin()->second;
-    if (first > part.meta.log_start_offset && !part.epoch_starts.contains(0)) {
-      part.epoch_starts[0] = part.meta.log_start_offset;
-    }
   }
   CONDUIT_ASSIGN_OR_RETURN(auto dedup, store_->LoadDedupEntries(meta.id));
   std::sort(dedup.begin(), dedup.end(), [](const auto& a, const auto& b) {
@@ -196,7 +181,7 @@ absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
   }
   observer_->OnTopicDeleted(name, topic->partition_count);
   // Wake long-polls: their reads now fail NOT_FOUND.
-  for (Partition& part : topic->partitions) part.WakeWaiters();
+  for (PartitionLog& part : topic->partitions) part.WakeWaiters();
   return absl::OkStatus();
 }
 
@@ -233,12 +218,7 @@ absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) 
   for (int32_t p = 0; p < out.meta.partitions; ++p) {
     const PartitionAssignment* a = view ? view->FindPartition(name, p) : nullptr;
     const int32_t leader = view == nullptr ? 0 : a != nullptr ? a->leader : kNoBroker;
-    const Partition& part = (*topic)->partitions[p];
-    absl::MutexLock lock(&part.mu);
-    out.partitions.push_back(PartitionDescription{
-        p, part.meta, part.high_watermark, part.leader_epoch, leader, part.oldest_append_time,
-        part.last_append_time,
-        part.replica.Describe(part.meta.log_start_offset, part.meta.next_offset, now)});
+    out.partitions.push_back((*topic)->partitions[p].Describe(p, leader, now));
     if (cluster_ == nullptr) {  // a single node is broker 0, the one replica
       out.partitions.back().replication.replicas = {0};
       out.partitions.back().replication.isr = {0};
@@ -258,14 +238,12 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic_name, int32_t parti
                                     int32_t epoch) {
   CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(topic_name));
   CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, partition));
-  Partition& part = topic->partitions[partition];
-  absl::MutexLock lock(&part.mu);
-  if (epoch < part.leader_epoch) {
+  const int32_t before = topic->partitions[partition].RaiseLeaderEpoch(epoch);
+  if (epoch < before) {
     return absl::FailedPreconditionError(
         absl::StrFormat("leader epoch %d of %s/%d is older than its current epoch %d", epoch,
-                        topic_name, partition, part.leader_epoch));
+                        topic_name, partition, before));
   }
-  part.leader_epoch = epoch;
   return absl::OkStatus();
 }
 

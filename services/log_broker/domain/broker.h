@@ -44,7 +44,7 @@ class PendingFetch {
 
   Broker* broker_ = nullptr;
   std::shared_ptr<TopicState> topic_;  // keeps part_ alive
-  Partition* part_ = nullptr;
+  PartitionLog* part_ = nullptr;
   uint64_t waiter_id_ = 0;
   std::atomic<runtime::Scope::TimerId> timer_{0};
   std::function<void()> read_;
@@ -149,11 +149,7 @@ class Broker {
   // Where leader epoch `epoch` ends in this broker's copy of the partition (KIP-101/279): the
   // largest epoch ≤ `epoch` that appended here, and the first offset after its records (the
   // start of the next epoch, or the log end). {-1, -1} when no epoch ≤ `epoch` appended here.
-  struct EpochEnd {
-    int32_t epoch = -1;
-    int64_t end_offset = -1;
-    friend bool operator==(const EpochEnd&, const EpochEnd&) = default;
-  };
+  using EpochEnd = PartitionLog::EpochEnd;
   absl::StatusOr<EpochEnd> OffsetForLeaderEpoch(const std::string& topic, int32_t partition,
                                                 int32_t epoch) const;
 
@@ -282,12 +278,6 @@ class Broker {
   // `revision` is the metadata revision of the partition's state in the view.
   void AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a,
                          int64_t revision);
-  // Checks one item of a follower's fetch and, when valid, records the follower's progress
-  // (which moves the high watermark when `may_lead`: waiters to run go to `wake`).
-  absl::Status ValidateReplicaFetch(TopicState& topic, int32_t follower,
-                                    const ReplicaFetchItem& item, bool may_lead,
-                                    ReplicaFetchData* answer,
-                                    std::vector<std::function<void()>>* wake);
 
   LogStore* const store_;
   const time::Clock* const clock_;

@@ -31,9 +31,8 @@ ClusterView Broker::Metadata(const std::string& self_address) const {
   for (const auto& topic : TopicsSnapshot()) {
     TopicAssignment t;
     t.meta = topic->meta();
-    for (const Partition& part : topic->partitions) {
-      absl::MutexLock lock(&part.mu);
-      t.partitions.push_back(PartitionAssignment{0, part.leader_epoch, {0}, {0}});
+    for (const PartitionLog& part : topic->partitions) {
+      t.partitions.push_back(PartitionAssignment{0, part.leader_epoch(), {0}, {0}});
       t.partition_revisions.push_back(0);
     }
     view.topics.emplace(t.meta.name, std::move(t));
@@ -117,22 +116,19 @@ absl::Status Broker::CheckServing(const TopicState& topic, int32_t partition, bo
     return NotLeaderError(self, topic.name, partition,
                           LeaderHint{a->leader, address, a->leader_epoch});
   }
-  {
-    const Partition& part = topic.partitions[partition];
-    absl::MutexLock lock(&part.mu);
-    if (part.leader_epoch != a->leader_epoch) {
-      return absl::UnavailableError(
-          absl::StrFormat("broker %d is taking over %s/%d at epoch %d; retry shortly", self,
-                          topic.name, partition, a->leader_epoch));
-    }
-    // The partition already follows a newer view that is still being applied (roles change
-    // before the view is published): an append now would be cut off when it syncs.
-    if (write && part.replica.role == ReplicaState::Role::kFollower) {
-      return absl::UnavailableError(absl::StrFormat(
-          "broker %d no longer leads %s/%d (a newer assignment is being applied); retry after "
-          "GetMetadata",
-          self, topic.name, partition));
-    }
+  const PartitionLog::Serving serving = topic.partitions[partition].serving();
+  if (serving.leader_epoch != a->leader_epoch) {
+    return absl::UnavailableError(
+        absl::StrFormat("broker %d is taking over %s/%d at epoch %d; retry shortly", self,
+                        topic.name, partition, a->leader_epoch));
+  }
+  // The partition already follows a newer view that is still being applied (roles change
+  // before the view is published): an append now would be cut off when it syncs.
+  if (write && serving.follower) {
+    return absl::UnavailableError(absl::StrFormat(
+        "broker %d no longer leads %s/%d (a newer assignment is being applied); retry after "
+        "GetMetadata",
+        self, topic.name, partition));
   }
   if (write && !MayLeadUnder(view.get())) {
     if (!cluster_->LeaseValid()) {
@@ -164,15 +160,9 @@ std::vector<PartitionReplication> Broker::ReplicationSnapshot() const {
   for (const auto& topic : TopicsSnapshot()) {
     const int32_t min_insync = topic->config().min_insync_replicas;
     for (int32_t p = 0; p < topic->partition_count; ++p) {
-      const Partition& part = topic->partitions[p];
-      absl::MutexLock lock(&part.mu);
-      // Followed here, or not placed yet (a recovered topic before the first view names it).
-      if (part.replica.role == ReplicaState::Role::kFollower || part.replica.replicas.empty()) {
-        continue;
+      if (auto led = topic->partitions[p].LedReplication(now)) {
+        out.push_back(PartitionReplication{topic->name, p, min_insync, *std::move(led)});
       }
-      out.push_back(PartitionReplication{
-          topic->name, p, min_insync,
-          part.replica.Describe(part.meta.log_start_offset, part.meta.next_offset, now)});
     }
   }
   return out;

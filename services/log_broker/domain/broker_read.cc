@@ -50,14 +50,10 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   CONDUIT_RETURN_IF_ERROR(CheckServing(*topic, args.partition, /*write=*/false));
   CONDUIT_RETURN_IF_ERROR(CheckFetchLimits(args));
 
-  Partition& part = topic->partitions[args.partition];
-  int64_t hw, start, end;
-  {
-    absl::MutexLock lock(&part.mu);
-    hw = part.high_watermark;
-    start = part.meta.log_start_offset;
-    end = std::max(hw, part.meta.next_offset);
-  }
+  PartitionLog& part = topic->partitions[args.partition];
+  const PartitionLog::Extent extent = part.extent();
+  const int64_t hw = extent.high_watermark, start = extent.log_start;
+  const int64_t end = std::max(hw, extent.log_end);
   // Up to the log end, not only the high watermark: a leader newly elected may not yet know
   // the high watermark its predecessor had, and a reader who saw records up to it must be able
   // to wait there (as Kafka answers such a fetch: no records until the watermark passes).
@@ -78,27 +74,20 @@ absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
   wait->timer_.store(scope_.After(args.max_wait, [wait] { wait->Fire(); }));
   // The caller learns of the wait before anything can complete it.
   if (on_wait) on_wait(wait);
-  bool read_now = false;
-  {
-    absl::MutexLock lock(&part.mu);
-    // An append landed since we looked, or DeleteTopic already woke this partition's waiters.
-    if (part.high_watermark > args.offset || topic->deleted.load()) {
-      read_now = true;
-    } else if (!wait->fired_.load()) {
-      part.waiters.emplace(wait->waiter_id_, [wait] { wait->Fire(); });
-    }
+  // An append landed since we looked, or DeleteTopic already woke this partition's waiters (or
+  // the wait has ended already).
+  if (part.AwaitHighWatermarkPast(
+          args.offset, wait->waiter_id_,
+          [&] { return topic->deleted.load() || wait->fired_.load(); }, [wait] { wait->Fire(); })) {
+    wait->Fire();
   }
-  if (read_now) wait->Fire();
   return absl::OkStatus();
 }
 
 void PendingFetch::Fire() {
   if (fired_.exchange(true)) return;
   broker_->scope_.Cancel(timer_.load());
-  {
-    absl::MutexLock lock(&part_->mu);
-    part_->waiters.erase(waiter_id_);
-  }
+  part_->ForgetWaiter(waiter_id_);
   auto read = std::move(read_);
   read();
 }
@@ -109,12 +98,12 @@ void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchC
       done(topic->DeletedError());
       return;
     }
-    Partition& part = topic->partitions[args.partition];
+    PartitionLog& part = topic->partitions[args.partition];
     FetchResult result;
     {
-      absl::MutexLock lock(&part.mu);
-      result.high_watermark = part.high_watermark;
-      result.log_start_offset = part.meta.log_start_offset;
+      const PartitionLog::Extent extent = part.extent();
+      result.high_watermark = extent.high_watermark;
+      result.log_start_offset = extent.log_start;
     }
     if (args.offset < result.log_start_offset) {
       done(OutOfRange(args, result.log_start_offset, result.high_watermark));
@@ -130,9 +119,9 @@ void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchC
     if (records->empty() && args.offset < result.high_watermark) {
       // Either retention removed the range while we read (then the start moved: say so), or
       // compaction left only a gap up to the high watermark (then skip it).
-      absl::MutexLock lock(&part.mu);
-      if (args.offset < part.meta.log_start_offset) {
-        done(OutOfRange(args, part.meta.log_start_offset, part.high_watermark));
+      const PartitionLog::Extent now = part.extent();
+      if (args.offset < now.log_start) {
+        done(OutOfRange(args, now.log_start, now.high_watermark));
         return;
       }
     }
@@ -164,13 +153,8 @@ absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
   }
   std::vector<RecordPosition> out;
   for (int32_t p : wanted) {
-    const Partition& part = (*topic)->partitions[p];
-    int64_t start, hw;
-    {
-      absl::MutexLock lock(&part.mu);
-      start = part.meta.log_start_offset;
-      hw = part.high_watermark;
-    }
+    const PartitionLog::Extent extent = (*topic)->partitions[p].extent();
+    const int64_t start = extent.log_start, hw = extent.high_watermark;
     int64_t offset = query == OffsetQuery::kEarliest ? start : hw;
     if (query == OffsetQuery::kTimestamp) {
       auto found = FirstOffsetAtOrAfter(store_, (*topic)->id, p, start, hw, at);
@@ -187,12 +171,7 @@ absl::StatusOr<Broker::EpochEnd> Broker::OffsetForLeaderEpoch(const std::string&
                                                               int32_t epoch) const {
   CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(topic_name));
   CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, partition));
-  const Partition& part = topic->partitions[partition];
-  absl::MutexLock lock(&part.mu);
-  auto after = part.epoch_starts.upper_bound(epoch);  // the first epoch above `epoch`
-  if (after == part.epoch_starts.begin()) return EpochEnd{};
-  const int32_t found = std::prev(after)->first;
-  return EpochEnd{found, after == part.epoch_starts.end() ? part.meta.next_offset : after->second};
+  return topic->partitions[partition].EndOfEpoch(epoch);
 }
 
 }  // namespace conduit::log_broker

@@ -13,15 +13,6 @@
 namespace conduit::log_broker {
 namespace {
 
-// The epoch of the last record below `end` in `epoch_starts`; -1 when none.
-int32_t EpochBefore(const std::map<int32_t, int64_t>& epoch_starts, int64_t end) {
-  int32_t epoch = -1;
-  for (const auto& [e, start] : epoch_starts) {
-    if (start < end) epoch = e;
-  }
-  return epoch;
-}
-
 // One acks-all produce waiting on the high watermark of every partition it wrote.
 struct AckWait {
   runtime::Scope* scope = nullptr;
@@ -30,7 +21,7 @@ struct AckWait {
   absl::Mutex mu;
   int remaining ABSL_GUARDED_BY(mu) = 0;
   bool finished ABSL_GUARDED_BY(mu) = false;
-  std::vector<std::pair<Partition*, uint64_t>> waiting ABSL_GUARDED_BY(mu);
+  std::vector<std::pair<PartitionLog*, uint64_t>> waiting ABSL_GUARDED_BY(mu);
   std::atomic<runtime::Scope::TimerId> timer{0};
 
   // Answers once: the first error, or success when every partition is covered.
@@ -73,20 +64,22 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
       absl::MutexLock lock(&wait->mu);
       wait->remaining = static_cast<int>(needed.size()) + 1;  // +1: released below
       for (const auto& [partition, end] : needed) {
-        Partition& part = topic->partitions[partition];
-        absl::MutexLock plock(&part.mu);
-        if (part.high_watermark >= end) {
-          --wait->remaining;
-          continue;
+        PartitionLog& part = topic->partitions[partition];
+        uint64_t id = 0;
+        switch (part.AwaitAck(
+            end, [wait](absl::Status s) { wait->Finish(s); }, &id)) {
+          case PartitionLog::AckWait::kCovered:
+            --wait->remaining;
+            continue;
+          case PartitionLog::AckWait::kNotLeader:
+            wait->finished = true;
+            moved = true;
+            break;
+          case PartitionLog::AckWait::kWaiting:
+            wait->waiting.emplace_back(&part, id);
+            continue;
         }
-        if (part.replica.role != ReplicaState::Role::kLeader) {
-          wait->finished = true;
-          moved = true;
-          break;
-        }
-        const uint64_t id =
-            part.acks.Add(end, [wait](absl::Status s) { wait->Finish(s); });
-        wait->waiting.emplace_back(&part, id);
+        break;  // not the leader any more
       }
     }
     if (moved) {  // leadership moved between the append and now
@@ -97,15 +90,12 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
       return;
     }
     const runtime::Scope::TimerId timer = scope_.After(options_.ack_timeout, [wait, topic] {
-      std::vector<std::pair<Partition*, uint64_t>> waiting;
+      std::vector<std::pair<PartitionLog*, uint64_t>> waiting;
       {
         absl::MutexLock lock(&wait->mu);
         waiting = wait->waiting;
       }
-      for (auto& [part, id] : waiting) {
-        absl::MutexLock plock(&part->mu);
-        (void)part->acks.Remove(id);
-      }
+      for (auto& [part, id] : waiting) part->CancelAck(id);
       wait->Finish(absl::DeadlineExceededError(absl::StrFormat(
           "%s: appended, but not replicated to every in-sync replica in time; the outcome is "
           "unknown (retry with the idempotent producer)",
@@ -120,16 +110,13 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
 }
 
 absl::Status Broker::CheckInSync(const TopicState& topic, int32_t partition) const {
-  const Partition& part = topic.partitions[partition];
+  const std::optional<int32_t> in_sync = topic.partitions[partition].LeaderInSyncCount();
   const int32_t min_insync = topic.config().min_insync_replicas;
-  absl::MutexLock lock(&part.mu);
-  if (part.replica.role != ReplicaState::Role::kLeader) return absl::OkStatus();
-  const int32_t in_sync = static_cast<int32_t>(part.replica.view_isr.size());
-  if (in_sync < min_insync) {
+  if (in_sync && *in_sync < min_insync) {
     return absl::UnavailableError(absl::StrFormat(
         "%s/%d has %d in-sync replicas; min_insync_replicas is %d: nothing was appended (retry "
         "once replicas catch up, or produce with acks LEADER)",
-        topic.name, partition, in_sync, min_insync));
+        topic.name, partition, *in_sync, min_insync));
   }
   return absl::OkStatus();
 }
@@ -143,20 +130,9 @@ void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const Parti
   const Role role = a.leader != self           ? Role::kFollower
                     : a.replicas.size() > 1 ? Role::kLeader
                                               : Role::kSole;
-  Partition& part = topic.partitions[partition];
-  std::vector<AckWaiters::Callback> failed;
-  std::vector<std::function<void()>> wake;
-  {
-    absl::MutexLock lock(&part.mu);
-    const bool was_leading = part.replica.role != Role::kFollower;
-    part.replica.Assign(role, self, a.leader, a.leader_epoch, a.replicas, a.isr, revision,
-                        clock_->Monotonic());
-    part.replica.throttle_bytes_per_second = a.throttle_bytes_per_second;
-    if (was_leading && (role == Role::kFollower || part.leader_epoch != a.leader_epoch)) {
-      failed = part.acks.TakeAll();
-    }
-    part.AdvanceHighWatermark(&wake);
-  }
+  PartitionLog::Wake wake;
+  std::vector<AckWaiters::Callback> failed =
+      topic.partitions[partition].AssignRole(role, self, a, revision, clock_->Monotonic(), &wake);
   for (auto& done : failed) {
     done(absl::UnavailableError(absl::StrFormat(
         "%s/%d: leadership moved to broker %d at epoch %d before the batch was replicated; the "
@@ -180,14 +156,9 @@ std::vector<ReplicaFetchItem> Broker::FollowedPartitions(int32_t leader) const {
       const auto& a = t.partitions[p];
       if (!a || a->leader != leader || leader == self) continue;
       if (std::find(a->replicas.begin(), a->replicas.end(), self) == a->replicas.end()) continue;
-      const Partition& part = (*topic)->partitions[p];
-      absl::MutexLock lock(&part.mu);
-      const int64_t end = part.meta.next_offset;
-      out.push_back(ReplicaFetchItem{name, t.meta.id, p, end,
-                                     end > part.meta.log_start_offset
-                                         ? EpochBefore(part.epoch_starts, end)
-                                         : -1,
-                                     a->leader_epoch});
+      const PartitionLog::FollowerPosition at = (*topic)->partitions[p].follower_position();
+      out.push_back(
+          ReplicaFetchItem{name, t.meta.id, p, at.log_end, at.last_epoch, a->leader_epoch});
     }
   }
   return out;
@@ -198,18 +169,11 @@ absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoc
   CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(data.topic));
   if (topic->id != data.topic_id) return absl::NotFoundError("topic was replaced");
   CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, data.partition));
-  Partition& part = topic->partitions[data.partition];
-  std::vector<std::function<void()>> wake;
-  {
-    absl::MutexLock lock(&part.mu);
-    if (part.replica.role != ReplicaState::Role::kFollower ||
-        part.replica.leader_epoch != leader_epoch) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s/%d is no longer followed at epoch %d", data.topic, data.partition, leader_epoch));
-    }
-    part.replica.leader_high_watermark =
-        std::max(part.replica.leader_high_watermark, data.high_watermark);
-    part.AdvanceHighWatermark(&wake);
+  PartitionLog::Wake wake;
+  if (!topic->partitions[data.partition].TakeLeaderHighWatermark(leader_epoch, data.high_watermark,
+                                                                 &wake)) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s/%d is no longer followed at epoch %d",
+                                                         data.topic, data.partition, leader_epoch));
   }
   for (auto& fn : wake) fn();
   if (data.truncate_to) {
@@ -242,23 +206,11 @@ void Broker::MaintainInSyncReplicas() {
     if (t == nullptr || t->meta.id != topic->id) continue;
     for (int32_t p = 0; p < topic->partition_count; ++p) {
       if (p >= static_cast<int32_t>(t->partitions.size()) || !t->partitions[p]) continue;
-      Partition& part = topic->partitions[p];
+      PartitionLog& part = topic->partitions[p];
       PartitionAssignment next = *t->partitions[p];
-      {
-        absl::MutexLock lock(&part.mu);
-        if (part.replica.role != ReplicaState::Role::kLeader ||
-            part.replica.leader_epoch != next.leader_epoch) {
-          continue;
-        }
-        auto epoch_start = part.epoch_starts.find(part.leader_epoch);
-        const int64_t start =
-            epoch_start == part.epoch_starts.end() ? part.meta.next_offset : epoch_start->second;
-        auto planned =
-            part.replica.PlanIsr(part.high_watermark, start, options_.replica_lag_time, now);
-        if (!planned) continue;
-        next.isr = *planned;
-        part.replica.BeginIsrChange(next.isr);
-      }
+      auto planned = part.PlanIsrChange(next.leader_epoch, options_.replica_lag_time, now);
+      if (!planned) continue;
+      next.isr = *std::move(planned);
       auto written =
           cluster_->UpdatePartitionState(topic->id, p, t->partition_revisions[p], next);
       observer_->OnInSyncChange(
@@ -266,13 +218,9 @@ void Broker::MaintainInSyncReplicas() {
           !written.ok()  ? written.status()
           : *written > 0 ? absl::OkStatus()
                          : absl::AbortedError("the partition state moved since it was read"));
-      std::vector<std::function<void()>> wake;
+      PartitionLog::Wake wake;
       const int64_t revision = written.ok() ? *written : 0;
-      {
-        absl::MutexLock lock(&part.mu);
-        part.replica.EndIsrChange(revision);
-        part.AdvanceHighWatermark(&wake);
-      }
+      part.EndIsrChange(revision, &wake);
       for (auto& fn : wake) fn();
       if (written.ok() && revision == 0) return;  // the metadata moved: wait for its next view
     }

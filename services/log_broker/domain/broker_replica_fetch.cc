@@ -31,9 +31,7 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
     broker->scope_.Cancel(timer.load());
     for (size_t i = 0; i < items.size(); ++i) {
       if (!topics[i]) continue;
-      Partition& part = topics[i]->partitions[items[i].partition];
-      absl::MutexLock lock(&part.mu);
-      part.replica_waiters.erase(waiter_id);
+      topics[i]->partitions[items[i].partition].ForgetReplicaWaiter(waiter_id);
     }
     auto self = shared_from_this();
     if (!broker->scope_.Submit([self] { self->Read(); })) {
@@ -54,15 +52,13 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
         a.status = absl::NotFoundError("topic was deleted");
         continue;
       }
-      Partition& part = topics[i]->partitions[items[i].partition];
-      int64_t allowed;
-      {
-        absl::MutexLock lock(&part.mu);
-        a.high_watermark = part.high_watermark;
-        a.log_start_offset = part.meta.log_start_offset;
-        a.log_end_offset = part.meta.next_offset;
-        allowed = std::min(budget, part.replica.ThrottleBudget(follower, broker->clock_->Monotonic()));
-      }
+      PartitionLog& part = topics[i]->partitions[items[i].partition];
+      const PartitionLog::Extent extent = part.extent();
+      a.high_watermark = extent.high_watermark;
+      a.log_start_offset = extent.log_start;
+      a.log_end_offset = extent.log_end;
+      const int64_t allowed =
+          std::min(budget, part.ThrottleBudget(follower, broker->clock_->Monotonic()));
       if (allowed <= 0 || items[i].fetch_offset >= a.log_end_offset) continue;
       absl::StatusOr<int64_t> read = ReadRecords(i, allowed);
       if (!read.ok()) {
@@ -70,8 +66,7 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
         continue;
       }
       budget -= *read;
-      absl::MutexLock lock(&part.mu);
-      part.replica.ChargeThrottle(follower, *read);
+      part.ChargeThrottle(follower, *read);
     }
     done(std::move(answers));
   }
@@ -126,8 +121,9 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
       ready = true;
       continue;
     }
-    std::vector<std::function<void()>> wake;
-    a.status = ValidateReplicaFetch(**topic, follower, item, may_lead, &a, &wake);
+    PartitionLog::Wake wake;
+    a.status = (*topic)->partitions[item.partition].ValidateFollowerFetch(
+        (*topic)->name, follower, item, may_lead, clock_->Monotonic(), &a, &wake);
     for (auto& fn : wake) fn();
     if (!a.status.ok()) {
       ready = true;
@@ -136,9 +132,8 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
     wait->topics[i] = *topic;
     if (a.log_end_offset > item.fetch_offset) {
       // Records to send, unless a throttle holds them back: then wait out max_wait.
-      Partition& part = (*topic)->partitions[item.partition];
-      absl::MutexLock lock(&part.mu);
-      ready |= part.replica.ThrottleBudget(follower, clock_->Monotonic()) > 0;
+      ready |=
+          (*topic)->partitions[item.partition].ThrottleBudget(follower, clock_->Monotonic()) > 0;
     }
   }
   wait->items = std::move(items);
@@ -149,73 +144,12 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
   wait->timer.store(scope_.After(max_wait, [wait] { wait->Fire(); }));
   bool appended = false;
   for (size_t i = 0; i < wait->items.size(); ++i) {
-    Partition& part = wait->topics[i]->partitions[wait->items[i].partition];
-    absl::MutexLock lock(&part.mu);
-    if (part.meta.next_offset > wait->items[i].fetch_offset) appended = true;
-    if (!wait->fired.load()) {
-      part.replica_waiters.emplace(wait->waiter_id, [wait] { wait->Fire(); });
-    }
+    PartitionLog& part = wait->topics[i]->partitions[wait->items[i].partition];
+    appended |= part.AwaitLogEndPast(
+        wait->items[i].fetch_offset, wait->waiter_id, [&] { return wait->fired.load(); },
+        [wait] { wait->Fire(); });
   }
   if (appended) wait->Fire();
-  return absl::OkStatus();
-}
-
-absl::Status Broker::ValidateReplicaFetch(TopicState& topic, int32_t follower,
-                                          const ReplicaFetchItem& item, bool may_lead,
-                                          ReplicaFetchData* answer,
-                                          std::vector<std::function<void()>>* wake) {
-  Partition& part = topic.partitions[item.partition];
-  absl::MutexLock lock(&part.mu);
-  answer->high_watermark = part.high_watermark;
-  answer->log_start_offset = part.meta.log_start_offset;
-  answer->log_end_offset = part.meta.next_offset;
-  if (part.replica.role != ReplicaState::Role::kLeader || part.replica.leader_epoch != part.leader_epoch) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "broker %d does not lead %s/%d (its epoch %d)", part.replica.self, topic.name, item.partition,
-        part.replica.leader_epoch));
-  }
-  if (item.current_leader_epoch < part.replica.leader_epoch) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "fenced: leader epoch %d of %s/%d is stale; the current one is %d",
-        item.current_leader_epoch, topic.name, item.partition, part.replica.leader_epoch));
-  }
-  if (item.current_leader_epoch > part.replica.leader_epoch) {
-    return absl::UnavailableError(absl::StrFormat(
-        "broker %d has not reached leader epoch %d of %s/%d yet (at %d)", part.replica.self,
-        item.current_leader_epoch, topic.name, item.partition, part.replica.leader_epoch));
-  }
-  if (std::find(part.replica.replicas.begin(), part.replica.replicas.end(), follower) == part.replica.replicas.end() ||
-      follower == part.replica.self) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "broker %d is not a follower of %s/%d", follower, topic.name, item.partition));
-  }
-  // Does the follower's log agree with this one up to its fetch offset? The end of its last
-  // epoch here tells (KIP-101/279; KIP-320 answers it within the fetch).
-  if (item.fetch_offset < part.meta.log_start_offset && item.last_fetched_epoch < 0) {
-    answer->truncate_to = part.meta.log_start_offset;  // start over at the log start
-    return absl::OutOfRangeError("the follower's log starts before the leader's");
-  }
-  if (item.last_fetched_epoch >= 0) {
-    auto after = part.epoch_starts.upper_bound(item.last_fetched_epoch);
-    const int32_t shared = after == part.epoch_starts.begin() ? -1 : std::prev(after)->first;
-    const int64_t end = after == part.epoch_starts.end() ? part.meta.next_offset : after->second;
-    if (shared != item.last_fetched_epoch || end < item.fetch_offset) {
-      answer->truncate_to =
-          shared < 0 ? part.meta.log_start_offset : std::min(end, item.fetch_offset);
-      return absl::OutOfRangeError(absl::StrFormat(
-          "the follower's log diverges from the leader's: epoch %d ends at %d here",
-          item.last_fetched_epoch, *answer->truncate_to));
-    }
-  } else if (item.fetch_offset != part.meta.log_start_offset) {
-    answer->truncate_to = part.meta.log_start_offset;
-    return absl::OutOfRangeError("the follower's log has no epoch but is not empty");
-  }
-  part.replica.RecordFetch(follower, item.fetch_offset, part.meta.next_offset,
-                           clock_->Monotonic());
-  // A leader that cannot confirm its lease, or registered again and has not applied a view
-  // since, may already be deposed: it acknowledges nothing.
-  if (may_lead) part.AdvanceHighWatermark(wake);
-  answer->high_watermark = part.high_watermark;
   return absl::OkStatus();
 }
 

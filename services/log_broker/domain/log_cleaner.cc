@@ -44,9 +44,9 @@ Removable FindRemovable(const std::vector<StoredRecord>& chunk,
 
 }  // namespace
 
-LogCleaner::Snapshot LogCleaner::Snap(const Partition& part) {
-  absl::MutexLock lock(&part.mu);
-  return Snapshot{part.meta.log_start_offset, part.meta.next_offset, part.meta.bytes};
+LogCleaner::Snapshot LogCleaner::Snap(const PartitionLog& part) {
+  const PartitionLog::Extent extent = part.extent();
+  return Snapshot{extent.log_start, extent.log_end, extent.bytes};
 }
 
 void LogCleaner::RunOnce(const std::vector<std::shared_ptr<TopicState>>& topics) {

@@ -69,7 +69,7 @@ class LogCleaner {
     int64_t end;  // high watermark
     int64_t bytes;
   };
-  static Snapshot Snap(const Partition& part);
+  static Snapshot Snap(const PartitionLog& part);
 
   // What one retention pass removes: the records before new_start.
   struct RetentionCut {

@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "services/log_broker/domain/partition.h"
-#include "services/log_broker/domain/topic.h"
 #include "services/log_broker/domain/ids.h"
+#include "services/log_broker/domain/partition_log.h"
+#include "services/log_broker/domain/topic.h"
 
 namespace conduit::log_broker {
 
@@ -30,7 +30,7 @@ class TopicState {
   const std::string name;
   const int32_t partition_count;
   const absl::Time created;
-  std::vector<Partition> partitions;
+  std::vector<PartitionLog> partitions;
   std::atomic<bool> deleted{false};
   // Round-robin cursor for keyless records (one partition per request: "sticky").
   std::atomic<uint32_t> sticky_cursor{0};
