@@ -4,13 +4,13 @@
 # A local cluster: etcd, three conduit-broker in cluster mode, the coordinator, the queue:
 #   make cluster  install what is missing, build, start them on free ports (state in ./.cluster);
 #                 prints the addresses; Ctrl-C stops them all (scripts/run-cluster.sh)
-# Deployment (see README "Deploy"):
+# Deployment (docs/OPERATIONS.md, "Deploy"):
 #   make deploy-check  the Helm/compose/alert checks alone (no C++ build; `make test` runs them too)
 #   make image         build the container images (podman or docker; docker/Dockerfile, and
 #                      conduit-etcd from docker/etcd.Dockerfile for cluster mode)
 #   make image-smoke   build it, run conduit-standalone in it, check gRPC health from outside
 # Client stubs (proto/README.md): make stubs   Python stubs from proto/ in ./stubs/python
-# TLS (see README "TLS"):
+# TLS (docs/SECURITY.md, "TLS"):
 #   make certs    a dev CA, a server certificate (127.0.0.1, localhost) and two client certificates
 #                 in certs/dev/ (gitignored; kept if present, FORCE=1 replaces them)
 BUILD_DIR ?= build

@@ -75,7 +75,7 @@ int ServerMain(const std::string& name, int argc, char** argv,
                std::vector<ServerComponent> components) {
   auto wait_for_signal = InstallShutdownSignals();
   const std::string usage = absl::StrCat(
-      "a Conduit server (README.md, \"Binaries\").\n\nUsage: ", name,
+      "a Conduit server (docs/OPERATIONS.md, \"Binaries and their flags\").\n\nUsage: ", name,
       " [--data-dir DIR] [--listen HOST:PORT] [--metrics-listen HOST:PORT] [flags...]\n"
       "Flags take --dash-names or --underscore_names; --helpfull adds Abseil's own.");
   flags::Parse(argc, argv, usage.c_str());
