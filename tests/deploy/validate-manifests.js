@@ -9,7 +9,8 @@
 //     dropped, RuntimeDefault seccomp, resources, gRPC probes (readiness on the service's own
 //     health name; tcpSocket with TLS), a pinned image, a binary CMake defines (a pending one only in a case marked
 //     pendingBinaries; none is today), flag files naming only flags the servers define, and
-//     the coordinator's --broker_address naming the broker client Service's gRPC port;
+//     the coordinator's --broker_address naming the broker client Service's gRPC port, the
+//     queue's --bridge_bootstrap and --bridge_coordinator the broker's and the coordinator's;
 //   * references: StatefulSet → headless Service, ConfigMap, ServiceAccount; Services select
 //     pods that exist, target ports the container declares; the ServiceMonitor selects the
 //     client Services by their metrics port;
@@ -254,6 +255,19 @@ for (const arg of process.argv.slice(2)) {
           const m = address.match(/^([^:]+):(\d+)$/);
           report.check(m && m[1].split('.')[0] === broker.metadata.name && Number(m[2]) === port,
             `${cm.metadata.name}: --broker_address=${address}, expected the broker Service ${broker.metadata.name}:${port}`);
+        }
+      }
+      if (component === 'queue') {
+        // Its bridges read from this release's broker and join groups at its coordinator (the
+        // client Services, gRPC port); without them they would ask the queue itself for a log.
+        for (const [flag, target] of [['bridge_bootstrap', 'broker'], ['bridge_coordinator', 'coordinator']]) {
+          const svc = services.find((x) => x.spec.clusterIP !== 'None' &&
+            x.metadata.labels['app.kubernetes.io/component'] === target);
+          if (!svc) continue;
+          const port = (svc.spec.ports.find((p) => p.name === 'grpc') || {}).port;
+          const m = (value(flag) || '').match(/^([^:]+):(\d+)$/);
+          report.check(m && m[1].split('.')[0] === svc.metadata.name && Number(m[2]) === port,
+            `${cm.metadata.name}: --${flag}=${value(flag)}, expected the ${target} Service ${svc.metadata.name}:${port}`);
         }
       }
     }

@@ -103,7 +103,9 @@ The coordinator's extraFlags gain broker_address: coordinator.brokerAddress, els
 extraFlags.broker_address of its own, else this release's broker client Service
 (<fullname>-broker.<namespace>.svc:<broker grpcPort>, which routes to the ready broker only).
 With security.tls.enabled, conduit-standalone's gains broker_address: its own client Service (a
-name the certificate holds). securityFlags: conduit.securityFlags, which extraFlags may not repeat.
+name the certificate holds). The queue's gain bridge_bootstrap and bridge_coordinator: the broker's
+and the coordinator's client Services (when enabled and not set in extraFlags). securityFlags:
+conduit.securityFlags, which extraFlags may not repeat.
 replicas: 1, or broker.replicas (null: 3) for the cluster-mode brokers. Fails when grpcPort and
 metricsPort are one port.
 */}}
@@ -139,6 +141,21 @@ metricsPort are one port.
 {{- $_ := set $flags "broker_address" $address -}}
 {{- $_ := set $merged "extraFlags" $flags -}}
 {{- $_ := unset $merged "brokerAddress" -}}
+{{- end -}}
+{{- if eq .name "queue" -}}
+{{- /* The queue's bridges read topics from the log broker and join groups at the coordinator:
+this release's client Services, unless extraFlags names others (a queue alone asks its own
+address, which serves no log). */ -}}
+{{- $flags := default (dict) $merged.extraFlags -}}
+{{- if and .root.Values.broker.enabled (not (hasKey $flags "bridge_bootstrap")) -}}
+{{- $broker := include "conduit.serviceValues" (dict "root" .root "name" "broker") | fromYaml -}}
+{{- $_ := set $flags "bridge_bootstrap" (printf "%s.%s.svc:%v" $broker.objectName .root.Release.Namespace $broker.grpcPort) -}}
+{{- end -}}
+{{- if and .root.Values.coordinator.enabled (not (hasKey $flags "bridge_coordinator")) -}}
+{{- $coordinator := include "conduit.serviceValues" (dict "root" .root "name" "coordinator") | fromYaml -}}
+{{- $_ := set $flags "bridge_coordinator" (printf "%s.%s.svc:%v" $coordinator.objectName .root.Release.Namespace $coordinator.grpcPort) -}}
+{{- end -}}
+{{- $_ := set $merged "extraFlags" $flags -}}
 {{- end -}}
 {{- if and (eq .name "standalone") .root.Values.security.tls.enabled -}}
 {{- /* Its coordinator asks the log service on the server's own listen address (0.0.0.0), a name
