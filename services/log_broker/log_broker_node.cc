@@ -12,7 +12,7 @@
 #include "common/rocksdb/rocksdb_util.h"
 #include "common/status/status_macros.h"
 #include "services/log_broker/api/log_service.h"
-#include "services/log_broker/api/replica_service.h"
+#include "services/log_broker/replication/replica_service.h"
 
 ABSL_FLAG(absl::Duration, log_maintenance_interval, absl::Seconds(5),
           "How often the log broker applies retention, compaction and dedup expiry");
@@ -114,9 +114,10 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
   node->service_ =
       std::make_unique<api::LogService>(node->broker_.get(), node->metrics_.get(), guard);
   if (node->cluster_) {
-    node->fetchers_ = std::make_unique<cluster::ReplicaFetchers>(
-        node->broker_.get(), runtime, cluster::ReplicaFetcherOptions{.self = self});
-    node->replica_service_ = std::make_unique<api::ReplicaService>(node->broker_.get(), guard);
+    node->fetchers_ = std::make_unique<replication::ReplicaFetchers>(
+        node->broker_.get(), runtime, replication::ReplicaFetcherOptions{.self = self});
+    node->replica_service_ =
+        std::make_unique<replication::ReplicaService>(node->broker_.get(), guard);
     node->scope_ = std::make_unique<runtime::Scope>(runtime, runtime::Pool::kStorage);
     LogBrokerNode* raw = node.get();
     node->replication_metrics_ = node->scope_->Every(kReplicationMetricsInterval,

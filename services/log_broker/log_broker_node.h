@@ -10,8 +10,8 @@
 #include "common/runtime/runtime.h"
 #include "services/log_broker/api/log_metrics.h"
 #include "services/log_broker/cluster/etcd_cluster.h"
-#include "services/log_broker/cluster/replica_fetcher.h"
 #include "services/log_broker/domain/broker.h"
+#include "services/log_broker/replication/replica_fetcher.h"
 #include "services/log_broker/storage/rocksdb_log_store.h"
 
 namespace grpc {
@@ -24,8 +24,10 @@ namespace conduit::log_broker {
 // service templates, which cost every includer seconds of compile time.
 namespace api {
 class LogService;
-class ReplicaService;
 }  // namespace api
+namespace replication {
+class ReplicaService;
+}  // namespace replication
 
 // The log broker wired together: RocksDB store under <data_dir>/broker, the Broker on top of it
 // (recovered), its metrics and its gRPC services (behind the authorise step). Used by
@@ -76,11 +78,11 @@ class LogBrokerNode {
   std::unique_ptr<Broker> broker_;
   std::unique_ptr<cluster::ClusterMetrics> cluster_metrics_;
   // Follows leaders; destroyed after the cluster (which hands it views), before the broker.
-  std::unique_ptr<cluster::ReplicaFetchers> fetchers_;
+  std::unique_ptr<replication::ReplicaFetchers> fetchers_;
   // Destroyed before the broker (it applies views to it) and after the service.
   std::unique_ptr<cluster::EtcdCluster> cluster_;
   std::unique_ptr<api::LogService> service_;
-  std::unique_ptr<api::ReplicaService> replica_service_;
+  std::unique_ptr<replication::ReplicaService> replica_service_;
   // Cluster mode: the periodic replication-metrics refresh; stopped first in the destructor.
   std::unique_ptr<runtime::Scope> scope_;
   runtime::Scope::PeriodicId replication_metrics_ = 0;

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The layering contract, checked on the includes (STYLE.md, "How a service is split").
+"""The layering contract, checked on the includes (README.md, "A map of the code").
 
 - services/<svc>/domain/  the rules: Abseil, the standard library and common/ only; never gRPC,
   protobuf (generated .pb.h included), RocksDB, common/grpc, common/rocksdb, or an api/ or
   storage/ header, directly or through any header of this repo it includes.
 - services/<svc>/storage/ may use RocksDB and protobuf, never gRPC or an api/ header.
+- services/<svc>/{cluster,replication,convert,bridge,broker}/ (the adapters beside api/: etcd,
+  broker-to-broker replication, shared protobuf conversions, the clients a service holds) never
+  include an api/ header: what they share with api/ lives in convert/ or domain/.
 - services/<a>/ never includes services/<b>/ (only services/standalone hosts them all), except
   that every server binary's main.cc hosts the security service (SECURITY_NODE).
 - common/ never includes services/.
@@ -36,6 +39,10 @@ NOT_IN_DOMAIN = [
     (re.compile(r'^"common/(grpc|rocksdb)/'), "a gRPC or RocksDB helper"),
     (re.compile(r'^"services/[^/]+/(api|storage)/'), "an api/ or storage/ header"),
 ]
+NOT_IN_ADAPTERS = [
+    (re.compile(r'^"services/[^/]+/api/'), "an api/ header"),
+]
+ADAPTERS = ("cluster", "replication", "convert", "bridge", "broker")
 NOT_IN_STORAGE = [
     (re.compile(r'^<grpc'), "gRPC"),
     (re.compile(r'^"common/grpc/'), "a gRPC helper"),
@@ -83,8 +90,10 @@ def check(root):
                     rules = NOT_IN_DOMAIN
                 elif top == "services" and len(parts) > 3 and parts[2] == "storage":
                     rules = NOT_IN_STORAGE
+                elif top == "services" and len(parts) > 3 and parts[2] in ADAPTERS:
+                    rules = NOT_IN_ADAPTERS
                 reached = closure(root, path, cache) if rules else []
-                if rules:
+                if rules and rules is not NOT_IN_ADAPTERS:
                     with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
                         for number, line in enumerate(f, 1):
                             code = line.split("//")[0]
@@ -131,6 +140,9 @@ def self_test():
                                       '// absl::Now() in a comment is fine\n',
         "services/a/domain/threads.cc": 'void f() { std::this_thread::yield(); }\n'
                                         'std::thread t_;\n',
+        "services/a/cluster/codec.cc": '#include "services/a/api/service.h"\n',
+        "services/a/replication/fetcher.cc": '#include "services/a/convert/c.h"\n',
+        "services/a/convert/c.h": '#include "services/a/api/convert.h"\n',
     }
     with tempfile.TemporaryDirectory() as root:
         for path, text in files.items():
@@ -141,7 +153,8 @@ def self_test():
     expected = ["direct.cc", "through.cc", "proto.cc", "api.cc", "store.cc",
                 "service.h: service a includes service b", "other.cc: service a includes",
                 "common/up.h", "clock.cc:1:",
-                "threads.cc:2:"]
+                "threads.cc:2:", "cluster/codec.cc: cluster/ includes an api/",
+                "fetcher.cc: replication/ includes an api/ header", "convert/c.h: convert/"]
     missing = [e for e in expected if not any(e in p for p in problems)]
     wrong = [p for p in problems if "clean.h:" in p or "standalone" in p or "rocksdb" in p.lower()
              and "store.cc" in p or "a/main.cc" in p]
@@ -163,6 +176,7 @@ def main():
         print(f"{len(problems)} layering violations")
         return 1
     print("layers hold: domain/ sees no gRPC, protobuf or RocksDB and owns no threads; "
+          "cluster/, replication/, convert/, bridge/ and broker/ include no api/ header; "
           "no service includes another")
     return 0
 

@@ -9,32 +9,19 @@
 #include "absl/status/statusor.h"
 #include "common/grpc/proto_time.h"
 #include "conduit/log/v1/log.grpc.pb.h"
+#include "services/log_broker/convert/record_convert.h"
+#include "services/log_broker/convert/topic_convert.h"
 #include "services/log_broker/domain/broker.h"
 
 namespace conduit::log_broker::api {
 
 namespace pb = ::conduit::log::v1;
 
-absl::StatusOr<TopicConfigPatch> FromProto(const pb::TopicConfig& config);
-// nullopt for ACKS_UNSPECIFIED (the topic's setting).
-absl::StatusOr<std::optional<Acks>> FromProto(pb::Acks acks);
-void ToProto(const TopicMeta& meta, pb::TopicInfo* out);
-// The key, value, headers, event time and event id of a ProduceRecord or a Record, moved out.
-template <typename RecordMessage>
-RecordData TakeRecordData(RecordMessage& record) {
-  RecordData out;
-  if (record.has_key()) out.key = std::move(*record.mutable_key());
-  if (record.has_value()) out.value = std::move(*record.mutable_value());
-  out.headers.reserve(record.headers_size());
-  for (auto& h : *record.mutable_headers()) {
-    out.headers.push_back(Header{std::move(*h.mutable_key()), std::move(*h.mutable_value())});
-  }
-  if (record.has_event_time()) out.event_time = grpc_util::FromTimestamp(record.event_time());
-  out.event_id = std::move(*record.mutable_event_id());
-  return out;
-}
-ProduceRecordArgs FromProto(pb::ProduceRecord&& record);
-void ToProto(const StoredRecord& record, pb::Record* out);
+// The conversions api/ shares with cluster/ and replication/ (convert/).
+using convert::FromProto;
+using convert::TakeRecordData;
+using convert::ToProto;
+
 pb::ReplicaRole ToProto(ReplicaRole role);
 void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out);
 FetchArgs FromProto(const pb::FetchRequest& request);

@@ -5,8 +5,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/grpc/proto_time.h"
 #include "conduit/cluster/v1/metadata.pb.h"
-#include "services/log_broker/api/convert.h"
+#include "services/log_broker/convert/topic_convert.h"
 
 namespace conduit::log_broker::cluster {
 namespace {
@@ -64,7 +65,7 @@ absl::StatusOr<int32_t> DecodeController(const std::string& json) {
 std::string EncodeTopic(const TopicMeta& meta, int32_t replication_factor) {
   cpb::TopicRecord r;
   r.set_topic_id(meta.id.value());
-  api::ToProto(meta, r.mutable_info());
+  convert::ToProto(meta, r.mutable_info());
   r.mutable_info()->set_replication_factor(replication_factor);
   return ToJson(r);
 }
@@ -72,11 +73,11 @@ std::string EncodeTopic(const TopicMeta& meta, int32_t replication_factor) {
 absl::StatusOr<TopicAssignment> DecodeTopic(const std::string& json) {
   auto r = FromJson<cpb::TopicRecord>(json, "topic");
   if (!r.ok()) return r.status();
-  auto patch = api::FromProto(r->info().config());
+  auto patch = convert::FromProto(r->info().config());
   if (!patch.ok()) return patch.status();
   TopicAssignment t;
   t.meta = TopicMeta{TopicId(r->topic_id()), r->info().name(), r->info().partitions(),
-                     patch->ApplyTo(TopicConfig{}), api::FromTimestamp(r->info().created())};
+                     patch->ApplyTo(TopicConfig{}), grpc_util::FromTimestamp(r->info().created())};
   t.replication_factor = std::max(1, r->info().replication_factor());
   t.partitions.resize(std::max(0, t.meta.partitions));
   t.partition_revisions.resize(t.partitions.size(), 0);

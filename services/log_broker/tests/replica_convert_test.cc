@@ -1,11 +1,11 @@
-#include "services/log_broker/api/replica_convert.h"
+#include "services/log_broker/replication/replica_convert.h"
 
 #include <gtest/gtest.h>
 
 #include <utility>
 #include <vector>
 
-namespace conduit::log_broker::api {
+namespace conduit::log_broker::replication {
 namespace {
 
 StoredRecord Record(int64_t offset, bool idempotent) {
@@ -81,4 +81,4 @@ TEST(ReplicaConvert, RecordsAndStoredBytesCrossTheWireWithEveryField) {
 }
 
 }  // namespace
-}  // namespace conduit::log_broker::api
+}  // namespace conduit::log_broker::replication

@@ -4,7 +4,7 @@
 #include "conduit/log/v1/replica.grpc.pb.h"
 #include "services/log_broker/domain/broker.h"
 
-namespace conduit::log_broker::api {
+namespace conduit::log_broker::replication {
 
 // gRPC adapter of conduit.log.v1.ReplicaService (callback API): a follower's fetch, answered
 // by Broker::ReplicaFetch, after the authorise step (`guard`).
@@ -32,4 +32,4 @@ class ReplicaService final : public ::conduit::log::v1::ReplicaService::Callback
   const grpc_util::CallGuard& guard_;
 };
 
-}  // namespace conduit::log_broker::api
+}  // namespace conduit::log_broker::replication

@@ -13,7 +13,7 @@
 #include "services/log_broker/domain/broker.h"
 #include "services/log_broker/domain/cluster_view.h"
 
-namespace conduit::log_broker::cluster {
+namespace conduit::log_broker::replication {
 
 struct ReplicaFetcherOptions {
   int32_t self = 0;
@@ -49,4 +49,4 @@ class ReplicaFetchers {
   runtime::Scope scope_;  // retries after a backoff
 };
 
-}  // namespace conduit::log_broker::cluster
+}  // namespace conduit::log_broker::replication

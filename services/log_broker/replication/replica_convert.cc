@@ -1,18 +1,8 @@
-#include "services/log_broker/api/replica_convert.h"
+#include "services/log_broker/replication/replica_convert.h"
 
 #include <utility>
 
-namespace conduit::log_broker::api {
-
-StoredRecord FromProto(pb::Record&& record) {
-  StoredRecord out;
-  out.partition = record.partition();
-  out.offset = record.offset();
-  out.append_time = FromTimestamp(record.append_time());
-  out.leader_epoch = record.leader_epoch();
-  out.data = TakeRecordData(record);
-  return out;
-}
+namespace conduit::log_broker::replication {
 
 std::vector<ReplicaFetchItem> FromProto(const pb::ReplicaFetchRequest& request) {
   std::vector<ReplicaFetchItem> out;
@@ -87,4 +77,4 @@ ReplicaFetchData FromProto(pb::ReplicaPartitionData&& data) {
   return out;
 }
 
-}  // namespace conduit::log_broker::api
+}  // namespace conduit::log_broker::replication

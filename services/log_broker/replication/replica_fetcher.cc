@@ -1,4 +1,4 @@
-#include "services/log_broker/cluster/replica_fetcher.h"
+#include "services/log_broker/replication/replica_fetcher.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -9,9 +9,9 @@
 #include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/logging/logging.h"
-#include "services/log_broker/api/replica_convert.h"
+#include "services/log_broker/replication/replica_convert.h"
 
-namespace conduit::log_broker::cluster {
+namespace conduit::log_broker::replication {
 
 namespace pb = ::conduit::log::v1;
 
@@ -60,7 +60,7 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
     request_.set_follower(options_.self);
     request_.set_max_bytes(options_.max_bytes);
     grpc_util::SetDuration(options_.max_wait, request_.mutable_max_wait());
-    api::ToProto(items, &request_);
+    ToProto(items, &request_);
     items_ = std::move(items);
     ctx_ = std::make_unique<grpc::ClientContext>();
     ctx_->set_deadline(std::chrono::system_clock::now() +
@@ -89,7 +89,7 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
       }
     };
     for (auto& p : *response_.mutable_partitions()) {
-      ReplicaFetchData data = api::FromProto(std::move(p));
+      ReplicaFetchData data = FromProto(std::move(p));
       auto item = std::find_if(items_.begin(), items_.end(), [&](const ReplicaFetchItem& i) {
         return i.topic_id == data.topic_id && i.partition == data.partition;
       });
@@ -210,4 +210,4 @@ void ReplicaFetchers::OnView(const ClusterView& view) {
   for (auto& f : start) f->Start();
 }
 
-}  // namespace conduit::log_broker::cluster
+}  // namespace conduit::log_broker::replication

@@ -1,11 +1,12 @@
-#include "services/log_broker/api/replica_service.h"
+#include "services/log_broker/replication/replica_service.h"
 
 #include <utility>
 
+#include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
-#include "services/log_broker/api/replica_convert.h"
+#include "services/log_broker/replication/replica_convert.h"
 
-namespace conduit::log_broker::api {
+namespace conduit::log_broker::replication {
 
 grpc::ServerUnaryReactor* ReplicaService::ReplicaFetch(grpc::CallbackServerContext* ctx,
                                                        const pb::ReplicaFetchRequest* request,
@@ -18,7 +19,8 @@ grpc::ServerUnaryReactor* ReplicaService::ReplicaFetch(grpc::CallbackServerConte
     reactor->Finish(grpc_util::ToGrpcStatus(s));
     return reactor;
   }
-  const absl::Duration max_wait = std::min(FromDuration(request->max_wait()), absl::Seconds(10));
+  const absl::Duration max_wait =
+      std::min(grpc_util::FromDuration(request->max_wait()), absl::Seconds(10));
   absl::Status status =
       broker_->ReplicaFetch(request->follower(), FromProto(*request), request->max_bytes(),
                             max_wait, [reactor, response](std::vector<ReplicaFetchData> data) {
@@ -29,4 +31,4 @@ grpc::ServerUnaryReactor* ReplicaService::ReplicaFetch(grpc::CallbackServerConte
   return reactor;
 }
 
-}  // namespace conduit::log_broker::api
+}  // namespace conduit::log_broker::replication
