@@ -20,8 +20,10 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
       options_(options),
       local_ids_(options.ids ? nullptr : std::make_unique<LocalIdAllocator>()),
       ids_(options.ids ? options.ids : local_ids_.get()),
-      cluster_(options.cluster),
       producers_(store, ids_),
+      local_cluster_(options.cluster ? nullptr
+                                     : std::make_unique<LocalClusterMetadata>(&producers_)),
+      cluster_(options.cluster ? options.cluster : local_cluster_.get()),
       scope_(runtime, runtime::Pool::kStorage, options.max_queued_reads),
       pipeline_(store, observer, &scope_, &producers_,
                 [&options] {
@@ -29,7 +31,12 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
                   pipeline.learn_producer_epochs = options.cluster != nullptr;
                   return pipeline;
                 }()),
-      cleaner_(store, &pipeline_, clock_, observer, options.cleaner) {}
+      cleaner_(store, &pipeline_, clock_, observer, options.cleaner) {
+  if (local_cluster_) {
+    local_cluster_->Attach(
+        [this](std::shared_ptr<const ClusterView> view) { return ApplyView(std::move(view)); });
+  }
+}
 
 Broker::~Broker() {  // before the members their runs use
   scope_.StopEvery(maintenance_);
@@ -50,10 +57,24 @@ absl::Status Broker::Recover() {
       topics_.emplace(meta.name, std::move(state));
     }
   }
+  if (local_cluster_) {
+    // A cluster of one: its metadata is what this store holds, each partition led here at the
+    // epoch it recovered.
+    std::vector<TopicAssignment> recovered;
+    for (const auto& topic : TopicsSnapshot()) {
+      TopicAssignment& t = recovered.emplace_back();
+      t.meta = topic->meta();
+      for (const PartitionLog& part : topic->partitions) {
+        t.partitions.push_back(LocalClusterMetadata::Sole(part.leader_epoch()));
+      }
+      t.partition_revisions.assign(t.partitions.size(), 0);
+    }
+    CONDUIT_RETURN_IF_ERROR(local_cluster_->Seed(recovered));
+  }
   if (options_.maintenance_interval > absl::ZeroDuration()) {
     maintenance_ = scope_.Every(options_.maintenance_interval, [this] { RunMaintenance(); });
   }
-  if (cluster_ != nullptr && options_.replica_lag_time > absl::ZeroDuration()) {
+  if (options_.replica_lag_time > absl::ZeroDuration()) {
     isr_task_ = scope_.Every(options_.replica_lag_time / 4, [this] { MaintainInSyncReplicas(); });
   }
   return absl::OkStatus();
@@ -97,73 +118,38 @@ absl::StatusOr<TopicSummary> Broker::CreateTopic(const std::string& name, int32_
                                                  std::optional<int32_t> requested_rf) {
   CONDUIT_RETURN_IF_ERROR(ValidateTopicName(name));
   CONDUIT_RETURN_IF_ERROR(ValidatePartitionCount(partitions));
-  const std::shared_ptr<const ClusterView> view = cluster_ ? cluster_->View() : nullptr;
-  const int32_t replication_factor = requested_rf.value_or(
-      view != nullptr && view->brokers.size() >= 3 ? 3 : 1);
+  const std::shared_ptr<const ClusterView> view = cluster_->View();
+  const int32_t replication_factor = requested_rf.value_or(view->brokers.size() >= 3 ? 3 : 1);
   TopicConfig config = patch.ApplyTo(TopicConfig{});
   if (!patch.min_insync_replicas) config.min_insync_replicas = replication_factor >= 3 ? 2 : 1;
   CONDUIT_RETURN_IF_ERROR(ValidateConfig(config, replication_factor));
-  if (cluster_ != nullptr) {
-    CONDUIT_RETURN_IF_ERROR(CheckReplicationFactor(*view, replication_factor));
-    if (view->FindTopic(name) != nullptr) {
-      return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
-    }
-    CONDUIT_ASSIGN_OR_RETURN(TopicId id, ids_->NextTopicId());
-    CONDUIT_ASSIGN_OR_RETURN(
-        TopicAssignment created,
-        cluster_->CreateTopic(TopicMeta{id, name, partitions, config, clock_->Now()},
-                              replication_factor));
-    return TopicSummary{created.meta, created.replication_factor};
-  }
-  if (replication_factor != 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "replication_factor %d is not within 1..1 (a single node)", replication_factor));
-  }
-
-  // admin_mu_ serializes topic changes; mu_ is held only for map access, so RocksDB work here
-  // never stalls produce and fetch looking up their topics.
-  absl::MutexLock admin(&admin_mu_);
-  TopicMeta meta;
-  {
-    absl::MutexLock lock(&mu_);
-    if (topics_.contains(name)) {
-      return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
-    }
+  CONDUIT_RETURN_IF_ERROR(CheckReplicationFactor(*view, replication_factor));
+  if (view->FindTopic(name) != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat("topic '", name, "' already exists"));
   }
   CONDUIT_ASSIGN_OR_RETURN(TopicId id, ids_->NextTopicId());
-  meta = TopicMeta{id, name, partitions, config, clock_->Now()};
-  CONDUIT_RETURN_IF_ERROR(store_->CreateTopic(meta));
-  if (meta.config.durability == Durability::kInterval) {
-    pipeline_.RequestSyncEvery(meta.config.flush_interval);
-  }
-  absl::MutexLock lock(&mu_);
-  topics_.emplace(name, std::make_shared<TopicState>(meta));
-  return TopicSummary{meta};
+  CONDUIT_ASSIGN_OR_RETURN(
+      TopicAssignment created,
+      cluster_->CreateTopic(TopicMeta{id, name, partitions, config, clock_->Now()},
+                            replication_factor));
+  return TopicSummary{created.meta, created.replication_factor};
 }
 
 absl::StatusOr<TopicMeta> Broker::UpdateTopicConfig(const std::string& name,
                                                     const TopicConfigPatch& patch) {
-  if (cluster_ != nullptr) return UpdateClusterTopicConfig(name, patch);
-  absl::MutexLock admin(&admin_mu_);
-  auto topic = FindTopic(name);
-  if (!topic.ok()) return topic.status();
-  TopicMeta meta = (*topic)->meta();
-  meta.config = patch.ApplyTo(meta.config);
-  CONDUIT_RETURN_IF_ERROR(ValidateConfig(meta.config, /*replication_factor=*/1));
-  CONDUIT_RETURN_IF_ERROR(store_->UpdateTopic(meta));
-  (*topic)->set_config(meta.config);
-  if (meta.config.durability == Durability::kInterval) {
-    pipeline_.RequestSyncEvery(meta.config.flush_interval);
-  }
-  return meta;
+  const std::shared_ptr<const ClusterView> view = cluster_->View();
+  const TopicAssignment* t = view->FindTopic(name);
+  const int32_t replication_factor = t != nullptr ? t->replication_factor : 1;
+  return cluster_->UpdateTopicConfig(
+      name, [&](const TopicConfig& current) -> absl::StatusOr<TopicConfig> {
+        const TopicConfig config = patch.ApplyTo(current);
+        CONDUIT_RETURN_IF_ERROR(ValidateConfig(config, replication_factor));
+        return config;
+      });
 }
 
 absl::Status Broker::DeleteTopic(const std::string& name) {
-  if (cluster_ != nullptr) return cluster_->DeleteTopic(name);  // ApplyView removes it here
-  absl::MutexLock admin(&admin_mu_);
-  auto found = FindTopic(name);
-  if (!found.ok()) return found.status();
-  return RemoveTopic(*std::move(found));
+  return cluster_->DeleteTopic(name);  // ApplyView removes it here
 }
 
 absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
@@ -186,16 +172,11 @@ absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
 }
 
 std::vector<TopicSummary> Broker::ListTopics() const {
+  // The cluster's topics, created here or through another broker; by name.
   std::vector<TopicSummary> out;
-  if (cluster_ != nullptr) {  // the cluster's topics, created here or through another broker
-    if (const auto applied = AppliedView()) {
-      for (const auto& [name, t] : applied->topics) out.push_back({t.meta, t.replication_factor});
-    }
-    return out;  // by name already
+  if (const auto applied = AppliedView()) {
+    for (const auto& [name, t] : applied->topics) out.push_back({t.meta, t.replication_factor});
   }
-  for (const auto& topic : TopicsSnapshot()) out.push_back({topic->meta()});
-  std::sort(out.begin(), out.end(),
-            [](const TopicSummary& a, const TopicSummary& b) { return a.meta.name < b.meta.name; });
   return out;
 }
 
@@ -210,19 +191,15 @@ absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) 
   auto topic = FindTopic(name);
   if (!topic.ok()) return topic.status();
   TopicDescription out{(*topic)->meta(), {}};
-  const std::shared_ptr<const ClusterView> view = cluster_ ? AppliedView() : nullptr;
+  const std::shared_ptr<const ClusterView> view = AppliedView();
   if (const TopicAssignment* t = view ? view->FindTopic(name) : nullptr) {
     out.replication_factor = t->replication_factor;
   }
   const absl::Duration now = clock_->Monotonic();
   for (int32_t p = 0; p < out.meta.partitions; ++p) {
     const PartitionAssignment* a = view ? view->FindPartition(name, p) : nullptr;
-    const int32_t leader = view == nullptr ? 0 : a != nullptr ? a->leader : kNoBroker;
-    out.partitions.push_back((*topic)->partitions[p].Describe(p, leader, now));
-    if (cluster_ == nullptr) {  // a single node is broker 0, the one replica
-      out.partitions.back().replication.replicas = {0};
-      out.partitions.back().replication.isr = {0};
-    }
+    out.partitions.push_back(
+        (*topic)->partitions[p].Describe(p, a != nullptr ? a->leader : kNoBroker, now));
   }
   return out;
 }
@@ -234,8 +211,15 @@ absl::Status Broker::RunBlocking(std::function<void()> fn) {
   return absl::OkStatus();
 }
 
-absl::Status Broker::SetLeaderEpoch(const std::string& topic_name, int32_t partition,
-                                    int32_t epoch) {
+absl::Status Broker::SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch) {
+  if (!local_cluster_) {
+    return absl::FailedPreconditionError("in a cluster, leader epochs come from its metadata");
+  }
+  return local_cluster_->SetLeaderEpoch(topic, partition, epoch);
+}
+
+absl::Status Broker::TakeLeaderEpoch(const std::string& topic_name, int32_t partition,
+                                     int32_t epoch) {
   CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(topic_name));
   CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, partition));
   const int32_t before = topic->partitions[partition].RaiseLeaderEpoch(epoch);
@@ -248,12 +232,10 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic_name, int32_t parti
 }
 
 absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
-  if (cluster_ != nullptr) {  // ids and named epochs are the cluster's, not this broker's
-    CONDUIT_ASSIGN_OR_RETURN(ProducerInfo info, cluster_->InitProducer(name));
-    producers_.LearnEpoch(info.id, info.epoch);
-    return info;
-  }
-  return producers_.Init(name);
+  // Ids and named epochs are the cluster's, not this broker's.
+  CONDUIT_ASSIGN_OR_RETURN(ProducerInfo info, cluster_->InitProducer(name));
+  producers_.LearnEpoch(info.id, info.epoch);
+  return info;
 }
 
 void Broker::RunMaintenance() { cleaner_.RunOnce(TopicsSnapshot()); }
@@ -266,7 +248,7 @@ absl::StatusOr<std::shared_ptr<TopicState>> Broker::FindTopic(const std::string&
     if (it != topics_.end()) return it->second;
   }
   // Known to the cluster but not applied here yet: a moment, not an error to give up on.
-  if (cluster_ != nullptr && cluster_->View()->FindTopic(name) != nullptr) {
+  if (cluster_->View()->FindTopic(name) != nullptr) {
     return absl::UnavailableError(absl::StrFormat(
         "topic '%s' is being set up on broker %d; retry shortly", name, cluster_->self()));
   }

@@ -21,11 +21,12 @@
 #include "services/log_broker/domain/broker_requests.h"
 #include "services/log_broker/domain/cluster_view.h"
 #include "services/log_broker/domain/id_allocator.h"
+#include "services/log_broker/domain/ids.h"
+#include "services/log_broker/domain/local_cluster.h"
 #include "services/log_broker/domain/log_cleaner.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_registry.h"
 #include "services/log_broker/domain/topic_state.h"
-#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -63,9 +64,9 @@ struct BrokerOptions {
   // Where topic and producer ids come from (must outlive the broker); null: a LocalIdAllocator
   // the broker owns (single node).
   IdAllocator* ids = nullptr;
-  // Cluster mode (must outlive the broker): topics are created, changed and deleted through the
-  // cluster's metadata, and this broker serves only the partitions the applied view says it
-  // leads. Null: a single node.
+  // The cluster's metadata (must outlive the broker): topics are created, changed and deleted
+  // through it, and this broker serves only the partitions the applied view says it leads.
+  // Null: a single node, a cluster of one (the broker's own LocalClusterMetadata).
   ClusterMetadata* cluster = nullptr;
   // Replication: a follower not caught up for this long leaves the in-sync set.
   absl::Duration replica_lag_time = absl::Seconds(10);
@@ -139,11 +140,12 @@ class Broker {
   void ProduceParts(const std::string& topic, std::vector<ProducePart> parts,
                     std::optional<Acks> acks = std::nullopt);
 
-  // The cluster's metadata made this broker the leader of topic/partition at `epoch`: appends
-  // from now on are stamped with it. FAILED_PRECONDITION when `epoch` is below the partition's
-  // current one (epochs never go back); NOT_FOUND for an unknown partition. The epoch is
-  // durable with the next append (a restart before one recovers the previous epoch; the
-  // cluster's metadata then names the current one again).
+  // A single node's stand-in for the controller's leader change (tests): the partition is led
+  // again at `epoch`, through the node's metadata, so appends from now on are stamped with it.
+  // FAILED_PRECONDITION when `epoch` is below the partition's current one (epochs never go
+  // back) and in a cluster (its epochs come from the cluster's metadata); NOT_FOUND for an
+  // unknown partition. The epoch is durable with the next append (a restart before one recovers
+  // the previous epoch).
   absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
 
   // Where leader epoch `epoch` ends in this broker's copy of the partition (KIP-101/279): the
@@ -153,21 +155,22 @@ class Broker {
   absl::StatusOr<EpochEnd> OffsetForLeaderEpoch(const std::string& topic, int32_t partition,
                                                 int32_t epoch) const;
 
-  // The cluster as this broker sees it. A single node is broker 0 at `self_address`, the
-  // controller and leader of every partition (one replica, its current leader epoch).
+  // The cluster as this broker sees it (the applied view). A single node is a cluster of one:
+  // broker 0 at `self_address`, the controller and leader of every partition (one replica).
   ClusterView Metadata(const std::string& self_address) const;
-  int32_t broker_id() const { return cluster_ != nullptr ? cluster_->self() : 0; }
-  std::string cluster_name() const { return cluster_ != nullptr ? cluster_->cluster_name() : ""; }
+  int32_t broker_id() const { return cluster_->self(); }
+  std::string cluster_name() const { return cluster_->cluster_name(); }
 
-  // Cluster mode: makes the local state follow a new view of the metadata, then serves by it.
+  // Makes the local state follow a new view of the metadata, then serves by it.
   // Every topic of the view exists locally (with the view's topic id; a local topic of the
   // same name and another id, or gone from the view, is deleted), configs follow the view, and
   // each partition this broker leads takes the view's leader epoch. Blocking (column families
   // are created and dropped); one call at a time. A view older than the applied one is ignored.
   absl::Status ApplyView(std::shared_ptr<const ClusterView> view);
 
-  // Cluster mode: records a reassignment of the partition to `replicas` (see ReassignPartition
-  // in log.proto); the controller carries it out. Blocking (etcd round trips).
+  // Records a reassignment of the partition to `replicas` (see ReassignPartition in log.proto);
+  // the controller carries it out. Blocking (etcd round trips). FAILED_PRECONDITION on a single
+  // node, which holds the one replica of each partition.
   absl::Status ReassignPartition(const std::string& topic, int32_t partition,
                                  const std::vector<int32_t>& replicas,
                                  int64_t throttle_bytes_per_second);
@@ -218,8 +221,7 @@ class Broker {
   // periodically (every replica_lag_time / 4); blocking (etcd round trips).
   void MaintainInSyncReplicas();
   // Replication, for metrics: every partition this broker leads (or holds alone), its replicas,
-  // in-sync set and followers' lag, read under each partition's lock at one moment. Empty on a
-  // single node.
+  // in-sync set and followers' lag, read under each partition's lock at one moment.
   std::vector<PartitionReplication> ReplicationSnapshot() const;
   // Stops the periodic cluster work (in-sync set changes) before the ClusterMetadata goes.
   void StopClusterWork() { scope_.StopEvery(isr_task_); }
@@ -228,43 +230,50 @@ class Broker {
   friend class PendingFetch;
   friend class ReplicaFetchWait;
 
+  // The applied view made this broker the leader of topic/partition at `epoch`: appends from
+  // now on are stamped with it. FAILED_PRECONDITION below the current epoch; NOT_FOUND.
+  absl::Status TakeLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
   // One topic's state from the store: each partition's offsets, epoch and append times, its
   // producer states and dedup window.
   absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopic(const TopicMeta& meta);
   absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
   absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
-  // Cluster mode: OK when this broker leads the partition at the applied view's epoch (and, for
-  // a write, MayLeadUnder that view); else the not-leader FAILED_PRECONDITION naming the leader,
-  // or UNAVAILABLE (offline, not placed yet, epoch not applied yet, lease unconfirmed, view
-  // older than its registration). Always OK on a single node.
+  // OK when this broker leads the partition at the applied view's epoch (and, for a write,
+  // MayLeadUnder that view); else the not-leader FAILED_PRECONDITION naming the leader, or
+  // UNAVAILABLE (offline, not placed yet, epoch not applied yet, lease unconfirmed, view older
+  // than its registration).
   absl::Status CheckServing(const TopicState& topic, int32_t partition, bool write) const;
   std::shared_ptr<const ClusterView> AppliedView() const;
-  // Cluster mode: whether this broker may act as a leader (take writes, move high watermarks,
+  // Whether this broker may act as a leader (take writes, move high watermarks,
   // change in-sync sets) by what `view` says: its lease is confirmed and `view` is at least as
   // recent as its registration. False for a null view.
   bool MayLeadUnder(const ClusterView* view) const;
-  // A keyless record's partition: round-robin, over the partitions this broker leads in a
-  // cluster.
+  // A keyless record's partition: round-robin over the partitions this broker leads.
   int32_t StickyPartition(TopicState& topic) const;
   // ApplyView's steps.
   absl::Status MaterializeTopic(const TopicAssignment& assignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);
   absl::Status RemoveTopic(std::shared_ptr<TopicState> topic)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);
-  absl::StatusOr<TopicMeta> UpdateClusterTopicConfig(const std::string& name,
-                                                     const TopicConfigPatch& patch);
   // Validates and places one request's records (its limits, each record's rules); keyless
   // records go to `*sticky`, chosen at the first. Adds their bytes to `*bytes` when accepted.
   absl::StatusOr<std::vector<RoutedRecord>> RouteRecords(TopicState& topic, const TopicMeta& meta,
                                                          std::vector<ProduceRecordArgs>& records,
                                                          std::optional<int32_t>* sticky,
                                                          int64_t* bytes) const;
-  // Cluster mode: OK when every partition of `routed` takes writes here now (and, with acks
-  // all, has enough in-sync replicas); `checked` keeps each partition's answer for the request.
-  // Always OK on a single node.
+  // Whether one partition takes a request's writes here now, and whether an acks-all write
+  // must wait for its followers.
+  struct Writable {
+    absl::Status status;
+    bool await_followers = false;
+  };
+  // OK when every partition of `routed` takes writes here now (and, with acks all, has enough
+  // in-sync replicas); `checked` keeps each partition's answer for the request. Sets
+  // `*await_followers` when an acks-all answer must wait for the high watermark (a partition
+  // with followers): a partition held alone has every acknowledged record once it is durable.
   absl::Status CheckWritable(const TopicState& topic, const std::vector<RoutedRecord>& routed,
-                             bool acks_all,
-                             absl::flat_hash_map<int32_t, absl::Status>* checked) const;
+                             bool acks_all, absl::flat_hash_map<int32_t, Writable>* checked,
+                             bool* await_followers) const;
   static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
                                                          const std::vector<RoutedRecord>& routed);
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);
@@ -272,7 +281,8 @@ class Broker {
   // answered once the high watermark covers it (or with the indeterminate error).
   ProduceCallback AwaitReplication(std::shared_ptr<TopicState> topic, ProduceCallback done);
   // UNAVAILABLE when a replicated partition has fewer in-sync replicas than the topic needs.
-  absl::Status CheckInSync(const TopicState& topic, int32_t partition) const;
+  // Sets `*has_followers` for a partition this broker leads with followers.
+  absl::Status CheckInSync(const TopicState& topic, int32_t partition, bool* has_followers) const;
   // Takes the role the view gives this broker for the partition (leader, sole, follower);
   // acks-all produces waiting on a leadership that ended fail as indeterminate.
   // `revision` is the metadata revision of the partition's state in the view.
@@ -289,14 +299,16 @@ class Broker {
   absl::flat_hash_map<std::string, std::shared_ptr<TopicState>> topics_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_waiter_id_{1};
   mutable absl::Mutex view_mu_;
-  std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(view_mu_);  // cluster mode
+  std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(view_mu_);  // the applied view
+  std::atomic<int64_t> applied_revision_{-1};  // view_'s revision, read without view_mu_
 
   std::vector<std::shared_ptr<TopicState>> TopicsSnapshot() const;
 
   std::unique_ptr<LocalIdAllocator> local_ids_;  // when options.ids is null
   IdAllocator* const ids_;
-  ClusterMetadata* const cluster_;  // null: single node
   ProducerRegistry producers_;
+  std::unique_ptr<LocalClusterMetadata> local_cluster_;  // a single node's (options.cluster null)
+  ClusterMetadata* const cluster_;                       // options.cluster or local_cluster_
   // Destroyed in reverse order, after the destructor has stopped the maintenance pass: the
   // pipeline (completing appends and waking waiters), then the scope (running pending
   // long-poll timeouts and waiting for every read they start).
@@ -304,7 +316,7 @@ class Broker {
   AppendPipeline pipeline_;
   LogCleaner cleaner_;
   runtime::Scope::PeriodicId maintenance_ = 0;  // 0 when maintenance_interval is 0
-  runtime::Scope::PeriodicId isr_task_ = 0;     // cluster mode: MaintainInSyncReplicas
+  runtime::Scope::PeriodicId isr_task_ = 0;     // MaintainInSyncReplicas
 };
 
 }  // namespace conduit::log_broker

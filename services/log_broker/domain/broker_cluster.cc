@@ -21,21 +21,13 @@ std::shared_ptr<const ClusterView> Broker::AppliedView() const {
 
 ClusterView Broker::Metadata(const std::string& self_address) const {
   // The view this broker serves by: what GetMetadata names is what Produce and Fetch here obey.
-  if (cluster_ != nullptr) {
-    const auto applied = AppliedView();
-    return applied ? *applied : ClusterView{};  // nothing applied yet: nothing served yet
-  }
-  ClusterView view;
-  view.brokers[0] = BrokerRegistration{0, self_address, ""};
-  view.controller = 0;
-  for (const auto& topic : TopicsSnapshot()) {
-    TopicAssignment t;
-    t.meta = topic->meta();
-    for (const PartitionLog& part : topic->partitions) {
-      t.partitions.push_back(PartitionAssignment{0, part.leader_epoch(), {0}, {0}});
-      t.partition_revisions.push_back(0);
-    }
-    view.topics.emplace(t.meta.name, std::move(t));
+  const auto applied = AppliedView();
+  if (applied == nullptr) return ClusterView{};  // nothing applied yet: nothing served yet
+  ClusterView view = *applied;
+  // A cluster of one does not know the address it serves on: the caller does.
+  if (auto self = view.brokers.find(cluster_->self());
+      self != view.brokers.end() && self->second.address.empty()) {
+    self->second.address = self_address;
   }
   return view;
 }
@@ -59,15 +51,19 @@ absl::Status Broker::ApplyView(std::shared_ptr<const ClusterView> view) {
       if (!a) continue;
       if (a->leader == self) {
         // Epochs never go back: a lower one is a stale view, refused and logged by the caller.
-        CONDUIT_RETURN_IF_ERROR(SetLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
+        CONDUIT_RETURN_IF_ERROR(TakeLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
       }
       AssignReplicaRole(*topic, static_cast<int32_t>(p), *a,
                         p < assignment.partition_revisions.size() ? assignment.partition_revisions[p]
                                                                   : 0);
     }
   }
-  absl::MutexLock lock(&view_mu_);
-  view_ = std::move(view);
+  const int64_t revision = view->revision;
+  {
+    absl::MutexLock lock(&view_mu_);
+    view_ = std::move(view);
+  }
+  applied_revision_.store(revision);
   return absl::OkStatus();
 }
 
@@ -96,7 +92,13 @@ absl::Status Broker::MaterializeTopic(const TopicAssignment& assignment) {
 }
 
 absl::Status Broker::CheckServing(const TopicState& topic, int32_t partition, bool write) const {
-  if (cluster_ == nullptr) return absl::OkStatus();
+  // The common case, without the view: the applied view has this broker lead the partition at
+  // its epoch (its role says so), and for a write it may lead. Else the view says why not.
+  if (const PartitionLog::Serving s = topic.partitions[partition].serving();
+      s.leads && (!write || (cluster_->LeaseValid() &&
+                             applied_revision_.load() >= cluster_->RegistrationRevision()))) {
+    return absl::OkStatus();
+  }
   const std::shared_ptr<const ClusterView> view = AppliedView();
   const PartitionAssignment* a = view ? view->FindPartition(topic.name, partition) : nullptr;
   const TopicAssignment* t = view ? view->FindTopic(topic.name) : nullptr;
@@ -155,7 +157,6 @@ bool Broker::MayLeadUnder(const ClusterView* view) const {
 
 std::vector<PartitionReplication> Broker::ReplicationSnapshot() const {
   std::vector<PartitionReplication> out;
-  if (cluster_ == nullptr) return out;
   const absl::Duration now = clock_->Monotonic();
   for (const auto& topic : TopicsSnapshot()) {
     const int32_t min_insync = topic->config().min_insync_replicas;
@@ -170,7 +171,9 @@ std::vector<PartitionReplication> Broker::ReplicationSnapshot() const {
 
 int32_t Broker::StickyPartition(TopicState& topic) const {
   const uint32_t turn = topic.sticky_cursor.fetch_add(1);
-  if (cluster_ == nullptr) return static_cast<int32_t>(turn % topic.partition_count);
+  // Round-robin over all partitions while this broker leads its turn's (a single node always).
+  const auto next = static_cast<int32_t>(turn % topic.partition_count);
+  if (topic.partitions[next].serving().leads) return next;
   std::vector<int32_t> led;
   if (const auto view = AppliedView()) {
     if (const TopicAssignment* t = view->FindTopic(topic.name)) {
@@ -186,26 +189,9 @@ int32_t Broker::StickyPartition(TopicState& topic) const {
   return led[turn % led.size()];
 }
 
-absl::StatusOr<TopicMeta> Broker::UpdateClusterTopicConfig(const std::string& name,
-                                                           const TopicConfigPatch& patch) {
-  const std::shared_ptr<const ClusterView> view = cluster_->View();
-  const TopicAssignment* t = view->FindTopic(name);
-  const int32_t replication_factor = t != nullptr ? t->replication_factor : 1;
-  return cluster_->UpdateTopicConfig(
-      name, [&](const TopicConfig& current) -> absl::StatusOr<TopicConfig> {
-        const TopicConfig config = patch.ApplyTo(current);
-        CONDUIT_RETURN_IF_ERROR(ValidateConfig(config, replication_factor));
-        return config;
-      });
-}
-
 absl::Status Broker::ReassignPartition(const std::string& topic, int32_t partition,
                                        const std::vector<int32_t>& replicas,
                                        int64_t throttle_bytes_per_second) {
-  if (cluster_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "a single node holds the one replica of each partition; reassignment needs cluster mode");
-  }
   if (throttle_bytes_per_second < 0) {
     return absl::InvalidArgumentError("throttle_bytes_per_second must be >= 0");
   }

@@ -58,16 +58,19 @@ absl::StatusOr<std::vector<RoutedRecord>> Broker::RouteRecords(
 }
 
 absl::Status Broker::CheckWritable(const TopicState& topic, const std::vector<RoutedRecord>& routed,
-                                   bool acks_all,
-                                   absl::flat_hash_map<int32_t, absl::Status>* checked) const {
-  if (cluster_ == nullptr) return absl::OkStatus();
+                                   bool acks_all, absl::flat_hash_map<int32_t, Writable>* checked,
+                                   bool* await_followers) const {
   for (const RoutedRecord& r : routed) {
     auto [it, fresh] = checked->try_emplace(r.partition);
+    Writable& w = it->second;
     if (fresh) {
-      it->second = CheckServing(topic, r.partition, /*write=*/true);
-      if (it->second.ok() && acks_all) it->second = CheckInSync(topic, r.partition);
+      w.status = CheckServing(topic, r.partition, /*write=*/true);
+      if (w.status.ok() && acks_all) {
+        w.status = CheckInSync(topic, r.partition, &w.await_followers);
+      }
     }
-    CONDUIT_RETURN_IF_ERROR(it->second);
+    CONDUIT_RETURN_IF_ERROR(w.status);
+    *await_followers |= w.await_followers;
   }
   return absl::OkStatus();
 }
@@ -83,9 +86,10 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
   auto routed = RouteRecords(**topic, meta, records, &sticky, &bytes);
   if (!routed.ok()) return routed.status();
   const bool acks_all = acks.value_or(meta.config.acks) == Acks::kAll;
-  absl::flat_hash_map<int32_t, absl::Status> checked;
-  CONDUIT_RETURN_IF_ERROR(CheckWritable(**topic, *routed, acks_all, &checked));
-  if (cluster_ != nullptr && acks_all) done = AwaitReplication(*topic, std::move(done));
+  absl::flat_hash_map<int32_t, Writable> checked;
+  bool await_followers = false;
+  CONDUIT_RETURN_IF_ERROR(CheckWritable(**topic, *routed, acks_all, &checked, &await_followers));
+  if (await_followers) done = AwaitReplication(*topic, std::move(done));
   std::optional<ProducerStamp> stamp;
   if (producer) {
     auto checked = CheckProducerArgs(*producer, *routed);
@@ -138,13 +142,16 @@ void Broker::ProduceParts(const std::string& topic_name, std::vector<ProducePart
   };
 
   std::optional<int32_t> sticky;
-  absl::flat_hash_map<int32_t, absl::Status> checked;  // partition → CheckWritable's answer
+  absl::flat_hash_map<int32_t, Writable> checked;  // partition → CheckWritable's answer
   Group group;
   for (ProducePart& part : parts) {
     int64_t bytes = 0;
     auto routed = RouteRecords(**topic, meta, part.records, &sticky, &bytes);
     absl::Status refused = routed.status();
-    if (refused.ok()) refused = CheckWritable(**topic, *routed, acks_all, &checked);
+    bool await_followers = false;
+    if (refused.ok()) {
+      refused = CheckWritable(**topic, *routed, acks_all, &checked, &await_followers);
+    }
     if (!refused.ok()) {
       part.done(refused);
       continue;
@@ -159,7 +166,7 @@ void Broker::ProduceParts(const std::string& topic_name, std::vector<ProducePart
     group.bytes += bytes;
     // Acks all: each part waits for its own records only.
     ProduceCallback done = std::move(part.done);
-    if (cluster_ != nullptr && acks_all) done = AwaitReplication(*topic, std::move(done));
+    if (await_followers) done = AwaitReplication(*topic, std::move(done));
     group.parts.emplace_back(routed->size(), std::move(done));
   }
   submit(std::move(group));

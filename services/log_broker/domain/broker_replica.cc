@@ -82,6 +82,15 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
         break;  // not the leader any more
       }
     }
+    bool waits;
+    {
+      absl::MutexLock lock(&wait->mu);
+      waits = !wait->waiting.empty();
+    }
+    if (!moved && !waits) {  // covered already (a sole replica always is): no timer
+      wait->Finish(absl::OkStatus());
+      return;
+    }
     if (moved) {  // leadership moved between the append and now
       wait->done(absl::UnavailableError(absl::StrFormat(
           "%s: leadership moved after the append, before the batch was replicated; the outcome "
@@ -109,8 +118,10 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
   };
 }
 
-absl::Status Broker::CheckInSync(const TopicState& topic, int32_t partition) const {
+absl::Status Broker::CheckInSync(const TopicState& topic, int32_t partition,
+                                 bool* has_followers) const {
   const std::optional<int32_t> in_sync = topic.partitions[partition].LeaderInSyncCount();
+  *has_followers = in_sync.has_value();
   const int32_t min_insync = topic.config().min_insync_replicas;
   if (in_sync && *in_sync < min_insync) {
     return absl::UnavailableError(absl::StrFormat(
@@ -147,7 +158,7 @@ void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const Parti
 std::vector<ReplicaFetchItem> Broker::FollowedPartitions(int32_t leader) const {
   std::vector<ReplicaFetchItem> out;
   const auto view = AppliedView();
-  if (view == nullptr || cluster_ == nullptr) return out;
+  if (view == nullptr) return out;
   const int32_t self = cluster_->self();
   for (const auto& [name, t] : view->topics) {
     auto topic = FindTopic(name);
@@ -197,7 +208,6 @@ absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoc
 // ---- In-sync set -----------------------------------------------------------------------------
 
 void Broker::MaintainInSyncReplicas() {
-  if (cluster_ == nullptr) return;
   const auto view = AppliedView();
   if (!MayLeadUnder(view.get())) return;
   const absl::Duration now = clock_->Monotonic();

@@ -106,7 +106,7 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
   wait->topics.resize(items.size());
   wait->answers.resize(items.size());
   bool ready = max_wait <= absl::ZeroDuration();
-  const bool may_lead = cluster_ == nullptr || MayLeadUnder(AppliedView().get());
+  const bool may_lead = MayLeadUnder(AppliedView().get());
   for (size_t i = 0; i < items.size(); ++i) {
     const ReplicaFetchItem& item = items[i];
     ReplicaFetchData& a = wait->answers[i];

@@ -78,7 +78,8 @@ struct ClusterView {
 };
 
 // The cluster's metadata as a broker uses it: the current view, and the changes any broker
-// may ask for. Implemented over etcd in cluster/; absent on a single node.
+// may ask for. Implemented over etcd in cluster/, and by LocalClusterMetadata for a single node
+// (a cluster of one).
 //
 // Every change is one compare-and-swap on the metadata, so concurrent requests through
 // different brokers never lose an update; errors: UNAVAILABLE when the metadata store cannot

@@ -195,7 +195,10 @@ int32_t PartitionLog::RaiseLeaderEpoch(int32_t epoch) {
 
 PartitionLog::Serving PartitionLog::serving() const {
   absl::MutexLock lock(&mu_);
-  return Serving{leader_epoch_, replica_.role == ReplicaState::Role::kFollower};
+  const bool follower = replica_.role == ReplicaState::Role::kFollower;
+  return Serving{leader_epoch_, follower,
+                 !follower && !replica_.replicas.empty() && replica_.leader_epoch == leader_epoch_,
+                 replica_.role == ReplicaState::Role::kLeader};
 }
 
 std::vector<AckWaiters::Callback> PartitionLog::AssignRole(ReplicaState::Role role, int32_t self,

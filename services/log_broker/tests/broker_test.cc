@@ -33,7 +33,13 @@ TEST_F(BrokerTest, CreateListDescribeDelete) {
   EXPECT_THAT(r.replicas, ElementsAre(0));
   EXPECT_THAT(r.isr, ElementsAre(0));
   EXPECT_TRUE(r.followers.empty());
-  EXPECT_TRUE(broker_->ReplicationSnapshot().empty()) << "no replication metrics on a single node";
+  // A cluster of one: every partition held alone, in sync with itself.
+  const std::vector<PartitionReplication> held = broker_->ReplicationSnapshot();
+  ASSERT_EQ(held.size(), 3u) << "a: 1 partition, b: 2";
+  for (const PartitionReplication& p : held) {
+    EXPECT_EQ(p.replication.role, ReplicaRole::kSole);
+    EXPECT_THAT(p.replication.isr, ElementsAre(0));
+  }
   EXPECT_EQ(broker_->DescribeTopic("zzz").status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(broker_->DeleteTopic("a").ok());
   EXPECT_EQ(broker_->DeleteTopic("a").code(), absl::StatusCode::kNotFound);
