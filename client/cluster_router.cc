@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/backoff/backoff.h"
 #include "common/grpc/dial.h"
 #include "common/grpc/status.h"
 
@@ -182,7 +183,7 @@ grpc::Status ClusterRouter::CallLeader(const std::string& topic, int32_t partiti
                                        const LeaderCall& call) {
   grpc::Status last;
   bool looked_up = false;  // an unknown topic is looked up once (it may be newer than us)
-  absl::Duration backoff = options_.retry_backoff;
+  backoff::Sequence waits({options_.retry_backoff, 2, absl::InfiniteDuration()});
   const int attempts = std::max(1, options_.max_attempts);
   for (int attempt = 1; attempt <= attempts; ++attempt) {
     absl::StatusOr<Route> route = Leader(topic, partition);
@@ -206,8 +207,7 @@ grpc::Status ClusterRouter::CallLeader(const std::string& topic, int32_t partiti
       }
     }
     if (attempt == attempts) break;
-    absl::SleepFor(backoff);
-    backoff *= 2;
+    absl::SleepFor(waits.Next());
     (void)Refresh();  // its failure shows in the next attempt's status
   }
   return last;

@@ -3,11 +3,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "client/group_consumer.h"
+#include "common/backoff/backoff.h"
 #include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
@@ -38,10 +38,8 @@ bool IsPermanent(const absl::Status& status) {
 }
 
 absl::Duration RetryBackoff(const RetryPolicy& policy, int failed, absl::BitGenRef rng) {
-  const double factor = std::pow(policy.backoff_multiplier, std::max(0, failed - 1));
-  const absl::Duration cap = std::min(policy.backoff_max, policy.backoff_initial * factor);
-  return absl::Microseconds(
-      absl::Uniform<int64_t>(absl::IntervalClosed, rng, 0, absl::ToInt64Microseconds(cap)));
+  return backoff::Policy{policy.backoff_initial, policy.backoff_multiplier, policy.backoff_max}
+      .Jittered(failed, rng);
 }
 
 qpb::NewDeadLetter DeadLetterFor(const ConsumedRecord& record, const std::string& group,

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/backoff/backoff.h"
 #include "common/grpc/dial.h"
 #include "common/logging/logging.h"
 #include "conduit/coordinator/v1/coordinator.grpc.pb.h"
@@ -21,8 +22,8 @@ namespace {
 namespace cpb = ::conduit::coordinator::v1;
 
 constexpr absl::Duration kPollWait = absl::Milliseconds(200);
-constexpr absl::Duration kBackoffFirst = absl::Milliseconds(100);
-constexpr absl::Duration kBackoffMax = absl::Seconds(5);
+// Waits after a failure: 100 ms doubling up to 5 s.
+constexpr backoff::Policy kRetry{absl::Milliseconds(100), 2, absl::Seconds(5)};
 constexpr absl::Duration kLagEvery = absl::Seconds(5);
 constexpr int kMaxPollRecords = 1000;
 
@@ -153,7 +154,7 @@ bool BridgeRunner::EnqueueDurably(const std::vector<NewJob>& jobs) {
   // In chunks: a queue with room for fewer jobs than the batch takes a smaller chunk (halved on
   // each refusal), so a batch larger than the queue's max depth still gets through as the
   // queue drains. Only a refusal of a single job waits, with backoff.
-  absl::Duration backoff = kBackoffFirst;
+  backoff::Sequence waits(kRetry);
   size_t chunk = jobs.size();
   for (size_t done_up_to = 0; done_up_to < jobs.size();) {
     const size_t n = std::min(chunk, jobs.size() - done_up_to);
@@ -167,7 +168,7 @@ bool BridgeRunner::EnqueueDurably(const std::vector<NewJob>& jobs) {
     done.WaitForNotification();
     if (status.ok()) {
       done_up_to += n;
-      backoff = kBackoffFirst;
+      waits.Reset();
       continue;
     }
     const bool refused = absl::IsResourceExhausted(status) || absl::IsUnavailable(status);
@@ -181,29 +182,26 @@ bool BridgeRunner::EnqueueDurably(const std::vector<NewJob>& jobs) {
       continue;
     }
     MaybeReportLag();
-    if (!Wait(backoff)) return false;
-    backoff = std::min(backoff * 2, kBackoffMax);
+    if (!Wait(waits.Next())) return false;
   }
   return true;
 }
 
 void BridgeRunner::Run() {
   std::unique_ptr<client::GroupConsumer> consumer;
-  absl::Duration backoff = kBackoffFirst;
+  backoff::Sequence waits(kRetry);
   observer_->OnRunning(spec_.name, true);
   while (Wait(absl::ZeroDuration())) {
     MaybeReportLag();
     if (consumer == nullptr && !Connect(&consumer)) {
-      if (!Wait(backoff)) break;
-      backoff = std::min(backoff * 2, kBackoffMax);
+      if (!Wait(waits.Next())) break;
       continue;
     }
     auto records = consumer->Poll(kPollWait);
     if (!records.ok()) {
       Fail(BridgeRunState::kFailing,
            absl::StrCat("reading ", spec_.topic, ": ", records.status().ToString()));
-      if (!Wait(backoff)) break;
-      backoff = std::min(backoff * 2, kBackoffMax);
+      if (!Wait(waits.Next())) break;
       continue;
     }
     if (records->empty()) continue;
@@ -222,8 +220,7 @@ void BridgeRunner::Run() {
     if (!jobs.empty() && !EnqueueDurably(jobs)) {
       consumer->Close();  // the uncommitted batch is read again by whoever owns it next
       consumer.reset();
-      if (!Wait(backoff)) break;
-      backoff = std::min(backoff * 2, kBackoffMax);
+      if (!Wait(waits.Next())) break;
       continue;
     }
     // Only now, with the jobs durable: a crash before this line re-reads them, and their
@@ -234,7 +231,7 @@ void BridgeRunner::Run() {
            absl::StrCat("commit for group ", spec_.group, ": ", s.ToString()));
     } else {
       SetState(BridgeRunState::kRunning);
-      backoff = kBackoffFirst;
+      waits.Reset();
     }
     {
       absl::MutexLock lock(&mu_);

@@ -1,9 +1,9 @@
 #include "services/work_queue/domain/queue_rules.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/backoff/backoff.h"
 
 namespace conduit::work_queue {
 
@@ -113,17 +113,18 @@ absl::Status ValidateRedriveRate(double rate) {
                                                  " jobs per second, got ", rate));
 }
 
+namespace {
+backoff::Policy RetryPolicy(const QueueConfig& config) {
+  return backoff::Policy{config.backoff_initial, config.backoff_multiplier, config.backoff_max};
+}
+}  // namespace
+
 absl::Duration BackoffCap(const QueueConfig& config, int32_t failures) {
-  if (config.backoff_initial == absl::ZeroDuration()) return absl::ZeroDuration();  // 0 * inf
-  const double factor = std::pow(config.backoff_multiplier, std::max(0, failures - 1));
-  const double seconds = absl::ToDoubleSeconds(config.backoff_initial) * factor;
-  const double cap = absl::ToDoubleSeconds(config.backoff_max);
-  return absl::Seconds(std::min(seconds, cap));  // std::min also tames inf from pow
+  return RetryPolicy(config).Cap(failures);
 }
 
 absl::Duration Backoff(const QueueConfig& config, int32_t failures, absl::BitGenRef rng) {
-  const double cap = absl::ToDoubleSeconds(BackoffCap(config, failures));
-  return absl::Seconds(absl::Uniform(absl::IntervalClosed, rng, 0.0, cap));
+  return RetryPolicy(config).Jittered(failures, rng);
 }
 
 }  // namespace conduit::work_queue
