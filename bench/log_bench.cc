@@ -7,7 +7,7 @@
 // record back with 1 and --consumers consumer threads, and writes the same records straight to a
 // fresh RocksDB with one WriteBatch per request from one thread (same options, key encoding,
 // value codec and durability). One produce line per scenario, then the fetch table, the ceiling
-// table and the targets of the issue.
+// table and the targets (`== targets`).
 //
 //   log_bench                         the full default matrix (a few minutes)
 //   log_bench --quick                 a tiny run

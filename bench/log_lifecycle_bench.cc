@@ -1,4 +1,4 @@
-// Benchmarks for the log's lifecycle features (issue: retention, compaction, idempotent
+// Benchmarks for the log's lifecycle features (retention, compaction, idempotent
 // producers). Prints figures; asserts nothing.
 //
 //   log_lifecycle_bench [--producers=8 --batch=100 --seconds=3]       idempotent produce on vs off

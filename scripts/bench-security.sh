@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What security costs (issue 19): peer_bench's producer-1, tail-1 and batch-cycle-8 against a
+# What security costs: peer_bench's producer-1, tail-1 and batch-cycle-8 against a
 # plaintext conduit-standalone and a secured one (mTLS + a static bearer token + an ACL file), in
 # one run; prints one table: workload, plaintext rate, secure rate, overhead (target <= 15%).
 #

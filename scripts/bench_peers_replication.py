@@ -1,4 +1,4 @@
-"""docs/BENCHMARKS.md's replicated-partitions section (issue 16), from replication_bench's output.
+"""docs/BENCHMARKS.md's replicated-partitions section, from replication_bench's output.
 
 Used by bench_peers_report.py.
 """
@@ -32,7 +32,7 @@ def round_ratios(rounds_path, workload, numerator, denominator):
 
 
 def replication_section(p, target, floor, path, seconds, rounds_path=None):
-    """Issue 16's rows: replication_bench's RESULT / FAILOVER / CONFIG lines.
+    """The replicated-partitions rows: replication_bench's RESULT / FAILOVER / CONFIG lines.
 
     p: appends a line to the report; target(name, value, goal): a target line; floor: the grpc
     floor's append-1x100 records/s (or None); rounds_path: paired rounds of RF 3 acks all and RF 1
@@ -52,7 +52,7 @@ def replication_section(p, target, floor, path, seconds, rounds_path=None):
             failover[f[1]] = (int(f[2]), int(f[3]), float(f[4]), float(f[5]), float(f[6]))
     ttl = config.get("lease_ttl", "?")
     p("")
-    p("## Replicated partitions (issue 16)")
+    p("## Replicated partitions")
     p("")
     p(f"`build/bin/replication_bench --seconds={seconds}` (run by `scripts/bench-peers.sh`). Each "
       "configuration on a fresh cluster: three `conduit-broker` processes and one etcd "
@@ -155,7 +155,7 @@ def replication_section(p, target, floor, path, seconds, rounds_path=None):
         v = rows.get(label, {}).get(w)
         return v[0] if v else None
 
-    p("Targets (issue 16):")
+    p("Targets:")
     p("")
     for w in ("producer-batched", "append-1x100"):
         a, b = get("conduit RF 3 acks all", w), get("conduit RF 1", w)

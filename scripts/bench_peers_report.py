@@ -177,7 +177,7 @@ for workload in ["append-1x1", "append-8x1", "append-1x100", "cycle-1", "cycle-8
             cells.append(ratio(ops(c, workload), ops(peer, workload)))
     p(f"| `{workload}` | " + " | ".join(cells) + " |")
 p("")
-p("## Targets (issue 8)")
+p("## Targets")
 p("")
 
 
@@ -225,7 +225,7 @@ for c, peer, what in (("conduit sync", "beanstalkd fsync 0ms", "beanstalkd reser
         a, b = ops(c, workers), ops(peer, workers)
         target(f"{c} `{workers}` ÷ {what} `{workers}`", a / b if a and b else None, 1.0)
 p("")
-p("## Targets (issue 18: one-at-a-time callers on streams)")
+p("## Targets: one-at-a-time callers on streams")
 p("")
 if rounds:
     p(f"Each target is judged by the median of {len(rounds)} paired rounds: in a round both sides "

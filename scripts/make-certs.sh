@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Development TLS material for Conduit's servers (issue 19), made with the openssl CLI: a CA and
+# Development TLS material for Conduit's servers, made with the openssl CLI: a CA and
 # three certificates it signs, every key ECDSA P-256, every key file mode 0600.
 #
 #   ca.pem ca.key            the dev CA (CN "Conduit dev CA <dir name>"): trust it on both sides

@@ -1,4 +1,4 @@
-// Stored ACLs in a cluster (issue 19 item 3: "stored durably (... etcd in a cluster)"): an entry
+// Stored ACLs in a cluster (stored durably, in etcd): an entry
 // created through one broker decides calls on another within a watch round trip, a deletion
 // too, and a broker started later (or restarted) reads them from etcd.
 

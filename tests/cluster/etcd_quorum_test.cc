@@ -1,4 +1,4 @@
-// Issue 16 test 7: etcd faults under replicated partitions. A 3-member etcd on loopback
+// Etcd faults under replicated partitions. A 3-member etcd on loopback
 // (EtcdProcessCluster), three conduit-broker given all three endpoints, RF 3, min in-sync 2, 2 s
 // leases, a 2 s replica lag time, acks-all produce throughout. The etcd leader member is killed
 // (etcd elects another; produce goes on), then a second member (quorum lost: the data plane

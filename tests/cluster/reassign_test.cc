@@ -1,4 +1,4 @@
-// Moving a partition's replicas (issue 16 item 9) on real processes: etcd and four
+// Moving a partition's replicas on real processes: etcd and four
 // conduit-broker. The new replica copies the log at most at the throttle, joins the in-sync
 // set, takes the leadership as the first wanted replica, and the old replica is dropped; every
 // acknowledged record is served by the new leader. Preferred-leader rebalancing: a leader

@@ -21,7 +21,7 @@
 namespace conduit::testing {
 namespace {
 
-// Issue 16 test 2. The leader appends alone (acks LEADER; its followers paused), then is paused
+// The leader appends alone (acks LEADER; its followers paused), then is paused
 // past its lease while a new leader is elected and takes acks-all writes; a produce sent to the
 // old leader while it is paused reaches it only when it runs again, deposed. It does not
 // acknowledge it, truncates its divergent suffix, catches up while writes go on at the new

@@ -1,6 +1,6 @@
 #pragma once
 
-// The replication tests' cluster (issue 16): etcd and three conduit-broker processes, topic "t"
+// The replication tests' cluster: etcd and three conduit-broker processes, topic "t"
 // with RF 3 and min in-sync 2 (the default at RF 3), 2 s leases, a 2 s replica lag time. Faults
 // are real (SIGKILL, SIGSTOP). Once the brokers are stopped, each one's copy of a partition can
 // be read back from its data dir (replica_contents.h) to compare the copies by content.

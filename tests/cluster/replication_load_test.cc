@@ -1,4 +1,4 @@
-// Issue 16 test 1: the leader SIGKILLed under acks-all load from several idempotent Producers
+// The leader SIGKILLed under acks-all load from several idempotent Producers
 // (client/producer.h), on etcd and three conduit-broker processes, topic "t" with 2 partitions,
 // RF 3, min in-sync 2, 2 s leases. Checked: a new leader serves within the lease TTL + 2 s; every
 // acknowledged record is in the log exactly once, at its acknowledged offset; the survivors'

@@ -1,4 +1,4 @@
-// Replication made visible (issue 16 items 9 and 10) on a cluster of real processes: etcd and
+// Replication made visible on a cluster of real processes: etcd and
 // three conduit-broker, RF 3, min in-sync 2, 2 s leases, a 2 s replica lag time. DescribeTopic at
 // the leader, its /metrics and `conduit topic describe` follow a follower that stops (SIGSTOP)
 // and comes back (SIGCONT).

@@ -92,7 +92,7 @@ TEST_F(ReplicationTest, BelowMinInSyncAcksAllIsRefusedWithNothingAppendedAndRepl
   EXPECT_TRUE(Produce(leader, "third").ok());
 }
 
-// Issue 16 test 6: the response to an appended batch is lost (the client never saw it), the
+// The response to an appended batch is lost (the client never saw it), the
 // leader is killed, and the idempotent producer retries the same batch at the new leader: it is
 // recognised from the replicated log and answered with the original offsets, appended once.
 TEST_F(ReplicationTest, AnIdempotentBatchRetriedAfterFailoverIsAppendedOnce) {
@@ -146,7 +146,7 @@ TEST_F(ReplicationTest, AnIdempotentBatchRetriedAfterFailoverIsAppendedOnce) {
   ASSERT_EQ(records.size(), 9u) << "every record once";
 }
 
-// Issue 16 test 4: the in-sync set shrank to the leader alone, which took acks-LEADER writes,
+// The in-sync set shrank to the leader alone, which took acks-LEADER writes,
 // then died. Electing an out-of-sync replica would lose those writes: the partition stays
 // offline — until the topic allows unclean election, which then brings it back, loses the
 // leader-only record visibly, and the old leader truncates it when it returns.
@@ -198,7 +198,7 @@ TEST_F(ReplicationTest, WithOnlyTheLeaderInSyncItsDeathLeavesThePartitionOffline
   })) << "the old leader truncates its leader-only record and catches up";
 }
 
-// Issue 16 test 5 (the KIP-279 case): the leader is killed, its successor is killed before it
+// The KIP-279 case: the leader is killed, its successor is killed before it
 // settles, both come back. Every acknowledged record survives and all replicas converge on one
 // log, whatever each appended at which epoch.
 TEST_F(ReplicationTest, TwoQuickFailoversLoseNoAcknowledgedRecordAndReplicasConverge) {
@@ -243,8 +243,9 @@ TEST_F(ReplicationTest, TwoQuickFailoversLoseNoAcknowledgedRecordAndReplicasConv
   }
 }
 
-// Issue 16 test 8, the process half: SIGKILL all three brokers at once and restart them; every
-// acknowledged record is there (each was fsynced by every in-sync replica before its ack).
+// Power loss, the process half (services/log_broker/tests/replica_power_loss_test.cc is the
+// storage half): SIGKILL all three brokers at once and restart them; every acknowledged record
+// is there (each was fsynced by every in-sync replica before its ack).
 TEST_F(ReplicationTest, AllBrokersKilledAtOnceKeepEveryAcknowledgedRecord) {
   StartReplicatedCluster();
   const int32_t leader = Leader(1);

@@ -1,4 +1,4 @@
-// Issue 17: a bridge under SIGKILL. A conduit-standalone holds the topic (a backlog of 10,000
+// A bridge under SIGKILL. A conduit-standalone holds the topic (a backlog of 10,000
 // records) and the group; a separate conduit-queue runs the bridge into its queue and is
 // SIGKILLed at random moments while it works through the backlog, then restarted on the same
 // data directory. At the end every

@@ -1,4 +1,4 @@
-// The queue beyond RAM (issue 18 item 4), through the public API of a conduit-queue child
+// The queue beyond RAM, through the public API of a conduit-queue child
 // process: N acknowledged jobs of 100 B (4 priorities; ready at once, after a delay, or at a
 // not_before in the past or the near future; one tenant; each payload names the job's sequence
 // number) survive a SIGKILL and a restart on the same data dir. The restarted server shows N ready,

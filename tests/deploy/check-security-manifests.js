@@ -1,4 +1,4 @@
-// Security checks of rendered manifests (values security.*, issue 19); validate-manifests.js calls
+// Security checks of rendered manifests (values security.*); validate-manifests.js calls
 // checkSecurity for each Conduit StatefulSet with the case's values.
 //   * off (every case without a security block): no security flag, no volume or mount under
 //     /etc/conduit-security;

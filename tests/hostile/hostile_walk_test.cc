@@ -227,7 +227,7 @@ TEST_F(HostileWalk, AStreamedMessageThatDoesNotParseEndsItsStreamInvalidArgument
   ExpectServerAlive();
 }
 
-// The named cases of issue 13, at the wire, each with the status it must get.
+// The named hostile-input cases, at the wire, each with the status it must get.
 TEST_F(HostileWalk, TheReportedCasesGetTheirStatus) {
   const std::string before = Snapshot();
   {  // (2) retention past the protobuf range, and past the product's

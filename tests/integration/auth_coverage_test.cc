@@ -1,4 +1,4 @@
-// Issue 19 test 10: every RPC of every Conduit service takes the authorise step. A real
+// Every RPC of every Conduit service takes the authorise step. A real
 // conduit-standalone (all three services and the security service) runs with authorisation on
 // and no ACL; the test
 // enumerates each service's methods from their descriptors (what server reflection serves) and

@@ -1,6 +1,6 @@
 #pragma once
 
-// A real conduit-queue with bearer tokens and ACLs (issue 19 items 2 and 3): a token file of
+// A real conduit-queue with bearer tokens and ACLs: a token file of
 // SHA-256 hashes and an ACL bootstrap file written per test, and clients that present a token
 // per call (one channel, so calls with different tokens share a connection).
 

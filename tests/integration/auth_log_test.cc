@@ -1,4 +1,4 @@
-// Issue 19 on a real conduit-standalone's log: the fetch byte quota, which is known only after
+// Security on a real conduit-standalone's log: the fetch byte quota, which is known only after
 // a fetch — the answer is debited, and the caller's next fetch waits until the debt is paid
 // (RESOURCE_EXHAUSTED with grpc-retry-pushback-ms), its next Tail message is held back as long;
 // another principal is unaffected; the throttling is counted per principal on /metrics — and

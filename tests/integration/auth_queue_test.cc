@@ -1,4 +1,4 @@
-// Issue 19 tests 4-9 on a real conduit-queue: bearer tokens decide the principal per call, ACLs
+// Tokens and ACLs on a real conduit-queue: bearer tokens decide the principal per call, ACLs
 // decide what it may do (deny wins, prefix boundaries, no ACL means denied, Read implies
 // Describe, superusers), streams are refused before their first job, a redrive needs Write where
 // the letters go, and dead letters come back without payloads to a caller without ViewPayload.
@@ -12,7 +12,7 @@
 namespace conduit::testing {
 namespace {
 
-constexpr char kAcls[] = R"(# the issue's deny-wins example, on queues
+constexpr char kAcls[] = R"(# a deny-wins example, on queues
 allow User:alice queue prefixed orders.   Create,Write,Read
 deny  User:alice queue literal  orders.pii Write
 allow User:bob   queue literal  reports   Read

@@ -1,4 +1,4 @@
-// Bridges (issue 17 item 1) on a real conduit-standalone: records become jobs with their source,
+// Bridges on a real conduit-standalone: records become jobs with their source,
 // the filter and the tenant/priority headers apply, pause/resume/delete and a restart keep every
 // record once, and a queue that refuses (max depth) holds the bridge back with its lag visible.
 

@@ -1,4 +1,4 @@
-// The C++ client library's own security options (issue 19 item 6): a Producer, a GroupConsumer
+// The C++ client library's own security options: a Producer, a GroupConsumer
 // and a Worker given a DialSecurity (here a bearer token) reach a server that checks tokens and
 // ACLs; the same clients without it are refused. The process default stays unset throughout, so
 // only the options can have carried the token.

@@ -1,4 +1,4 @@
-// The security service on a real conduit-standalone (issue 19 items 3 and 5): ACLs created,
+// The security service on a real conduit-standalone: ACLs created,
 // listed and deleted by RPC apply to the next call and survive a restart; only a caller allowed
 // to Alter the cluster may change them; the audit trail records admin calls and refusals (who,
 // from where, what, which resource, the outcome, the service's own audit record) and never

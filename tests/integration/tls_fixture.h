@@ -26,7 +26,7 @@ inline std::string QueueBinary() {
   return std::string(bin ? bin : "build/bin") + "/conduit-queue";
 }
 
-// A real conduit-queue serving TLS (issue 19 item 1) from files it watches: two independent
+// A real conduit-queue serving TLS from files it watches: two independent
 // sets of TLS material (CAs "one" and "two", made once per suite by scripts/make-certs.sh and
 // only read), and the server's watched files in <tmp>/watched, first copies of set one's.
 // Clients are built per call on a channel of their own, so every call makes a fresh connection

@@ -1,4 +1,4 @@
-// Issue 19 test 3: a client certificate's principal, seen in the audit trail. A URI-SAN (SPIFFE)
+// A client certificate's principal, seen in the audit trail. A URI-SAN (SPIFFE)
 // certificate and a CN-only one map to the expected principals by default, and through ordered
 // --tls-principal-rules otherwise.
 

@@ -1,4 +1,4 @@
-// Issue 19 test 2, second half: certificate files replaced atomically (a write to a temporary
+// Certificate files replaced atomically (a write to a temporary
 // file, then a rename) are used by the next handshake without a restart — the server's own
 // certificate and key, and the CA bundle client certificates are checked against. Connections
 // opened before a rotation keep working.

@@ -1,4 +1,4 @@
-// TLS on a server's gRPC port (issue 19 item 1; tests 1 and 2 of the issue) with a real
+// TLS on a server's gRPC port with a real
 // conduit-queue: a required client certificate that is missing or from another CA fails the
 // handshake before any handler runs; `request` and server-only TLS; a bad flag combination
 // stops the server at startup. Rotation without a restart: tls_rotation_test.cc.
@@ -22,7 +22,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-// Issue 19 test 1: no client certificate where one is required → the handshake fails, the call
+// No client certificate where one is required → the handshake fails, the call
 // is UNAVAILABLE and its handler never ran (the queue it would have created does not exist).
 TEST_F(TlsTransportTest, RequiredClientCertificateMissingFailsTheHandshake) {
   StartServer();  // --tls-client-ca without --tls-client-auth: required
@@ -38,7 +38,7 @@ TEST_F(TlsTransportTest, RequiredClientCertificateMissingFailsTheHandshake) {
   EXPECT_FALSE(server_->Exited());
 }
 
-// Issue 19 test 2, first half: a client certificate from another CA is refused (no handler
+// A client certificate from another CA is refused (no handler
 // runs); one from the configured CA is served.
 TEST_F(TlsTransportTest, ClientCertificateFromAnotherCaIsRefused) {
   StartServer();

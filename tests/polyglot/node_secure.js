@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Polyglot test (issue 19): examples/node/secure_client.js against a conduit-standalone that
+// Polyglot test: examples/node/secure_client.js against a conduit-standalone that
 // requires a client certificate, checks bearer tokens and enforces ACLs.
 //
 // Usage: node node_secure.js HOST:PORT, run by run_with_secure_server.sh, whose environment gives

@@ -10,7 +10,7 @@ Usage: python_cluster_client.py [HOST:PORT,HOST:PORT,HOST:PORT]
    controller among them.
 2. A uniquely named 6-partition topic is created through the first broker; GetMetadata on every
    broker until each names a live leader for every partition, and all agree; then until every
-   broker has applied that placement (see cluster_routing.await_served: a known lag, issue 15).
+   broker has applied that placement (see cluster_routing.await_served: a known lag).
 3. Per partition: a Produce (explicit partition) sent to a broker that does NOT lead it fails
    FAILED_PRECONDITION with trailing metadata naming the leader's id, address and epoch exactly
    as GetMetadata does; the same request sent to `conduit-leader-address` succeeds at offset 0;

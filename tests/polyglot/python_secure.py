@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Polyglot test (issue 19): examples/python/secure_client.py against a conduit-standalone that
+"""Polyglot test: examples/python/secure_client.py against a conduit-standalone that
 requires a client certificate, checks bearer tokens and enforces ACLs.
 
 Usage: python_secure.py HOST:PORT, run by run_with_secure_server.sh, whose environment gives the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one polyglot test command against a fresh conduit server on 127.0.0.1 that requires TLS
-# with a client certificate, checks bearer tokens and enforces ACLs (issue 19).
+# with a client certificate, checks bearer tokens and enforces ACLs.
 #
 # Usage: run_with_secure_server.sh <server-binary> <command...>
 #

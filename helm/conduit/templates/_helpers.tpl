@@ -287,7 +287,7 @@ true
 {{- end -}}
 
 {{/*
-Security (values security.*, issue 19). Every Conduit container gets the same settings: Secrets
+Security (values security.*). Every Conduit container gets the same settings: Secrets
 and the ACL ConfigMap mounted read-only as whole directories under /etc/conduit-security/ (Secret
 and ConfigMap volumes are swapped atomically, which the servers' file reloading relies on; a
 subPath mount would never update), and the flags naming those files. Off by default: nothing is
