@@ -1,4 +1,4 @@
-// TLS to etcd (issue 19 item 1: "etcd connections use TLS and their own identity when
+// TLS to etcd ("etcd connections use TLS and their own identity when
 // configured") against a real etcd serving https with --client-cert-auth, certificates made by
 // scripts/make-certs.sh at test time: a client with the CA and a client certificate works; one
 // without a certificate, or in plaintext, is refused; the flags are checked.

@@ -11,7 +11,7 @@
 
 namespace conduit::grpc_util {
 
-// The audit step of every server (issue 19 item 5). During a call, the authorise step
+// The audit step of every server. During a call, the authorise step
 // (CallGuard) notes what it checked and decided, and a handler may note details (its own audit
 // record); when the call ends, this interceptor turns the notes into one security::AuditRecord
 // (time from `clock`, the peer, the method, the final status) for `sink`. Calls without notes

@@ -20,7 +20,7 @@ namespace conduit::grpc_util {
 // The name of the one cluster resource (ACLs: `cluster literal conduit`, or `cluster any *`).
 inline constexpr absl::string_view kClusterResource = "conduit";
 
-// What a server knows to identify and authorise its callers (issue 19). Null members are off.
+// What a server knows to identify and authorise its callers. Null members are off.
 struct CallSecurity {
   std::shared_ptr<security::TokenStore> tokens;      // static bearer tokens (reloadable)
   std::shared_ptr<const security::JwtVerifier> jwt;  // bearer JWTs

@@ -11,7 +11,7 @@
 
 namespace conduit::grpc_util {
 
-// How this process's clients reach Conduit servers (issue 19): TLS when `ca_pem` is set (with a
+// How this process's clients reach Conduit servers: TLS when `ca_pem` is set (with a
 // client certificate for mTLS when `cert_pem`/`key_pem` are), and a bearer token sent as
 // `authorization: Bearer` on every call when `token` is. Empty: plaintext, no token.
 struct DialSecurity {

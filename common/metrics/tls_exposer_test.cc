@@ -1,4 +1,4 @@
-// The HTTPS /metrics port (issue 19 item 1, "the metrics port can use TLS too"): scraped with a
+// The HTTPS /metrics port ("the metrics port can use TLS too"): scraped with a
 // real TLS client; client certificates required with a client CA; files replaced by a rename
 // are used from the next scrape; bad files stop it at start, and a bad replacement keeps the
 // files before it.

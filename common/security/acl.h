@@ -8,7 +8,7 @@
 
 namespace conduit::security {
 
-// The ACL model of issue 19, Kafka's shape: principal (or `*`) × resource type × pattern ×
+// The ACL model, Kafka's shape: principal (or `*`) × resource type × pattern ×
 // operation × allow/deny. The decision is Authorizer's (authorizer.h); the bootstrap file format
 // is acl_file.h's.
 

@@ -12,7 +12,7 @@
 
 namespace conduit::security {
 
-// The audit trail's record of one call (issue 19 item 5): who, from where, what, which
+// The audit trail's record of one call: who, from where, what, which
 // resources, allowed or denied, and how the call ended. Written by the audit interceptor
 // (common/grpc/audit_interceptor.h) for every call whose authorise step checked an admin
 // operation (IsAdminOperation) or refused the call; kept by services/security.

@@ -43,7 +43,7 @@ TEST(Authorizer, StoredAndFileEntriesDecideTogether) {
   EXPECT_EQ(authorizer.StoredAcls().size(), 1u);  // kept
 }
 
-// Issue 19, test 5.
+// Deny wins over allow.
 TEST(Authorizer, DenyWinsOverAllow) {
   Authorizer authorizer;
   ASSERT_TRUE(authorizer
@@ -71,7 +71,7 @@ TEST(Authorizer, AWildcardDenyWinsOverAPersonalAllow) {
   EXPECT_FALSE(authorizer.Authorize("User:alice", kTopic, "orders.pii", Operation::kRead).allowed);
 }
 
-// Issue 19, test 6: prefix boundaries.
+// Prefix boundaries.
 TEST(Authorizer, PrefixMatchesOnlyNamesStartingWithIt) {
   Authorizer authorizer;
   ASSERT_TRUE(authorizer
@@ -102,7 +102,7 @@ TEST(Authorizer, LiteralMatchesExactlyAndAnyMatchesAll) {
   EXPECT_TRUE(authorizer.Authorize(kAnonymousPrincipal, kGroup, "g", Operation::kRead).allowed);
 }
 
-// Issue 19, test 6: defaults.
+// Defaults.
 TEST(Authorizer, NoMatchingAllowMeansDenied) {
   Authorizer authorizer;
   const Decision d = authorizer.Authorize("User:alice", kTopic, "orders", Operation::kRead);

@@ -8,7 +8,7 @@
 #include "services/security/api/security_service.h"
 
 ABSL_FLAG(absl::Duration, audit_retention, absl::Hours(24 * 30),
-          "How long audit records are kept (conduit audit; issue 19)");
+          "How long audit records are kept (conduit audit)");
 
 namespace conduit::security_service {
 

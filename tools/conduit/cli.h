@@ -32,7 +32,7 @@ struct Globals {
   std::string coordinator, queue;
   double timeout_seconds = 10;
   std::string output = "table";  // table | json
-  // Security (issue 19): the CA that signs the server's certificate (TLS when set), a client
+  // Security: the CA that signs the server's certificate (TLS when set), a client
   // certificate and key (mTLS), and a bearer token (a static token or a JWT) sent on every call.
   std::string tls_ca, tls_cert, tls_key, token;
 

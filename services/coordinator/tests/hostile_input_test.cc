@@ -1,4 +1,4 @@
-// What a careless or hostile client must not be able to do to the coordinator (issue 13): an
+// What a careless or hostile client must not be able to do to the coordinator: an
 // oversized heartbeat, a heartbeat whose caller gave up, commits to deleted or recreated topics,
 // a topic cache that only grows, memberless commits with a made-up epoch.
 #include <thread>
@@ -136,7 +136,7 @@ TEST_F(HostileInputTest, AMemberlessCommitTakesEpochMinusOneOrZeroOnly) {
   EXPECT_TRUE(CommitMemberless("orders", 0, 2, 0).ok());
 }
 
-// The decision on issue 13's last question: as in Kafka, an executed reset may start a group
+// A decision: as in Kafka, an executed reset may start a group
 // that has never run; a dry run leaves no trace.
 TEST_F(HostileInputTest, AnExecutedResetCreatesAGroupThatDoesNotExistADryRunDoesNot) {
   ResetInput in;

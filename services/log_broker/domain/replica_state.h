@@ -88,7 +88,7 @@ class AckWaiters {
   absl::flat_hash_map<uint64_t, int64_t> end_of_;
 };
 
-// A partition's replication state (issue 16), guarded by the partition's mutex. The rules that
+// A partition's replication state, guarded by the partition's mutex. The rules that
 // move the high watermark and the in-sync set live here, free of threads and I/O, so they are
 // unit-tested with a fake clock.
 //

@@ -127,7 +127,7 @@ TEST_F(BrokerClusterTest, CreateTopicChecksTheReplicationFactorAgainstLiveBroker
   EXPECT_EQ(broker_->CreateTopic("u", 1, {}, 1).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
-// Issue 16 items 9 and 10: at the leader, DescribeTopic names the replicas, the in-sync set and
+// At the leader, DescribeTopic names the replicas, the in-sync set and
 // each follower's durable end, lag and time since it was caught up (on the injected clock);
 // ReplicationSnapshot, the replication metrics' source, lists only what this broker leads.
 

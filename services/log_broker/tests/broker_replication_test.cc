@@ -61,7 +61,7 @@ TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) 
   EXPECT_EQ(led[0].replication.followers, described.replication.followers);
 }
 
-// Acks all (issue 16 item 4): a follower that never fetches keeps the high watermark below the
+// Acks all: a follower that never fetches keeps the high watermark below the
 // batch, so the produce is answered DEADLINE_EXCEEDED once ack_timeout passes on the injected
 // clock, and never as success; the record stays invisible. Both followers fetching past a
 // later batch acknowledge it (the control that the wait can end well).
@@ -246,7 +246,7 @@ TEST_F(BrokerClusterTest, WaitingAcksAreAnsweredUnavailableWhenLeadershipMoves) 
       << "a follower now: produce names the new leader";
 }
 
-// Issue 16 item 8: a leader that cannot confirm its etcd lease may already be deposed, so
+// A leader that cannot confirm its etcd lease may already be deposed, so
 // followers' fetches do not advance its high watermark (nothing it holds becomes visible or
 // acknowledged) until the lease is confirmed again.
 TEST_F(BrokerClusterTest, TheHighWatermarkHoldsWhileTheLeaseIsUnconfirmed) {

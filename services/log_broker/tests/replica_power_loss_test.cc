@@ -1,4 +1,4 @@
-// Issue 16 test 8: "acknowledged" survives a power failure of an in-sync replica. A leader and a
+// "Acknowledged" survives a power failure of an in-sync replica. A leader and a
 // follower Broker in one process, each on a real RocksDbLogStore; the follower's store sits on a
 // PowerLossFileSystem, which drops every write not yet fsynced when the power goes. Replication
 // is pumped by hand (the follower's fetch → the leader's answer → the follower's append → its

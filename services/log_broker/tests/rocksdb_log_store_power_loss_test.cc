@@ -1,4 +1,4 @@
-// RocksDbLogStore across a simulated power failure (issue 16, test 8's foundation): what Write
+// RocksDbLogStore across a simulated power failure (the foundation of replica_power_loss_test): what Write
 // acknowledged with sync=true is on disk after the power goes; what it wrote without sync is not.
 
 #include <memory>

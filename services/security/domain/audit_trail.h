@@ -35,7 +35,7 @@ inline constexpr size_t kMaxAuditPage = 1000;
 // Most records one query examines (a narrow filter over a long trail pages on).
 inline constexpr size_t kMaxAuditScan = 100000;
 
-// The audit trail of this server (issue 19 item 5): records from the audit interceptor get
+// The audit trail of this server: records from the audit interceptor get
 // increasing ids and are written to the store as they come (on the answering thread, before the
 // client sees the status), listed by queries, and trimmed past the retention.
 // A record the store fails to take is dropped and counted (Dropped): auditing never fails a

@@ -1,4 +1,4 @@
-// What a careless or hostile client must not be able to do to the work queue (issue 13): a
+// What a careless or hostile client must not be able to do to the work queue: a
 // selection that names ids and a filter, rates and limits outside reason, tenant weights without
 // bound, delays past any sense. Each refused call changes nothing.
 #include <gtest/gtest.h>
