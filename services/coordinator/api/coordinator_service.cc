@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/reply.h"
 #include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 #include "services/coordinator/api/convert.h"
@@ -14,16 +15,7 @@ using grpc_util::ToGrpcStatus;
 using security::Operation;
 using security::ResourceType;
 
-namespace {
-
-// The call finished with `status` before it ran (refused by the authorise step).
-grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-}  // namespace
+using grpc_util::FinishNow;
 
 absl::StatusOr<std::optional<std::string>> CoordinatorService::CallerOf(
     grpc::CallbackServerContext* ctx) const {
@@ -124,7 +116,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
           ctx, req->group_id(), Operation::kRead,
           {req->subscribed_topics().begin(), req->subscribed_topics().end()}, Operation::kDescribe);
       !s.ok()) {
-    return Refuse(ctx, s);
+    return FinishNow(ctx, s);
   }
   return RunAsync(ctx, *req,
                   [this, req, resp, peer = ctx->peer()](absl::Time deadline,
@@ -142,7 +134,8 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::LeaveGroup(grpc::CallbackServerContext* ctx,
                                                          const pb::LeaveGroupRequest* req,
                                                          pb::LeaveGroupResponse*) {
-  if (auto s = AllowGroup(ctx, req->group_id(), Operation::kRead); !s.ok()) return Refuse(ctx, s);
+  if (auto s = AllowGroup(ctx, req->group_id(), Operation::kRead); !s.ok())
+    return FinishNow(ctx, s);
   return Run(ctx, *req, [this, req](absl::Time) {
     return coordinator_->Leave(req->group_id(), req->member_id());
   });
@@ -156,7 +149,7 @@ grpc::ServerUnaryReactor* CoordinatorService::CommitOffsets(grpc::CallbackServer
   if (auto s =
           AllowGroupAndTopics(ctx, req->group_id(), Operation::kRead, topics, Operation::kRead);
       !s.ok()) {
-    return Refuse(ctx, s);
+    return FinishNow(ctx, s);
   }
   return RunAsync(ctx, *req, [this, req](absl::Time deadline, grpc::ServerUnaryReactor* reactor) {
     CommitInput in = FromProto(*req);
@@ -169,12 +162,12 @@ grpc::ServerUnaryReactor* CoordinatorService::FetchOffsets(grpc::CallbackServerC
                                                            const pb::FetchOffsetsRequest* req,
                                                            pb::FetchOffsetsResponse* resp) {
   auto caller = CallerOf(ctx);
-  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (!caller.ok()) return FinishNow(ctx, caller.status());
   if (auto s =
           AllowGroupAndTopics(*caller, req->group_id(), Operation::kDescribe,
                               {req->topics().begin(), req->topics().end()}, Operation::kDescribe);
       !s.ok()) {
-    return Refuse(ctx, s);
+    return FinishNow(ctx, s);
   }
   return Run(ctx, *req, [this, req, resp, caller = *std::move(caller)](absl::Time) -> absl::Status {
     std::vector<std::string> topics(req->topics().begin(), req->topics().end());
@@ -199,7 +192,7 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeGroup(grpc::CallbackServer
                                                             const pb::DescribeGroupRequest* req,
                                                             pb::DescribeGroupResponse* resp) {
   if (auto s = AllowGroup(ctx, req->group_id(), Operation::kDescribe); !s.ok()) {
-    return Refuse(ctx, s);
+    return FinishNow(ctx, s);
   }
   return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
     auto description = coordinator_->Describe(req->group_id());
@@ -213,7 +206,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerCon
                                                          const pb::ListGroupsRequest* req,
                                                          pb::ListGroupsResponse* resp) {
   auto caller = CallerOf(ctx);
-  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (!caller.ok()) return FinishNow(ctx, caller.status());
   return Run(ctx, *req, [this, resp, caller = *std::move(caller)](absl::Time) -> absl::Status {
     for (const GroupListing& g : coordinator_->List()) {
       if (!Allow(caller, ResourceType::kGroup, g.group_id, Operation::kDescribe).ok()) continue;
@@ -231,7 +224,7 @@ grpc::ServerUnaryReactor* CoordinatorService::DeleteGroup(grpc::CallbackServerCo
                                                           const pb::DeleteGroupRequest* req,
                                                           pb::DeleteGroupResponse*) {
   if (auto s = AllowGroup(ctx, req->group_id(), Operation::kDelete); !s.ok()) {
-    return Refuse(ctx, s);
+    return FinishNow(ctx, s);
   }
   return Run(ctx, *req,
              [this, req](absl::Time) { return coordinator_->DeleteGroup(req->group_id()); });
@@ -243,7 +236,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerC
   if (auto s = AllowGroupAndTopics(ctx, req->group_id(), Operation::kAlter, {req->topic()},
                                    Operation::kDescribe);
       !s.ok()) {
-    return Refuse(ctx, s);
+    return FinishNow(ctx, s);
   }
   return Run(
       ctx, *req, [this, ctx, req, resp, peer = ctx->peer()](absl::Time deadline) -> absl::Status {
@@ -269,7 +262,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ListGroupAudit(grpc::CallbackServe
                                                              const pb::ListGroupAuditRequest* req,
                                                              pb::ListGroupAuditResponse* resp) {
   if (auto s = AllowGroup(ctx, req->group_id(), Operation::kDescribe); !s.ok()) {
-    return Refuse(ctx, s);
+    return FinishNow(ctx, s);
   }
   return Run(ctx, *req, [this, req, resp](absl::Time) -> absl::Status {
     if (req->page_size() < 0 || req->page_size() > 1000) {

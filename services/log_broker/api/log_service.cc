@@ -1,6 +1,7 @@
 #include "services/log_broker/api/log_service.h"
 
 #include "absl/time/clock.h"
+#include "common/grpc/reply.h"
 #include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
 #include "services/log_broker/api/convert.h"
@@ -21,10 +22,9 @@ grpc::ServerUnaryReactor* Blocking(grpc::CallbackServerContext* ctx, Broker* bro
   return reactor;
 }
 
+// FinishNow with the log service's status mapping (a not-leader answer names the leader).
 grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& status) {
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(Answer(ctx, status));
-  return reactor;
+  return grpc_util::FinishNow(ctx, Answer(ctx, status));
 }
 
 }  // namespace

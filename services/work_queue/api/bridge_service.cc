@@ -69,58 +69,58 @@ void ToProto(const bridge::BridgeInfo& info, bpb::BridgeInfo* out) {
 grpc::ServerUnaryReactor* BridgeService::CreateBridge(grpc::CallbackServerContext* ctx,
                                                       const bpb::CreateBridgeRequest* request,
                                                       bpb::CreateBridgeResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return Done(ctx, s);
+  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
   if (auto s = guard_.Check(*ctx, security::ResourceType::kTopic, request->spec().topic(),
                             security::Operation::kRead);
       !s.ok()) {
-    return Done(ctx, s);
+    return FinishNow(ctx, s);
   }
   if (auto s = guard_.Check(*ctx, security::ResourceType::kQueue, request->spec().queue(),
                             security::Operation::kWrite);
       !s.ok()) {
-    return Done(ctx, s);
+    return FinishNow(ctx, s);
   }
   auto created = bridges_->Create(FromProto(request->spec()));
   if (created.ok()) ToProto(*created, response->mutable_bridge());
-  return Done(ctx, created.status());
+  return FinishNow(ctx, created.status());
 }
 
 grpc::ServerUnaryReactor* BridgeService::ListBridges(grpc::CallbackServerContext* ctx,
                                                      const bpb::ListBridgesRequest*,
                                                      bpb::ListBridgesResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok()) return Done(ctx, s);
+  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok()) return FinishNow(ctx, s);
   for (const auto& info : bridges_->List()) ToProto(info, response->add_bridges());
-  return Done(ctx, absl::OkStatus());
+  return FinishNow(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* BridgeService::DescribeBridge(grpc::CallbackServerContext* ctx,
                                                         const bpb::DescribeBridgeRequest* request,
                                                         bpb::DescribeBridgeResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok()) return Done(ctx, s);
+  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok()) return FinishNow(ctx, s);
   auto info = bridges_->Describe(request->name());
   if (info.ok()) ToProto(*info, response->mutable_bridge());
-  return Done(ctx, info.status());
+  return FinishNow(ctx, info.status());
 }
 
 grpc::ServerUnaryReactor* BridgeService::PauseBridge(grpc::CallbackServerContext* ctx,
                                                      const bpb::PauseBridgeRequest* request,
                                                      bpb::PauseBridgeResponse*) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return Done(ctx, s);
-  return Done(ctx, bridges_->Pause(request->name()));
+  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
+  return FinishNow(ctx, bridges_->Pause(request->name()));
 }
 
 grpc::ServerUnaryReactor* BridgeService::ResumeBridge(grpc::CallbackServerContext* ctx,
                                                       const bpb::ResumeBridgeRequest* request,
                                                       bpb::ResumeBridgeResponse*) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return Done(ctx, s);
-  return Done(ctx, bridges_->Resume(request->name()));
+  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
+  return FinishNow(ctx, bridges_->Resume(request->name()));
 }
 
 grpc::ServerUnaryReactor* BridgeService::DeleteBridge(grpc::CallbackServerContext* ctx,
                                                       const bpb::DeleteBridgeRequest* request,
                                                       bpb::DeleteBridgeResponse*) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return Done(ctx, s);
-  return Done(ctx, bridges_->Delete(request->name()));
+  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
+  return FinishNow(ctx, bridges_->Delete(request->name()));
 }
 
 }  // namespace conduit::work_queue::api

@@ -35,8 +35,8 @@ grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext*
                                                     const pb::CreateQueueRequest* request,
                                                     pb::CreateQueueResponse* response) {
   if (auto s = Allow(ctx, request->name(), security::Operation::kCreate); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->CreateQueue(request->name(), FromProto(request->config()),
                       Finisher<QueueMeta>(reactor, [response](const QueueMeta& m) {
@@ -49,8 +49,8 @@ grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext*
                                                     const pb::DeleteQueueRequest* request,
                                                     pb::DeleteQueueResponse*) {
   if (auto s = Allow(ctx, request->name(), security::Operation::kDelete); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->DeleteQueue(request->name(), Finisher<bool>(reactor, [](bool) {}));
   return reactor;
@@ -60,7 +60,7 @@ grpc::ServerUnaryReactor* QueueService::ListQueues(grpc::CallbackServerContext* 
                                                    const pb::ListQueuesRequest*,
                                                    pb::ListQueuesResponse* response) {
   auto principal = guard_.PrincipalOf(*ctx);
-  if (!principal.ok()) return Done(ctx, principal.status());
+  if (!principal.ok()) return FinishNow(ctx, principal.status());
   for (const QueueMeta& m : queue_->ListQueues()) {
     if (guard_
             .Check(*principal, security::ResourceType::kQueue, m.name,
@@ -69,15 +69,15 @@ grpc::ServerUnaryReactor* QueueService::ListQueues(grpc::CallbackServerContext* 
       ToProto(m, response->add_queues());
     }
   }
-  return Done(ctx, absl::OkStatus());
+  return FinishNow(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContext* ctx,
                                                       const pb::GetQueueStatsRequest* request,
                                                       pb::GetQueueStatsResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kDescribe); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto stats = queue_->Stats(request->queue());
   if (stats.ok()) {
     response->set_ready(stats->ready);
@@ -91,20 +91,20 @@ grpc::ServerUnaryReactor* QueueService::GetQueueStats(grpc::CallbackServerContex
     response->set_nack_rate(stats->nack_rate);
     response->set_expiry_rate(stats->expiry_rate);
   }
-  return Done(ctx, stats.status());
+  return FinishNow(ctx, stats.status());
 }
 
 grpc::ServerUnaryReactor* QueueService::Enqueue(grpc::CallbackServerContext* ctx,
                                                 const pb::EnqueueRequest* request,
                                                 pb::EnqueueResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kWrite); !s.ok())
-    return Done(ctx, s);
+    return FinishNow(ctx, s);
   size_t bytes = 0;
   for (const auto& job : request->jobs()) bytes += job.payload().size();
   if (auto s = guard_.ChargeBytes(*ctx, security::QuotaKind::kProduceBytes, bytes); !s.ok()) {
-    return Done(ctx, s);
+    return FinishNow(ctx, s);
   }
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   // The jobs are not read again: their payloads move out.
   std::vector<NewJob> jobs;
   jobs.reserve(request->jobs_size());
@@ -120,8 +120,8 @@ grpc::ServerUnaryReactor* QueueService::Lease(grpc::CallbackServerContext* ctx,
                                               const pb::LeaseRequest* request,
                                               pb::LeaseResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   LeaseArgs args;
   args.queue = request->queue();
   args.worker = request->worker_id();
@@ -142,8 +142,8 @@ grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext*
                                                     const pb::ExtendLeaseRequest* request,
                                                     pb::ExtendLeaseResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->ExtendLease(request->queue(), request->job_id(), LeaseToken(request->lease_token()),
                       FromDuration(request->extension()),
@@ -156,8 +156,8 @@ grpc::ServerUnaryReactor* QueueService::ExtendLease(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* QueueService::Ack(grpc::CallbackServerContext* ctx,
                                             const pb::AckRequest* request, pb::AckResponse*) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto* reactor = ctx->DefaultReactor();
   queue_->Ack(request->queue(), request->job_id(), LeaseToken(request->lease_token()),
               Finisher<bool>(reactor, [](bool) {}));
@@ -168,8 +168,8 @@ grpc::ServerUnaryReactor* QueueService::AckBatch(grpc::CallbackServerContext* ct
                                                  const pb::AckBatchRequest* request,
                                                  pb::AckBatchResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   std::vector<AckEntry> entries;
   entries.reserve(request->jobs_size());
   for (const auto& e : request->jobs())
@@ -192,10 +192,10 @@ grpc::ServerUnaryReactor* QueueService::Nack(grpc::CallbackServerContext* ctx,
                                              const pb::NackRequest* request,
                                              pb::NackResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kRead); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto args = NackArgsFromProto(*request);
-  if (!args.ok()) return Done(ctx, args.status());
+  if (!args.ok()) return FinishNow(ctx, args.status());
   auto* reactor = ctx->DefaultReactor();
   queue_->Nack(request->queue(), request->job_id(), LeaseToken(request->lease_token()), *args,
                Finisher<NackResult>(reactor, [response](const NackResult& r) {
@@ -209,8 +209,8 @@ grpc::ServerUnaryReactor* QueueService::ListDeadLetters(grpc::CallbackServerCont
                                                         const pb::ListDeadLettersRequest* request,
                                                         pb::ListDeadLettersResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kDescribe); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto page = queue_->ListDeadLetters(request->queue(), FromProto(request->filter()),
                                       request->page_size(), request->page_token());
   if (page.ok()) {
@@ -222,28 +222,28 @@ grpc::ServerUnaryReactor* QueueService::ListDeadLetters(grpc::CallbackServerCont
     }
     response->set_next_page_token(page->next_page_token);
   }
-  return Done(ctx, page.status());
+  return FinishNow(ctx, page.status());
 }
 
 grpc::ServerUnaryReactor* QueueService::GetDeadLetter(grpc::CallbackServerContext* ctx,
                                                       const pb::GetDeadLetterRequest* request,
                                                       pb::GetDeadLetterResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kDescribe); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   auto job = queue_->GetDeadLetter(request->queue(), request->job_id());
   if (job.ok()) {
     ToProto(*job, response->mutable_dead_letter());
     if (!MayViewPayload(ctx, request->queue())) response->mutable_dead_letter()->clear_payload();
   }
-  return Done(ctx, job.status());
+  return FinishNow(ctx, job.status());
 }
 
 grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
     grpc::CallbackServerContext* ctx, const pb::RedriveDeadLettersRequest* request,
     pb::RedriveDeadLettersResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kRedrive); !s.ok())
-    return Done(ctx, s);
+    return FinishNow(ctx, s);
   // And Write where the letters go: the queue itself, the named topic, or (to their source
   // topics) every topic.
   const absl::Status target =
@@ -252,8 +252,8 @@ grpc::ServerUnaryReactor* QueueService::RedriveDeadLetters(
           : guard_.Check(*ctx, security::ResourceType::kTopic,
                          request->to_topic().topic().empty() ? "*" : request->to_topic().topic(),
                          security::Operation::kWrite);
-  if (!target.ok()) return Done(ctx, target);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+  if (!target.ok()) return FinishNow(ctx, target);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   const DeadLetterSelection selection = Selection(*request);
   std::optional<std::string> replacement;
   if (request->has_replacement_payload()) replacement = request->replacement_payload();
@@ -279,8 +279,8 @@ grpc::ServerUnaryReactor* QueueService::DiscardDeadLetters(
     grpc::CallbackServerContext* ctx, const pb::DiscardDeadLettersRequest* request,
     pb::DiscardDeadLettersResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kDelete); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   const DeadLetterSelection selection = Selection(*request);
   auto* reactor = ctx->DefaultReactor();
   queue_->Discard(
@@ -299,8 +299,8 @@ grpc::ServerUnaryReactor* QueueService::AddDeadLetters(grpc::CallbackServerConte
                                                        const pb::AddDeadLettersRequest* request,
                                                        pb::AddDeadLettersResponse* response) {
   if (auto s = Allow(ctx, request->queue(), security::Operation::kWrite); !s.ok())
-    return Done(ctx, s);
-  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
+    return FinishNow(ctx, s);
+  if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return FinishNow(ctx, s);
   // The dead letters' jobs are not read again: their payloads move out.
   std::vector<NewDeadLetter> letters;
   letters.reserve(request->dead_letters_size());

@@ -1,14 +1,16 @@
 #pragma once
 
 // Small helpers the work queue's gRPC adapters share: finishing a unary reactor from a domain
-// callback or a status, and the NewJob conversion (Enqueue, AddDeadLetters).
-
-#include <utility>
+// callback (a status at hand: grpc_util::FinishNow), and the NewJob conversion (Enqueue,
+// AddDeadLetters).
 
 #include <grpcpp/grpcpp.h>
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "common/grpc/proto_time.h"
+#include "common/grpc/reply.h"
 #include "common/grpc/status.h"
 #include "conduit/queue/v1/queue.pb.h"
 #include "services/work_queue/domain/work_queue.h"
@@ -37,11 +39,7 @@ Callback<std::vector<EnqueuedJob>> EnqueuedFinisher(grpc::ServerUnaryReactor* re
   });
 }
 
-inline grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& s) {
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc_util::ToGrpcStatus(s));
-  return reactor;
-}
+using grpc_util::FinishNow;
 
 // A leased job as Lease and Consume deliver it.
 void ToLeasedJob(const Job& job, ::conduit::queue::v1::LeasedJob* out);
