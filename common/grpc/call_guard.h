@@ -66,6 +66,12 @@ class CallGuard {
   // is refused (a bad token, a denial).
   absl::Status Check(grpc::ServerContextBase& ctx, security::ResourceType type,
                      absl::string_view name, security::Operation operation) const;
+  // Check on the cluster resource (kClusterResource): the one place a server's cluster-wide
+  // operations (cluster metadata, ACLs, the audit trail, bridges, broker-to-broker fetches) are
+  // checked.
+  absl::Status CheckCluster(grpc::ServerContextBase& ctx, security::Operation operation) const {
+    return Check(ctx, security::ResourceType::kCluster, kClusterResource, operation);
+  }
   // Charges the caller `bytes` of `kind` (produce or fetch bytes): RESOURCE_EXHAUSTED with the
   // pushback when over its quota, OK otherwise (and always without quotas).
   absl::Status ChargeBytes(grpc::ServerContextBase& ctx, security::QuotaKind kind,

@@ -22,11 +22,7 @@ absl::StatusOr<std::optional<std::string>> CoordinatorService::CallerOf(
   if (guard_.authorizing()) return guard_.PrincipalOf(*ctx);
   // Without ACLs only the caller's identity can be refused, and the guard's Check decides it as
   // for any other call; the resource named here does not matter.
-  if (auto s = guard_.Check(*ctx, ResourceType::kCluster, grpc_util::kClusterResource,
-                            Operation::kDescribe);
-      !s.ok()) {
-    return s;
-  }
+  if (auto s = guard_.CheckCluster(*ctx, Operation::kDescribe); !s.ok()) return s;
   return std::nullopt;
 }
 

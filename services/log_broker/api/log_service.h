@@ -101,8 +101,7 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
   }
   // The guard's Check on the cluster resource.
   absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation operation) const {
-    return guard_.Check(*ctx, security::ResourceType::kCluster, grpc_util::kClusterResource,
-                        operation);
+    return guard_.CheckCluster(*ctx, operation);
   }
   bool MayViewPayload(grpc::CallbackServerContext* ctx, const std::string& topic) const {
     return guard_.MayViewPayload(*ctx, security::ResourceType::kTopic, topic);

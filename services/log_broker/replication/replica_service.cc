@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/grpc/proto_time.h"
+#include "common/grpc/reply.h"
 #include "common/grpc/status.h"
 #include "services/log_broker/replication/replica_convert.h"
 
@@ -11,14 +12,11 @@ namespace conduit::log_broker::replication {
 grpc::ServerUnaryReactor* ReplicaService::ReplicaFetch(grpc::CallbackServerContext* ctx,
                                                        const pb::ReplicaFetchRequest* request,
                                                        pb::ReplicaFetchResponse* response) {
-  auto* reactor = ctx->DefaultReactor();
   // Brokers only (see the class comment): Read on the cluster, not on each topic.
-  if (auto s = guard_.Check(*ctx, security::ResourceType::kCluster, grpc_util::kClusterResource,
-                            security::Operation::kRead);
-      !s.ok()) {
-    reactor->Finish(grpc_util::ToGrpcStatus(s));
-    return reactor;
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kRead); !s.ok()) {
+    return grpc_util::FinishNow(ctx, s);
   }
+  auto* reactor = ctx->DefaultReactor();
   const absl::Duration max_wait =
       std::min(grpc_util::FromDuration(request->max_wait()), absl::Seconds(10));
   absl::Status status =

@@ -29,7 +29,7 @@ class SecurityService final : public spb::Security::CallbackService {
 
  private:
   absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation op) const {
-    return guard_.Check(*ctx, security::ResourceType::kCluster, grpc_util::kClusterResource, op);
+    return guard_.CheckCluster(*ctx, op);
   }
 
   AclRegistry* const acls_;

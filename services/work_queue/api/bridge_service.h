@@ -41,7 +41,7 @@ class BridgeService final : public bpb::Bridges::CallbackService {
   // The guard's Check on the cluster: bridges are cluster configuration (Describe to see them,
   // Alter to change them; creating one also needs Read on its topic and Write on its queue).
   absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation op) const {
-    return guard_.Check(*ctx, security::ResourceType::kCluster, grpc_util::kClusterResource, op);
+    return guard_.CheckCluster(*ctx, op);
   }
   bridge::BridgeManager* const bridges_;
   const grpc_util::CallGuard& guard_;
