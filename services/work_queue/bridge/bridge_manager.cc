@@ -44,7 +44,7 @@ absl::Status BridgeManager::Start(BridgeEndpoints endpoints, const std::string& 
 }
 
 std::unique_ptr<BridgeRunner> BridgeManager::RunnerFor(const BridgeSpec& spec) const {
-  return std::make_unique<BridgeRunner>(spec, queue_, endpoints_, observer_);
+  return std::make_unique<BridgeRunner>(spec, queue_, endpoints_, observer_, clock_);
 }
 
 BridgeInfo BridgeManager::InfoOf(const Entry& e) const {

@@ -76,8 +76,12 @@ absl::StatusOr<BridgeLag> AskLag(const std::string& coordinator, const BridgeSpe
 }
 
 BridgeRunner::BridgeRunner(BridgeSpec spec, WorkQueue* queue, BridgeEndpoints endpoints,
-                           BridgeObserver* observer)
-    : spec_(std::move(spec)), queue_(queue), endpoints_(std::move(endpoints)), observer_(observer) {
+                           BridgeObserver* observer, const time::Clock* clock)
+    : spec_(std::move(spec)),
+      queue_(queue),
+      endpoints_(std::move(endpoints)),
+      observer_(observer),
+      clock_(clock) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -87,6 +91,7 @@ void BridgeRunner::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    stopped_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -109,20 +114,20 @@ void BridgeRunner::Fail(BridgeRunState state, const std::string& error) {
     }
     status_.state = state;
     status_.last_error = error;
-    status_.last_error_time = absl::Now();
+    status_.last_error_time = clock_->Now();
   }
   if (state == BridgeRunState::kBackingOff) observer_->OnRefused(spec_.name);
 }
 
 bool BridgeRunner::Wait(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  const auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-  mu_.AwaitWithTimeout(absl::Condition(&stopping), d);
+  const absl::Duration deadline = clock_->Monotonic() + d;
+  while (!stopping_ && clock_->Monotonic() < deadline) clock_->WaitUntil(&stopped_, &mu_, deadline);
   return !stopping_;
 }
 
 void BridgeRunner::MaybeReportLag() {
-  const absl::Time now = absl::Now();
+  const absl::Duration now = clock_->Monotonic();
   if (now - lag_reported_ < kLagEvery) return;
   lag_reported_ = now;
   if (auto lag = AskLag(endpoints_.coordinator, spec_); lag.ok()) {

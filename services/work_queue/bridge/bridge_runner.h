@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/group_consumer.h"
+#include "common/time/clock.h"
 #include "services/work_queue/domain/bridge.h"
 #include "services/work_queue/domain/work_queue.h"
 
@@ -56,9 +57,14 @@ absl::StatusOr<BridgeLag> AskLag(const std::string& coordinator, const BridgeSpe
 
 class BridgeRunner {
  public:
-  // Starts the thread. `queue` and `observer` must outlive the runner.
+  // Starts the thread. `queue`, `observer` and `clock` must outlive the runner. Every wait
+  // (backoff, the lag report's interval) and every time it records are `clock`'s.
+  //
+  // A thread of its own rather than a task on the process's Runtime: the loop blocks for the
+  // bridge's whole life (a poll waits up to half a second, an enqueue until it is durable), and
+  // the Runtime's bounded pools are for work that ends.
   BridgeRunner(BridgeSpec spec, WorkQueue* queue, BridgeEndpoints endpoints,
-               BridgeObserver* observer);
+               BridgeObserver* observer, const time::Clock* clock);
   ~BridgeRunner();  // Stop()
 
   // Ends the thread: the member leaves its group. A batch not yet durable is not committed.
@@ -74,7 +80,7 @@ class BridgeRunner {
   bool EnqueueDurably(const std::vector<NewJob>& jobs);
   void SetState(BridgeRunState state);
   void Fail(BridgeRunState state, const std::string& error);
-  // Waits `d` or until Stop; false when stopping.
+  // Waits `d` (the clock's) or until Stop; false when stopping.
   bool Wait(absl::Duration d);
   void MaybeReportLag();
 
@@ -82,11 +88,14 @@ class BridgeRunner {
   WorkQueue* const queue_;
   const BridgeEndpoints endpoints_;
   BridgeObserver* const observer_;
+  const time::Clock* const clock_;
 
   mutable absl::Mutex mu_;
+  absl::CondVar stopped_;  // signalled by Stop
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   BridgeStatus status_ ABSL_GUARDED_BY(mu_);
-  absl::Time lag_reported_ = absl::InfinitePast();  // the runner thread's own
+  // The runner thread's own: when the lag was last reported (the clock's monotonic reading).
+  absl::Duration lag_reported_ = -absl::InfiniteDuration();
   std::thread thread_;
 };
 
