@@ -6,6 +6,7 @@
 #include <prometheus/histogram.h>
 
 #include <array>
+#include <atomic>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -59,12 +60,13 @@ const char* TypeName(ServerRpcInfo::Type type) {
   return "unknown";
 }
 
-// One method's series; the per-code ones made on first use.
+// One method's series; the per-code ones made on first use. Once made, a per-code pair is read
+// without the factory's lock (published by `seconds`, stored last with release).
 struct MethodSeries {
   prometheus::Labels labels;
   prometheus::Counter* started = nullptr;
   std::array<prometheus::Counter*, kCodes> handled{};
-  std::array<prometheus::Histogram*, kCodes> seconds{};
+  std::array<std::atomic<prometheus::Histogram*>, kCodes> seconds{};
 };
 
 class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
@@ -90,20 +92,19 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
   // The call's end: counts it under `code`.
   void Handled(MethodSeries* series, int code, absl::Duration elapsed) {
     if (code < 0 || code >= kCodes) code = static_cast<int>(grpc::StatusCode::UNKNOWN);
-    prometheus::Counter* handled;
-    prometheus::Histogram* seconds;
-    {
+    prometheus::Histogram* seconds = series->seconds[code].load(std::memory_order_acquire);
+    if (seconds == nullptr) {  // this method's first call with this code
       absl::MutexLock lock(&mu_);
-      if (series->handled[code] == nullptr) {
+      seconds = series->seconds[code].load(std::memory_order_relaxed);
+      if (seconds == nullptr) {
         prometheus::Labels labels = series->labels;
         labels["grpc_code"] = CodeName(code);
         series->handled[code] = &handled_.Add(labels);
-        series->seconds[code] = &seconds_.Add(labels, metrics::LatencyBuckets());
+        seconds = &seconds_.Add(labels, buckets_);
+        series->seconds[code].store(seconds, std::memory_order_release);
       }
-      handled = series->handled[code];
-      seconds = series->seconds[code];
     }
-    handled->Increment();
+    series->handled[code]->Increment();
     seconds->Observe(absl::ToDoubleSeconds(elapsed));
   }
 
@@ -112,8 +113,11 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
  private:
   MethodSeries* Series(const char* method, ServerRpcInfo::Type type) {
     const absl::string_view path = method != nullptr ? method : "";
+    {  // every call of a known method: a shared lock only
+      absl::ReaderMutexLock lock(&mu_);
+      if (auto it = series_.find(path); it != series_.end()) return &it->second;
+    }
     absl::MutexLock lock(&mu_);
-    if (auto it = series_.find(path); it != series_.end()) return &it->second;
     // Methods this binary was not built with (a client calling one that does not exist) share
     // one series per type, so made-up names cannot grow the page without bound.
     const google::protobuf::MethodDescriptor* m = FindMethod(path);
@@ -130,6 +134,7 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
   }
 
   const time::Clock* const clock_;
+  const prometheus::Histogram::BucketBoundaries buckets_ = metrics::LatencyBuckets();
   prometheus::Family<prometheus::Counter>& started_;
   prometheus::Family<prometheus::Counter>& handled_;
   prometheus::Family<prometheus::Histogram>& seconds_;
