@@ -128,11 +128,11 @@ absl::StatusOr<std::unique_ptr<LogBrokerNode>> LogBrokerNode::Open(
 
 LogBrokerNode::~LogBrokerNode() {
   if (scope_) scope_->StopEvery(replication_metrics_);
-  if (broker_) broker_->StopClusterWork();
+  if (broker_) broker_->replicas().Stop();
 }
 
 void LogBrokerNode::RefreshReplicationMetrics() {
-  const std::vector<PartitionReplication> led = broker_->ReplicationSnapshot();
+  const std::vector<PartitionReplication> led = broker_->replicas().ReplicationSnapshot();
   metrics_->OnReplication(led);
   cluster_metrics_->OnReplication(led);
 }

@@ -56,7 +56,7 @@ class LogBrokerNode {
   ~LogBrokerNode();  // stops cluster work first: the broker's periodic work uses the cluster
 
   // How often cluster mode refreshes the replication gauges (under-replicated and under-min-ISR
-  // partitions, follower lag) from Broker::ReplicationSnapshot.
+  // partitions, follower lag) from ReplicaManager::ReplicationSnapshot.
   static constexpr absl::Duration kReplicationMetricsInterval = absl::Seconds(1);
 
   // The gRPC services to host (owned by the node); replica_service() is null on a single node.

@@ -42,7 +42,7 @@ class LogMetrics final : public BrokerObserver {
   void OnRecordsRemoved(const std::string& topic, bool compaction, int64_t records,
                         int64_t bytes) override;
 
-  // Cluster mode, the partitions this broker leads now (Broker::ReplicationSnapshot):
+  // Cluster mode, the partitions this broker leads now (ReplicaManager::ReplicationSnapshot):
   // conduit_log_follower_lag_records and _seconds{topic,partition,follower} per follower; the
   // series of a follower no longer led here go.
   void OnReplication(const std::vector<PartitionReplication>& led);

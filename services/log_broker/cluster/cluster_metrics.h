@@ -53,7 +53,7 @@ class ClusterMetrics final : public ClusterObserver {
   void OnViewApplied(const ClusterView& view, int32_t self, absl::Duration latency) override;
   void OnLease(bool valid) override { lease_valid_.Set(valid ? 1 : 0); }
   void OnUncleanElection() override { unclean_elections_.Increment(); }
-  // The partitions this broker leads now (Broker::ReplicationSnapshot): sets the
+  // The partitions this broker leads now (ReplicaManager::ReplicationSnapshot): sets the
   // under-replicated (in-sync set smaller than the replicas) and under-min-ISR gauges.
   void OnReplication(const std::vector<PartitionReplication>& led);
 

@@ -12,6 +12,46 @@
 #include "services/log_broker/domain/validation.h"
 
 namespace conduit::log_broker {
+namespace {
+
+// One topic's state from the store: each partition's offsets, epoch and append times, its
+// producer states and dedup window.
+absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopicState(LogStore& store,
+                                                              BrokerObserver* observer,
+                                                              const TopicMeta& meta) {
+  auto state = std::make_shared<TopicState>(meta);
+  CONDUIT_ASSIGN_OR_RETURN(auto epochs, store.LoadEpochStarts(meta.id));
+  std::vector<std::map<int32_t, int64_t>> epoch_starts(meta.partitions);
+  for (const auto& e : epochs) {
+    if (e.partition < 0 || e.partition >= meta.partitions) continue;
+    epoch_starts[e.partition][e.epoch] = e.start_offset;
+  }
+  for (int32_t p = 0; p < meta.partitions; ++p) {
+    CONDUIT_ASSIGN_OR_RETURN(PartitionRecovery recovered, store.RecoverPartition(meta.id, p));
+    PartitionMeta pm = recovered.meta.value_or(PartitionMeta{});
+    pm.next_offset = std::max(pm.next_offset, recovered.end_offset);
+    if (!recovered.meta) pm.log_start_offset = recovered.first_offset;
+    state->partitions[p].Recover(pm, recovered.first_append_time, recovered.last_append_time,
+                                 std::move(epoch_starts[p]));
+    observer->OnHighWatermark(meta.name, p, pm.next_offset);
+  }
+  CONDUIT_ASSIGN_OR_RETURN(auto producer_states, store.LoadProducerStates(meta.id));
+  for (auto& u : producer_states) {
+    if (u.partition < 0 || u.partition >= meta.partitions) continue;
+    state->partitions[u.partition].producers[u.producer_id] = std::move(u.state);
+  }
+  CONDUIT_ASSIGN_OR_RETURN(auto dedup, store.LoadDedupEntries(meta.id));
+  std::sort(dedup.begin(), dedup.end(),
+            [](const auto& a, const auto& b) { return a.entry.append_time < b.entry.append_time; });
+  for (const auto& d : dedup) {
+    const int32_t p = d.entry.position.partition;
+    if (p >= 0 && p < meta.partitions) state->partitions[p].dedup.Insert(d.event_id, d.entry);
+  }
+  return state;
+}
+
+}  // namespace
+
 Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* observer,
                BrokerOptions options)
     : store_(store),
@@ -24,6 +64,9 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
       local_cluster_(options.cluster ? nullptr
                                      : std::make_unique<LocalClusterMetadata>(&producers_)),
       cluster_(options.cluster ? options.cluster : local_cluster_.get()),
+      topics_(cluster_),
+      replicas_(&topics_, store, &pipeline_, &scope_, clock_, observer,
+                ReplicaManagerOptions{options.replica_lag_time, options.ack_timeout}),
       scope_(runtime, runtime::Pool::kStorage, options.max_queued_reads),
       pipeline_(store, observer, &scope_, &producers_,
                 [&options] {
@@ -40,28 +83,26 @@ Broker::Broker(LogStore* store, runtime::Runtime* runtime, BrokerObserver* obser
 
 Broker::~Broker() {  // before the members their runs use
   scope_.StopEvery(maintenance_);
-  scope_.StopEvery(isr_task_);
+  replicas_.Stop();
 }
 
 absl::Status Broker::Recover() {
   CONDUIT_RETURN_IF_ERROR(producers_.Recover());
   CONDUIT_ASSIGN_OR_RETURN(std::vector<TopicMeta> topics, store_->LoadTopics());
-  {
-    absl::MutexLock lock(&mu_);
-    for (const TopicMeta& meta : topics) {
-      CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> state, RecoverTopic(meta));
-      if (meta.config.durability == Durability::kInterval) {
-        pipeline_.RequestSyncEvery(meta.config.flush_interval);
-      }
-      ids_->NoteInUse(meta.id);
-      topics_.emplace(meta.name, std::move(state));
+  for (const TopicMeta& meta : topics) {
+    CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> state,
+                             RecoverTopicState(*store_, observer_, meta));
+    if (meta.config.durability == Durability::kInterval) {
+      pipeline_.RequestSyncEvery(meta.config.flush_interval);
     }
+    ids_->NoteInUse(meta.id);
+    topics_.Insert(std::move(state));
   }
   if (local_cluster_) {
     // A cluster of one: its metadata is what this store holds, each partition led here at the
     // epoch it recovered.
     std::vector<TopicAssignment> recovered;
-    for (const auto& topic : TopicsSnapshot()) {
+    for (const auto& topic : topics_.Snapshot()) {
       TopicAssignment& t = recovered.emplace_back();
       t.meta = topic->meta();
       for (const PartitionLog& part : topic->partitions) {
@@ -74,43 +115,8 @@ absl::Status Broker::Recover() {
   if (options_.maintenance_interval > absl::ZeroDuration()) {
     maintenance_ = scope_.Every(options_.maintenance_interval, [this] { RunMaintenance(); });
   }
-  if (options_.replica_lag_time > absl::ZeroDuration()) {
-    isr_task_ = scope_.Every(options_.replica_lag_time / 4, [this] { MaintainInSyncReplicas(); });
-  }
+  replicas_.Start();
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::shared_ptr<TopicState>> Broker::RecoverTopic(const TopicMeta& meta) {
-  auto state = std::make_shared<TopicState>(meta);
-  CONDUIT_ASSIGN_OR_RETURN(auto epochs, store_->LoadEpochStarts(meta.id));
-  std::vector<std::map<int32_t, int64_t>> epoch_starts(meta.partitions);
-  for (const auto& e : epochs) {
-    if (e.partition < 0 || e.partition >= meta.partitions) continue;
-    epoch_starts[e.partition][e.epoch] = e.start_offset;
-  }
-  for (int32_t p = 0; p < meta.partitions; ++p) {
-    CONDUIT_ASSIGN_OR_RETURN(PartitionRecovery recovered, store_->RecoverPartition(meta.id, p));
-    PartitionMeta pm = recovered.meta.value_or(PartitionMeta{});
-    pm.next_offset = std::max(pm.next_offset, recovered.end_offset);
-    if (!recovered.meta) pm.log_start_offset = recovered.first_offset;
-    state->partitions[p].Recover(pm, recovered.first_append_time, recovered.last_append_time,
-                                 std::move(epoch_starts[p]));
-    observer_->OnHighWatermark(meta.name, p, pm.next_offset);
-  }
-  CONDUIT_ASSIGN_OR_RETURN(auto producer_states, store_->LoadProducerStates(meta.id));
-  for (auto& u : producer_states) {
-    if (u.partition < 0 || u.partition >= meta.partitions) continue;
-    state->partitions[u.partition].producers[u.producer_id] = std::move(u.state);
-  }
-  CONDUIT_ASSIGN_OR_RETURN(auto dedup, store_->LoadDedupEntries(meta.id));
-  std::sort(dedup.begin(), dedup.end(), [](const auto& a, const auto& b) {
-    return a.entry.append_time < b.entry.append_time;
-  });
-  for (const auto& d : dedup) {
-    const int32_t p = d.entry.position.partition;
-    if (p >= 0 && p < meta.partitions) state->partitions[p].dedup.Insert(d.event_id, d.entry);
-  }
-  return state;
 }
 
 absl::StatusOr<TopicSummary> Broker::CreateTopic(const std::string& name, int32_t partitions,
@@ -161,10 +167,7 @@ absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
     if (status.ok()) topic->deleted.store(true);
   });
   if (!status.ok()) return status;
-  {
-    absl::MutexLock lock(&mu_);
-    topics_.erase(name);
-  }
+  topics_.Erase(name);
   observer_->OnTopicDeleted(name, topic->partition_count);
   // Wake long-polls: their reads now fail NOT_FOUND.
   for (PartitionLog& part : topic->partitions) part.WakeWaiters();
@@ -174,24 +177,17 @@ absl::Status Broker::RemoveTopic(std::shared_ptr<TopicState> topic) {
 std::vector<TopicSummary> Broker::ListTopics() const {
   // The cluster's topics, created here or through another broker; by name.
   std::vector<TopicSummary> out;
-  if (const auto applied = AppliedView()) {
+  if (const auto applied = topics_.AppliedView()) {
     for (const auto& [name, t] : applied->topics) out.push_back({t.meta, t.replication_factor});
   }
   return out;
 }
 
-std::vector<std::shared_ptr<TopicState>> Broker::TopicsSnapshot() const {
-  std::vector<std::shared_ptr<TopicState>> out;
-  absl::MutexLock lock(&mu_);
-  for (const auto& [name, topic] : topics_) out.push_back(topic);
-  return out;
-}
-
 absl::StatusOr<TopicDescription> Broker::DescribeTopic(const std::string& name) const {
-  auto topic = FindTopic(name);
+  auto topic = topics_.Find(name);
   if (!topic.ok()) return topic.status();
   TopicDescription out{(*topic)->meta(), {}};
-  const std::shared_ptr<const ClusterView> view = AppliedView();
+  const std::shared_ptr<const ClusterView> view = topics_.AppliedView();
   if (const TopicAssignment* t = view ? view->FindTopic(name) : nullptr) {
     out.replication_factor = t->replication_factor;
   }
@@ -220,8 +216,8 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic, int32_t partition,
 
 absl::Status Broker::TakeLeaderEpoch(const std::string& topic_name, int32_t partition,
                                      int32_t epoch) {
-  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(topic_name));
-  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, partition));
+  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_.Find(topic_name));
+  CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(*topic, partition));
   const int32_t before = topic->partitions[partition].RaiseLeaderEpoch(epoch);
   if (epoch < before) {
     return absl::FailedPreconditionError(
@@ -238,29 +234,6 @@ absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {
   return info;
 }
 
-void Broker::RunMaintenance() { cleaner_.RunOnce(TopicsSnapshot()); }
-
-absl::StatusOr<std::shared_ptr<TopicState>> Broker::FindTopic(const std::string& name) const {
-  if (name.empty()) return absl::InvalidArgumentError("topic name is empty");
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = topics_.find(name);
-    if (it != topics_.end()) return it->second;
-  }
-  // Known to the cluster but not applied here yet: a moment, not an error to give up on.
-  if (cluster_->View()->FindTopic(name) != nullptr) {
-    return absl::UnavailableError(absl::StrFormat(
-        "topic '%s' is being set up on broker %d; retry shortly", name, cluster_->self()));
-  }
-  return absl::NotFoundError(absl::StrCat("topic '", name, "' does not exist"));
-}
-
-absl::Status Broker::CheckPartition(const TopicState& topic, int32_t partition) const {
-  if (partition < 0 || partition >= topic.partition_count) {
-    return absl::NotFoundError(absl::StrFormat("partition %d of topic '%s' does not exist (it has %d)",
-                                               partition, topic.name, topic.partition_count));
-  }
-  return absl::OkStatus();
-}
+void Broker::RunMaintenance() { cleaner_.RunOnce(topics_.Snapshot()); }
 
 }  // namespace conduit::log_broker

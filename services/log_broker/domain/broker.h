@@ -26,7 +26,9 @@
 #include "services/log_broker/domain/log_cleaner.h"
 #include "services/log_broker/domain/log_store.h"
 #include "services/log_broker/domain/producer_registry.h"
+#include "services/log_broker/domain/replica_manager.h"
 #include "services/log_broker/domain/topic_state.h"
+#include "services/log_broker/domain/topic_table.h"
 
 namespace conduit::log_broker {
 
@@ -51,8 +53,6 @@ class PendingFetch {
   std::function<void()> read_;
   std::atomic<bool> fired_{false};
 };
-
-class ReplicaFetchWait;
 
 struct BrokerOptions {
   PipelineOptions pipeline;
@@ -197,59 +197,16 @@ class Broker {
                                                           const std::vector<int32_t>& partitions,
                                                           OffsetQuery query, absl::Time at);
 
-  // Replication, leader side (broker_replica.cc): a follower's fetch. Each item is validated
-  // (epochs, the follower's log against this one); a valid fetch offset counts as the
-  // follower's durable log end, which may move the high watermark and answer acks-all
-  // produces. Records up to the log end (not the high watermark) are returned; with
-  // `max_wait`, waits until one of the partitions has records past its fetch offset. `done`
-  // runs once, on a broker thread. RESOURCE_EXHAUSTED when the read queue is full.
-  absl::Status ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem> items,
-                            int64_t max_bytes, absl::Duration max_wait, ReplicaFetchCallback done);
-
-  // Replication, follower side: what to ask broker `leader` for now — every partition the
-  // applied view has this broker follow from it, from the local durable log end.
-  std::vector<ReplicaFetchItem> FollowedPartitions(int32_t leader) const;
-  // Applies the leader's answer: appends its records at their offsets (with their append times
-  // and epochs, fsynced for a sync topic) or truncates as told, then takes the leader's high
-  // watermark (up to the local durable end). `done` runs once that is durable.
-  // FAILED_PRECONDITION when the partition is no longer followed at `leader_epoch`.
-  absl::Status ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoch,
-                                std::function<void(absl::Status)> done);
-
-  // Replication, leader side: writes in-sync set changes the followers' progress calls for
-  // (a follower behind for longer than replica_lag_time leaves; a caught-up one joins). Called
-  // periodically (every replica_lag_time / 4); blocking (etcd round trips).
-  void MaintainInSyncReplicas();
-  // Replication, for metrics: every partition this broker leads (or holds alone), its replicas,
-  // in-sync set and followers' lag, read under each partition's lock at one moment.
-  std::vector<PartitionReplication> ReplicationSnapshot() const;
-  // Stops the periodic cluster work (in-sync set changes) before the ClusterMetadata goes.
-  void StopClusterWork() { scope_.StopEvery(isr_task_); }
+  // Replication: follower fetches, the follower's loop, in-sync sets, acks-all waits.
+  ReplicaManager& replicas() { return replicas_; }
+  const ReplicaManager& replicas() const { return replicas_; }
 
  private:
   friend class PendingFetch;
-  friend class ReplicaFetchWait;
 
   // The applied view made this broker the leader of topic/partition at `epoch`: appends from
   // now on are stamped with it. FAILED_PRECONDITION below the current epoch; NOT_FOUND.
   absl::Status TakeLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
-  // One topic's state from the store: each partition's offsets, epoch and append times, its
-  // producer states and dedup window.
-  absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopic(const TopicMeta& meta);
-  absl::StatusOr<std::shared_ptr<TopicState>> FindTopic(const std::string& name) const;
-  absl::Status CheckPartition(const TopicState& topic, int32_t partition) const;
-  // OK when this broker leads the partition at the applied view's epoch (and, for a write,
-  // MayLeadUnder that view); else the not-leader FAILED_PRECONDITION naming the leader, or
-  // UNAVAILABLE (offline, not placed yet, epoch not applied yet, lease unconfirmed, view older
-  // than its registration).
-  absl::Status CheckServing(const TopicState& topic, int32_t partition, bool write) const;
-  std::shared_ptr<const ClusterView> AppliedView() const;
-  // Whether this broker may act as a leader (take writes, move high watermarks,
-  // change in-sync sets) by what `view` says: its lease is confirmed and `view` is at least as
-  // recent as its registration. False for a null view.
-  bool MayLeadUnder(const ClusterView* view) const;
-  // A keyless record's partition: round-robin over the partitions this broker leads.
-  int32_t StickyPartition(TopicState& topic) const;
   // ApplyView's steps.
   absl::Status MaterializeTopic(const TopicAssignment& assignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);
@@ -274,41 +231,24 @@ class Broker {
   absl::Status CheckWritable(const TopicState& topic, const std::vector<RoutedRecord>& routed,
                              bool acks_all, absl::flat_hash_map<int32_t, Writable>* checked,
                              bool* await_followers) const;
-  static absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
-                                                         const std::vector<RoutedRecord>& routed);
   void StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchCallback done);
-  // Replication (broker_replica.cc). Wraps a produce's callback so an acks-all request is
-  // answered once the high watermark covers it (or with the indeterminate error).
-  ProduceCallback AwaitReplication(std::shared_ptr<TopicState> topic, ProduceCallback done);
-  // UNAVAILABLE when a replicated partition has fewer in-sync replicas than the topic needs.
-  // Sets `*has_followers` for a partition this broker leads with followers.
-  absl::Status CheckInSync(const TopicState& topic, int32_t partition, bool* has_followers) const;
-  // Takes the role the view gives this broker for the partition (leader, sole, follower);
-  // acks-all produces waiting on a leadership that ended fail as indeterminate.
-  // `revision` is the metadata revision of the partition's state in the view.
-  void AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a,
-                         int64_t revision);
 
   LogStore* const store_;
   const time::Clock* const clock_;
   BrokerObserver* const observer_;
   const BrokerOptions options_;
 
-  absl::Mutex admin_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes CreateTopic / DeleteTopic
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<TopicState>> topics_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex admin_mu_;  // serializes ApplyView
   std::atomic<uint64_t> next_waiter_id_{1};
-  mutable absl::Mutex view_mu_;
-  std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(view_mu_);  // the applied view
-  std::atomic<int64_t> applied_revision_{-1};  // view_'s revision, read without view_mu_
-
-  std::vector<std::shared_ptr<TopicState>> TopicsSnapshot() const;
-
   std::unique_ptr<LocalIdAllocator> local_ids_;  // when options.ids is null
   IdAllocator* const ids_;
   ProducerRegistry producers_;
   std::unique_ptr<LocalClusterMetadata> local_cluster_;  // a single node's (options.cluster null)
   ClusterMetadata* const cluster_;                       // options.cluster or local_cluster_
+  TopicTable topics_;
+  // Before the scope and the pipeline, so it goes after them: their last callbacks (acks-all
+  // answers, timeouts) run through it.
+  ReplicaManager replicas_;
   // Destroyed in reverse order, after the destructor has stopped the maintenance pass: the
   // pipeline (completing appends and waking waiters), then the scope (running pending
   // long-poll timeouts and waiting for every read they start).
@@ -316,7 +256,6 @@ class Broker {
   AppendPipeline pipeline_;
   LogCleaner cleaner_;
   runtime::Scope::PeriodicId maintenance_ = 0;  // 0 when maintenance_interval is 0
-  runtime::Scope::PeriodicId isr_task_ = 0;     // MaintainInSyncReplicas
 };
 
 }  // namespace conduit::log_broker

@@ -1,5 +1,5 @@
-// The Broker in cluster mode: following the applied view of the cluster's metadata, and the
-// serving rule (only the leader at the current epoch serves a partition).
+// The Broker in cluster mode: following the applied view of the cluster's metadata (ApplyView),
+// GetMetadata's answer and partition reassignment.
 
 #include <algorithm>
 #include <utility>
@@ -14,14 +14,9 @@
 
 namespace conduit::log_broker {
 
-std::shared_ptr<const ClusterView> Broker::AppliedView() const {
-  absl::MutexLock lock(&view_mu_);
-  return view_;
-}
-
 ClusterView Broker::Metadata(const std::string& self_address) const {
   // The view this broker serves by: what GetMetadata names is what Produce and Fetch here obey.
-  const auto applied = AppliedView();
+  const auto applied = topics_.AppliedView();
   if (applied == nullptr) return ClusterView{};  // nothing applied yet: nothing served yet
   ClusterView view = *applied;
   // A cluster of one does not know the address it serves on: the caller does.
@@ -34,18 +29,18 @@ ClusterView Broker::Metadata(const std::string& self_address) const {
 
 absl::Status Broker::ApplyView(std::shared_ptr<const ClusterView> view) {
   absl::MutexLock admin(&admin_mu_);
-  if (auto applied = AppliedView(); applied && applied->revision > view->revision) {
+  if (auto applied = topics_.AppliedView(); applied && applied->revision > view->revision) {
     return absl::OkStatus();
   }
   for (const auto& [name, assignment] : view->topics) {
     CONDUIT_RETURN_IF_ERROR(MaterializeTopic(assignment));
   }
-  for (const auto& topic : TopicsSnapshot()) {
+  for (const auto& topic : topics_.Snapshot()) {
     if (!view->topics.contains(topic->name)) CONDUIT_RETURN_IF_ERROR(RemoveTopic(topic));
   }
   const int32_t self = cluster_->self();
   for (const auto& [name, assignment] : view->topics) {
-    CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(name));
+    CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_.Find(name));
     for (size_t p = 0; p < assignment.partitions.size(); ++p) {
       const auto& a = assignment.partitions[p];
       if (!a) continue;
@@ -53,23 +48,18 @@ absl::Status Broker::ApplyView(std::shared_ptr<const ClusterView> view) {
         // Epochs never go back: a lower one is a stale view, refused and logged by the caller.
         CONDUIT_RETURN_IF_ERROR(TakeLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
       }
-      AssignReplicaRole(*topic, static_cast<int32_t>(p), *a,
-                        p < assignment.partition_revisions.size() ? assignment.partition_revisions[p]
-                                                                  : 0);
+      replicas_.AssignRole(
+          *topic, static_cast<int32_t>(p), *a,
+          p < assignment.partition_revisions.size() ? assignment.partition_revisions[p] : 0);
     }
   }
-  const int64_t revision = view->revision;
-  {
-    absl::MutexLock lock(&view_mu_);
-    view_ = std::move(view);
-  }
-  applied_revision_.store(revision);
+  topics_.Publish(std::move(view));
   return absl::OkStatus();
 }
 
 absl::Status Broker::MaterializeTopic(const TopicAssignment& assignment) {
   const TopicMeta& meta = assignment.meta;
-  auto local = FindTopic(meta.name);
+  auto local = topics_.Find(meta.name);
   if (local.ok() && (*local)->id != meta.id) {  // a topic of that name deleted and made again
     CONDUIT_RETURN_IF_ERROR(RemoveTopic(*local));
     local = absl::NotFoundError("replaced");
@@ -77,8 +67,7 @@ absl::Status Broker::MaterializeTopic(const TopicAssignment& assignment) {
   if (!local.ok()) {
     CONDUIT_RETURN_IF_ERROR(store_->CreateTopic(meta));
     ids_->NoteInUse(meta.id);
-    absl::MutexLock lock(&mu_);
-    topics_.emplace(meta.name, std::make_shared<TopicState>(meta));
+    topics_.Insert(std::make_shared<TopicState>(meta));
   } else if ((*local)->config() != meta.config) {
     TopicMeta updated = (*local)->meta();
     updated.config = meta.config;
@@ -89,104 +78,6 @@ absl::Status Broker::MaterializeTopic(const TopicAssignment& assignment) {
     pipeline_.RequestSyncEvery(meta.config.flush_interval);
   }
   return absl::OkStatus();
-}
-
-absl::Status Broker::CheckServing(const TopicState& topic, int32_t partition, bool write) const {
-  // The common case, without the view: the applied view has this broker lead the partition at
-  // its epoch (its role says so), and for a write it may lead. Else the view says why not.
-  if (const PartitionLog::Serving s = topic.partitions[partition].serving();
-      s.leads && (!write || (cluster_->LeaseValid() &&
-                             applied_revision_.load() >= cluster_->RegistrationRevision()))) {
-    return absl::OkStatus();
-  }
-  const std::shared_ptr<const ClusterView> view = AppliedView();
-  const PartitionAssignment* a = view ? view->FindPartition(topic.name, partition) : nullptr;
-  const TopicAssignment* t = view ? view->FindTopic(topic.name) : nullptr;
-  if (a == nullptr || t == nullptr || t->meta.id != topic.id) {
-    return absl::UnavailableError(absl::StrFormat(
-        "%s/%d is not placed on a broker yet; retry shortly", topic.name, partition));
-  }
-  const int32_t self = cluster_->self();
-  if (a->leader == kNoBroker) {
-    return absl::UnavailableError(absl::StrFormat(
-        "%s/%d is offline: its leader's broker is gone (epoch %d); retry after GetMetadata",
-        topic.name, partition, a->leader_epoch));
-  }
-  if (a->leader != self) {
-    auto leader = view->brokers.find(a->leader);
-    const std::string address = leader == view->brokers.end() ? "" : leader->second.address;
-    return NotLeaderError(self, topic.name, partition,
-                          LeaderHint{a->leader, address, a->leader_epoch});
-  }
-  const PartitionLog::Serving serving = topic.partitions[partition].serving();
-  if (serving.leader_epoch != a->leader_epoch) {
-    return absl::UnavailableError(
-        absl::StrFormat("broker %d is taking over %s/%d at epoch %d; retry shortly", self,
-                        topic.name, partition, a->leader_epoch));
-  }
-  // The partition already follows a newer view that is still being applied (roles change
-  // before the view is published): an append now would be cut off when it syncs.
-  if (write && serving.follower) {
-    return absl::UnavailableError(absl::StrFormat(
-        "broker %d no longer leads %s/%d (a newer assignment is being applied); retry after "
-        "GetMetadata",
-        self, topic.name, partition));
-  }
-  if (write && !MayLeadUnder(view.get())) {
-    if (!cluster_->LeaseValid()) {
-      return absl::UnavailableError(absl::StrFormat(
-          "broker %d cannot confirm its etcd lease, so it accepts no writes; its partitions may "
-          "move (retry after GetMetadata)",
-          self));
-    }
-    return absl::UnavailableError(absl::StrFormat(
-        "broker %d is joining the cluster again (its lease lapsed) and has not applied the "
-        "metadata since, so it accepts no writes; its partitions may have moved (retry after "
-        "GetMetadata)",
-        self));
-  }
-  return absl::OkStatus();
-}
-
-bool Broker::MayLeadUnder(const ClusterView* view) const {
-  // LeaseValid() first: a registration that confirms a new lease and the revision a view must
-  // reach are set together, so this order never pairs a new lease with an old registration.
-  return view != nullptr && cluster_->LeaseValid() &&
-         view->revision >= cluster_->RegistrationRevision();
-}
-
-std::vector<PartitionReplication> Broker::ReplicationSnapshot() const {
-  std::vector<PartitionReplication> out;
-  const absl::Duration now = clock_->Monotonic();
-  for (const auto& topic : TopicsSnapshot()) {
-    const int32_t min_insync = topic->config().min_insync_replicas;
-    for (int32_t p = 0; p < topic->partition_count; ++p) {
-      if (auto led = topic->partitions[p].LedReplication(now)) {
-        out.push_back(PartitionReplication{topic->name, p, min_insync, *std::move(led)});
-      }
-    }
-  }
-  return out;
-}
-
-int32_t Broker::StickyPartition(TopicState& topic) const {
-  const uint32_t turn = topic.sticky_cursor.fetch_add(1);
-  // Round-robin over all partitions while this broker leads its turn's (a single node always).
-  const auto next = static_cast<int32_t>(turn % topic.partition_count);
-  if (topic.partitions[next].serving().leads) return next;
-  std::vector<int32_t> led;
-  if (const auto view = AppliedView()) {
-    if (const TopicAssignment* t = view->FindTopic(topic.name)) {
-      for (size_t p = 0; p < t->partitions.size(); ++p) {
-        if (t->partitions[p] && t->partitions[p]->leader == cluster_->self()) {
-          led.push_back(static_cast<int32_t>(p));
-        }
-      }
-    }
-  }
-  // Leading none: any partition; the serving check then names its leader.
-  if (led.empty()) return static_cast<int32_t>(turn % topic.partition_count);
-  return led[turn % led.size()];
 }
 
 absl::Status Broker::ReassignPartition(const std::string& topic, int32_t partition,

@@ -18,6 +18,33 @@ namespace {
 // Queue accounting charges each record a little beyond its payload (offset, times, framing).
 constexpr int64_t kRecordOverheadBytes = 32;
 
+absl::StatusOr<ProducerStamp> CheckProducerArgs(const ProducerArgs& producer,
+                                                const std::vector<RoutedRecord>& routed) {
+  if (producer.producer_id.value() <= 0) {
+    return absl::InvalidArgumentError("producer_id must be positive (from InitProducer)");
+  }
+  ProducerStamp stamp{producer.producer_id, producer.epoch, {}};
+  for (const auto& [partition, base] : producer.base_sequences) {
+    if (!stamp.base_sequences.emplace(partition, base).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("partition ", partition, " has two base sequences"));
+    }
+  }
+  absl::flat_hash_map<int32_t, bool> touched;
+  for (const RoutedRecord& r : routed) touched[r.partition] = true;
+  for (const auto& [partition, unused] : touched) {
+    if (!stamp.base_sequences.contains(partition)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "records go to partition ", partition, " but the request has no base sequence for it"));
+    }
+  }
+  if (touched.size() != stamp.base_sequences.size()) {
+    return absl::InvalidArgumentError(
+        "the request has a base sequence for a partition none of its records go to");
+  }
+  return stamp;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<RoutedRecord>> Broker::RouteRecords(
@@ -43,7 +70,7 @@ absl::StatusOr<std::vector<RoutedRecord>> Broker::RouteRecords(
       // The dedup window is per partition: a retry must land where the first attempt did.
       partition = hash::PartitionForKey(r.data.event_id, meta.partitions);
     } else {
-      if (!*sticky) *sticky = StickyPartition(topic);
+      if (!*sticky) *sticky = topics_.StickyPartition(topic);
       partition = **sticky;
     }
     request_bytes += static_cast<int64_t>(r.data.PayloadBytes()) + kRecordOverheadBytes;
@@ -64,9 +91,9 @@ absl::Status Broker::CheckWritable(const TopicState& topic, const std::vector<Ro
     auto [it, fresh] = checked->try_emplace(r.partition);
     Writable& w = it->second;
     if (fresh) {
-      w.status = CheckServing(topic, r.partition, /*write=*/true);
+      w.status = topics_.CheckServing(topic, r.partition, /*write=*/true);
       if (w.status.ok() && acks_all) {
-        w.status = CheckInSync(topic, r.partition, &w.await_followers);
+        w.status = replicas_.CheckInSync(topic, r.partition, &w.await_followers);
       }
     }
     CONDUIT_RETURN_IF_ERROR(w.status);
@@ -78,7 +105,7 @@ absl::Status Broker::CheckWritable(const TopicState& topic, const std::vector<Ro
 absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceRecordArgs> records,
                              std::optional<ProducerArgs> producer, ProduceCallback done,
                              std::optional<Acks> acks) {
-  auto topic = FindTopic(topic_name);
+  auto topic = topics_.Find(topic_name);
   if (!topic.ok()) return topic.status();
   const TopicMeta meta = (*topic)->meta();
   std::optional<int32_t> sticky;
@@ -89,7 +116,7 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
   absl::flat_hash_map<int32_t, Writable> checked;
   bool await_followers = false;
   CONDUIT_RETURN_IF_ERROR(CheckWritable(**topic, *routed, acks_all, &checked, &await_followers));
-  if (await_followers) done = AwaitReplication(*topic, std::move(done));
+  if (await_followers) done = replicas_.AwaitReplication(*topic, std::move(done));
   std::optional<ProducerStamp> stamp;
   if (producer) {
     auto checked = CheckProducerArgs(*producer, *routed);
@@ -102,7 +129,7 @@ absl::Status Broker::Produce(const std::string& topic_name, std::vector<ProduceR
 
 void Broker::ProduceParts(const std::string& topic_name, std::vector<ProducePart> parts,
                           std::optional<Acks> acks) {
-  auto topic = FindTopic(topic_name);
+  auto topic = topics_.Find(topic_name);
   if (!topic.ok()) {
     for (ProducePart& part : parts) part.done(topic.status());
     return;
@@ -166,37 +193,10 @@ void Broker::ProduceParts(const std::string& topic_name, std::vector<ProducePart
     group.bytes += bytes;
     // Acks all: each part waits for its own records only.
     ProduceCallback done = std::move(part.done);
-    if (await_followers) done = AwaitReplication(*topic, std::move(done));
+    if (await_followers) done = replicas_.AwaitReplication(*topic, std::move(done));
     group.parts.emplace_back(routed->size(), std::move(done));
   }
   submit(std::move(group));
-}
-
-absl::StatusOr<ProducerStamp> Broker::CheckProducerArgs(const ProducerArgs& producer,
-                                                        const std::vector<RoutedRecord>& routed) {
-  if (producer.producer_id.value() <= 0) {
-    return absl::InvalidArgumentError("producer_id must be positive (from InitProducer)");
-  }
-  ProducerStamp stamp{producer.producer_id, producer.epoch, {}};
-  for (const auto& [partition, base] : producer.base_sequences) {
-    if (!stamp.base_sequences.emplace(partition, base).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("partition ", partition, " has two base sequences"));
-    }
-  }
-  absl::flat_hash_map<int32_t, bool> touched;
-  for (const RoutedRecord& r : routed) touched[r.partition] = true;
-  for (const auto& [partition, unused] : touched) {
-    if (!stamp.base_sequences.contains(partition)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "records go to partition ", partition, " but the request has no base sequence for it"));
-    }
-  }
-  if (touched.size() != stamp.base_sequences.size()) {
-    return absl::InvalidArgumentError(
-        "the request has a base sequence for a partition none of its records go to");
-  }
-  return stamp;
 }
 
 }  // namespace conduit::log_broker

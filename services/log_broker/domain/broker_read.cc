@@ -43,11 +43,11 @@ absl::Status CheckFetchLimits(const FetchArgs& args) {
 
 absl::Status Broker::Fetch(const FetchArgs& args, FetchCallback done,
                            std::function<void(std::shared_ptr<PendingFetch>)> on_wait) {
-  auto found = FindTopic(args.topic);
+  auto found = topics_.Find(args.topic);
   if (!found.ok()) return found.status();
   std::shared_ptr<TopicState> topic = *std::move(found);
-  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, args.partition));
-  CONDUIT_RETURN_IF_ERROR(CheckServing(*topic, args.partition, /*write=*/false));
+  CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(*topic, args.partition));
+  CONDUIT_RETURN_IF_ERROR(topics_.CheckServing(*topic, args.partition, /*write=*/false));
   CONDUIT_RETURN_IF_ERROR(CheckFetchLimits(args));
 
   PartitionLog& part = topic->partitions[args.partition];
@@ -141,15 +141,15 @@ void Broker::StartRead(std::shared_ptr<TopicState> topic, FetchArgs args, FetchC
 absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
     const std::string& topic_name, const std::vector<int32_t>& partitions, OffsetQuery query,
     absl::Time at) {
-  auto topic = FindTopic(topic_name);
+  auto topic = topics_.Find(topic_name);
   if (!topic.ok()) return topic.status();
   std::vector<int32_t> wanted = partitions;
   if (wanted.empty()) {
     for (int32_t p = 0; p < (*topic)->partition_count; ++p) wanted.push_back(p);
   }
   for (int32_t p : wanted) {
-    CONDUIT_RETURN_IF_ERROR(CheckPartition(**topic, p));
-    CONDUIT_RETURN_IF_ERROR(CheckServing(**topic, p, /*write=*/false));
+    CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(**topic, p));
+    CONDUIT_RETURN_IF_ERROR(topics_.CheckServing(**topic, p, /*write=*/false));
   }
   std::vector<RecordPosition> out;
   for (int32_t p : wanted) {
@@ -169,8 +169,8 @@ absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
 absl::StatusOr<Broker::EpochEnd> Broker::OffsetForLeaderEpoch(const std::string& topic_name,
                                                               int32_t partition,
                                                               int32_t epoch) const {
-  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(topic_name));
-  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, partition));
+  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_.Find(topic_name));
+  CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(*topic, partition));
   return topic->partitions[partition].EndOfEpoch(epoch);
 }
 

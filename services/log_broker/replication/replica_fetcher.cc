@@ -47,7 +47,7 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
 
  private:
   void Round() {
-    std::vector<ReplicaFetchItem> items = broker_->FollowedPartitions(leader_);
+    std::vector<ReplicaFetchItem> items = broker_->replicas().FollowedPartitions(leader_);
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     if (items.empty()) {  // nothing to follow here (yet): look again shortly
@@ -102,11 +102,11 @@ class ReplicaFetchers::Fetcher : public std::enable_shared_from_this<Fetcher> {
         continue;
       }
       pending->fetch_add(1);
-      absl::Status s = broker_->ApplyReplicaData(std::move(data), item->current_leader_epoch,
-                                                 [finish_one, backoff](absl::Status s) {
-                                                   if (!s.ok()) backoff->store(true);
-                                                   finish_one();
-                                                 });
+      absl::Status s = broker_->replicas().ApplyReplicaData(
+          std::move(data), item->current_leader_epoch, [finish_one, backoff](absl::Status s) {
+            if (!s.ok()) backoff->store(true);
+            finish_one();
+          });
       if (!s.ok()) {
         backoff->store(true);
         finish_one();

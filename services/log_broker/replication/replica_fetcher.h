@@ -24,9 +24,9 @@ struct ReplicaFetcherOptions {
 
 // The follower side of replication: one fetcher per leader broker the applied view names for
 // partitions this broker copies. A fetcher asks for all of them in one ReplicaFetch
-// (Broker::FollowedPartitions, from the local durable log ends), applies the answer
-// (Broker::ApplyReplicaData: append, or truncate a divergent suffix) and asks again once that
-// is durable — so each fetch offset it sends is durable here. Calls use gRPC's callback API:
+// (ReplicaManager::FollowedPartitions, from the local durable log ends), applies the answer
+// (ReplicaManager::ApplyReplicaData: append, or truncate a divergent suffix) and asks again once
+// that is durable — so each fetch offset it sends is durable here. Calls use gRPC's callback API:
 // no thread waits on a long-poll.
 //
 // Thread-safe. OnView after each applied view; the destructor cancels calls in flight and

@@ -19,12 +19,12 @@ grpc::ServerUnaryReactor* ReplicaService::ReplicaFetch(grpc::CallbackServerConte
   auto* reactor = ctx->DefaultReactor();
   const absl::Duration max_wait =
       std::min(grpc_util::FromDuration(request->max_wait()), absl::Seconds(10));
-  absl::Status status =
-      broker_->ReplicaFetch(request->follower(), FromProto(*request), request->max_bytes(),
-                            max_wait, [reactor, response](std::vector<ReplicaFetchData> data) {
-                              ToProto(std::move(data), response);
-                              reactor->Finish(grpc::Status::OK);
-                            });
+  absl::Status status = broker_->replicas().ReplicaFetch(
+      request->follower(), FromProto(*request), request->max_bytes(), max_wait,
+      [reactor, response](std::vector<ReplicaFetchData> data) {
+        ToProto(std::move(data), response);
+        reactor->Finish(grpc::Status::OK);
+      });
   if (!status.ok()) reactor->Finish(grpc_util::ToGrpcStatus(status));
   return reactor;
 }

@@ -7,7 +7,7 @@
 namespace conduit::log_broker::replication {
 
 // gRPC adapter of conduit.log.v1.ReplicaService (callback API): a follower's fetch, answered
-// by Broker::ReplicaFetch, after the authorise step (`guard`).
+// by ReplicaManager::ReplicaFetch, after the authorise step (`guard`).
 //
 // ReplicaFetch needs Read on the cluster resource (grpc_util::kClusterResource), not on each
 // topic: it is broker-to-broker traffic covering every partition the follower copies, and it

@@ -87,12 +87,12 @@ class BrokerClusterTest : public LifecycleTest {
   void FetchAsFollower(int32_t follower, int64_t offset) {
     absl::Notification done;
     ReplicaFetchItem item{"r", TopicId(5), 0, offset, 2, 2};
-    ASSERT_TRUE(broker_
-                    ->ReplicaFetch(follower, {item}, 1 << 20, absl::ZeroDuration(),
-                                   [&](std::vector<ReplicaFetchData> answers) {
-                                     EXPECT_TRUE(answers.at(0).status.ok()) << answers[0].status;
-                                     done.Notify();
-                                   })
+    ASSERT_TRUE(broker_->replicas()
+                    .ReplicaFetch(follower, {item}, 1 << 20, absl::ZeroDuration(),
+                                  [&](std::vector<ReplicaFetchData> answers) {
+                                    EXPECT_TRUE(answers.at(0).status.ok()) << answers[0].status;
+                                    done.Notify();
+                                  })
                     .ok());
     done.WaitForNotification();
   }

@@ -53,7 +53,7 @@ TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) 
   EXPECT_THAT(r.replicas, ElementsAre(2, 3));
   EXPECT_TRUE(r.followers.empty()) << "only a leader knows its followers";
 
-  const std::vector<PartitionReplication> led = broker_->ReplicationSnapshot();
+  const std::vector<PartitionReplication> led = broker_->replicas().ReplicationSnapshot();
   ASSERT_EQ(led.size(), 1u) << "partition 1 is not led here";
   EXPECT_EQ(led[0].topic, "r");
   EXPECT_EQ(led[0].partition, 0);

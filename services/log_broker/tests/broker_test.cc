@@ -34,7 +34,7 @@ TEST_F(BrokerTest, CreateListDescribeDelete) {
   EXPECT_THAT(r.isr, ElementsAre(0));
   EXPECT_TRUE(r.followers.empty());
   // A cluster of one: every partition held alone, in sync with itself.
-  const std::vector<PartitionReplication> held = broker_->ReplicationSnapshot();
+  const std::vector<PartitionReplication> held = broker_->replicas().ReplicationSnapshot();
   ASSERT_EQ(held.size(), 3u) << "a: 1 partition, b: 2";
   for (const PartitionReplication& p : held) {
     EXPECT_EQ(p.replication.role, ReplicaRole::kSole);

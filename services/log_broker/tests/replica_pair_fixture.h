@@ -102,25 +102,25 @@ struct Node {
 inline void Pump(Node& leader, Node& follower) {
   absl::Notification answered;
   std::vector<ReplicaFetchData> data;
-  ASSERT_TRUE(leader.broker
-                  ->ReplicaFetch(kFollower, follower.broker->FollowedPartitions(kLeader), 1 << 20,
-                                 absl::ZeroDuration(),
-                                 [&](std::vector<ReplicaFetchData> d) {
-                                   data = std::move(d);
-                                   answered.Notify();
-                                 })
+  ASSERT_TRUE(leader.broker->replicas()
+                  .ReplicaFetch(kFollower, follower.broker->replicas().FollowedPartitions(kLeader),
+                                1 << 20, absl::ZeroDuration(),
+                                [&](std::vector<ReplicaFetchData> d) {
+                                  data = std::move(d);
+                                  answered.Notify();
+                                })
                   .ok());
   answered.WaitForNotification();
   for (ReplicaFetchData& d : data) {
     ASSERT_TRUE(d.status.ok()) << d.status;
     absl::Notification applied;
     absl::Status outcome;
-    ASSERT_TRUE(follower.broker
-                    ->ApplyReplicaData(std::move(d), kEpoch,
-                                       [&](absl::Status s) {
-                                         outcome = s;
-                                         applied.Notify();
-                                       })
+    ASSERT_TRUE(follower.broker->replicas()
+                    .ApplyReplicaData(std::move(d), kEpoch,
+                                      [&](absl::Status s) {
+                                        outcome = s;
+                                        applied.Notify();
+                                      })
                     .ok());
     applied.WaitForNotification();
     ASSERT_TRUE(outcome.ok()) << outcome;

@@ -1,4 +1,4 @@
-// The Broker's replication, leader side: a follower's fetch (ReplicaFetch) — each item
+// ReplicaManager, leader side: a follower's fetch (ReplicaFetch) — each item
 // validated against this log (epochs, divergence), the follower's progress recorded (which may
 // move the high watermark), records read up to the log end within the throttle, long-polled.
 
@@ -7,15 +7,15 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "services/log_broker/domain/broker.h"
 #include "services/log_broker/domain/limits.h"
+#include "services/log_broker/domain/replica_manager.h"
 
 namespace conduit::log_broker {
 
 // A follower's fetch waiting for records in any of its partitions (or its deadline).
 class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
  public:
-  Broker* broker = nullptr;
+  ReplicaManager* manager = nullptr;
   int32_t follower = 0;
   std::vector<std::shared_ptr<TopicState>> topics;  // per item; null: the item failed
   std::vector<ReplicaFetchData> answers;
@@ -28,13 +28,13 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
 
   void Fire() {
     if (fired.exchange(true)) return;
-    broker->scope_.Cancel(timer.load());
+    manager->scope_->Cancel(timer.load());
     for (size_t i = 0; i < items.size(); ++i) {
       if (!topics[i]) continue;
       topics[i]->partitions[items[i].partition].ForgetReplicaWaiter(waiter_id);
     }
     auto self = shared_from_this();
-    if (!broker->scope_.Submit([self] { self->Read(); })) {
+    if (!manager->scope_->Submit([self] { self->Read(); })) {
       for (auto& a : answers) {
         if (a.status.ok()) a.status = absl::ResourceExhaustedError("storage read queue is full");
       }
@@ -58,7 +58,7 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
       a.log_start_offset = extent.log_start;
       a.log_end_offset = extent.log_end;
       const int64_t allowed =
-          std::min(budget, part.ThrottleBudget(follower, broker->clock_->Monotonic()));
+          std::min(budget, part.ThrottleBudget(follower, manager->clock_->Monotonic()));
       if (allowed <= 0 || items[i].fetch_offset >= a.log_end_offset) continue;
       absl::StatusOr<int64_t> read = ReadRecords(i, allowed);
       if (!read.ok()) {
@@ -77,15 +77,15 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
   absl::StatusOr<int64_t> ReadRecords(size_t i, int64_t max_bytes) {
     ReplicaFetchData& a = answers[i];
     const ReplicaFetchItem& item = items[i];
-    auto encoded = broker->store_->ReadEncoded(topics[i]->id, item.partition, item.fetch_offset,
-                                               a.log_end_offset, kMaxFetchRecords, max_bytes);
+    auto encoded = manager->store_->ReadEncoded(topics[i]->id, item.partition, item.fetch_offset,
+                                                a.log_end_offset, kMaxFetchRecords, max_bytes);
     if (encoded.ok()) {
       a.encoded = *std::move(encoded);
       return a.encoded.stored_bytes;
     }
     if (!absl::IsUnimplemented(encoded.status())) return encoded.status();
-    auto records = broker->store_->Read(topics[i]->id, item.partition, item.fetch_offset,
-                                        a.log_end_offset, kMaxFetchRecords, max_bytes);
+    auto records = manager->store_->Read(topics[i]->id, item.partition, item.fetch_offset,
+                                         a.log_end_offset, kMaxFetchRecords, max_bytes);
     if (!records.ok()) return records.status();
     int64_t read = 0;  // payload bytes, as max_bytes counts them
     for (const auto& r : *records) read += static_cast<int64_t>(r.data.PayloadBytes());
@@ -94,11 +94,11 @@ class ReplicaFetchWait : public std::enable_shared_from_this<ReplicaFetchWait> {
   }
 };
 
-absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem> items,
-                                  int64_t max_bytes, absl::Duration max_wait,
-                                  ReplicaFetchCallback done) {
+absl::Status ReplicaManager::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem> items,
+                                          int64_t max_bytes, absl::Duration max_wait,
+                                          ReplicaFetchCallback done) {
   auto wait = std::make_shared<ReplicaFetchWait>();
-  wait->broker = this;
+  wait->manager = this;
   wait->follower = follower;
   wait->max_bytes = std::clamp<int64_t>(max_bytes, 1, kMaxFetchBytes);
   wait->done = std::move(done);
@@ -106,16 +106,17 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
   wait->topics.resize(items.size());
   wait->answers.resize(items.size());
   bool ready = max_wait <= absl::ZeroDuration();
-  const bool may_lead = MayLeadUnder(AppliedView().get());
+  const bool may_lead = topics_->MayLeadUnder(topics_->AppliedView().get());
   for (size_t i = 0; i < items.size(); ++i) {
     const ReplicaFetchItem& item = items[i];
     ReplicaFetchData& a = wait->answers[i];
     a.topic = item.topic;
     a.topic_id = item.topic_id;
     a.partition = item.partition;
-    auto topic = FindTopic(item.topic);
-    if (topic.ok() && (*topic)->id != item.topic_id) topic = absl::NotFoundError("another topic id");
-    if (topic.ok()) a.status = CheckPartition(**topic, item.partition);
+    auto topic = topics_->Find(item.topic);
+    if (topic.ok() && (*topic)->id != item.topic_id)
+      topic = absl::NotFoundError("another topic id");
+    if (topic.ok()) a.status = TopicTable::CheckPartition(**topic, item.partition);
     if (!topic.ok() || !a.status.ok()) {
       if (a.status.ok()) a.status = topic.status();
       ready = true;
@@ -141,7 +142,7 @@ absl::Status Broker::ReplicaFetch(int32_t follower, std::vector<ReplicaFetchItem
     wait->Fire();
     return absl::OkStatus();
   }
-  wait->timer.store(scope_.After(max_wait, [wait] { wait->Fire(); }));
+  wait->timer.store(scope_->After(max_wait, [wait] { wait->Fire(); }));
   bool appended = false;
   for (size_t i = 0; i < wait->items.size(); ++i) {
     PartitionLog& part = wait->topics[i]->partitions[wait->items[i].partition];

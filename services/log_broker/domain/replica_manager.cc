@@ -1,13 +1,14 @@
-// The Broker's replication (services/log_broker/README.md, "Replication"): acks-all waits,
-// replica roles from the view, the follower's side of a fetch, and the leader's in-sync set
-// changes. The leader's side of a fetch is in broker_replica_fetch.cc.
+// ReplicaManager: acks-all waits, replica roles from the view, the follower's side of a fetch,
+// and the leader's in-sync set changes. The leader's side of a fetch is in
+// replica_manager_fetch.cc.
+
+#include "services/log_broker/domain/replica_manager.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "common/status/status_macros.h"
-#include "services/log_broker/domain/broker.h"
 #include "services/log_broker/domain/limits.h"
 
 namespace conduit::log_broker {
@@ -47,9 +48,43 @@ struct AckWait {
 
 }  // namespace
 
-ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, ProduceCallback done) {
-  return [this, topic = std::move(topic), done = std::move(done)](
-             absl::StatusOr<ProduceResult> result) mutable {
+ReplicaManager::ReplicaManager(TopicTable* topics, LogStore* store, AppendPipeline* pipeline,
+                               runtime::Scope* scope, const time::Clock* clock,
+                               BrokerObserver* observer, ReplicaManagerOptions options)
+    : topics_(topics),
+      store_(store),
+      pipeline_(pipeline),
+      scope_(scope),
+      clock_(clock),
+      observer_(observer),
+      options_(options) {}
+
+void ReplicaManager::Start() {
+  if (options_.replica_lag_time > absl::ZeroDuration()) {
+    isr_task_ = scope_->Every(options_.replica_lag_time / 4, [this] { MaintainInSyncReplicas(); });
+  }
+}
+
+void ReplicaManager::Stop() { scope_->StopEvery(isr_task_); }
+
+std::vector<PartitionReplication> ReplicaManager::ReplicationSnapshot() const {
+  std::vector<PartitionReplication> out;
+  const absl::Duration now = clock_->Monotonic();
+  for (const auto& topic : topics_->Snapshot()) {
+    const int32_t min_insync = topic->config().min_insync_replicas;
+    for (int32_t p = 0; p < topic->partition_count; ++p) {
+      if (auto led = topic->partitions[p].LedReplication(now)) {
+        out.push_back(PartitionReplication{topic->name, p, min_insync, *std::move(led)});
+      }
+    }
+  }
+  return out;
+}
+
+ProduceCallback ReplicaManager::AwaitReplication(std::shared_ptr<TopicState> topic,
+                                                 ProduceCallback done) {
+  return [this, topic = std::move(topic),
+          done = std::move(done)](absl::StatusOr<ProduceResult> result) mutable {
     if (!result.ok()) return done(std::move(result));
     absl::flat_hash_map<int32_t, int64_t> needed;  // partition → end the HW must reach
     for (const RecordPosition& p : result->positions) {
@@ -57,7 +92,7 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
     }
     auto wait = std::make_shared<AckWait>();
     bool moved = false;
-    wait->scope = &scope_;
+    wait->scope = scope_;
     wait->done = std::move(done);
     wait->result = *std::move(result);
     {
@@ -98,7 +133,7 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
           topic->name)));
       return;
     }
-    const runtime::Scope::TimerId timer = scope_.After(options_.ack_timeout, [wait, topic] {
+    const runtime::Scope::TimerId timer = scope_->After(options_.ack_timeout, [wait, topic] {
       std::vector<std::pair<PartitionLog*, uint64_t>> waiting;
       {
         absl::MutexLock lock(&wait->mu);
@@ -112,14 +147,14 @@ ProduceCallback Broker::AwaitReplication(std::shared_ptr<TopicState> topic, Prod
     });
     wait->timer.store(timer);
     if (wait->finished_now()) {  // answered before the timer was stored
-      if (runtime::Scope::TimerId t = wait->timer.exchange(0); t != 0) scope_.Cancel(t);
+      if (runtime::Scope::TimerId t = wait->timer.exchange(0); t != 0) scope_->Cancel(t);
     }
     wait->Finish(absl::OkStatus());
   };
 }
 
-absl::Status Broker::CheckInSync(const TopicState& topic, int32_t partition,
-                                 bool* has_followers) const {
+absl::Status ReplicaManager::CheckInSync(const TopicState& topic, int32_t partition,
+                                         bool* has_followers) const {
   const std::optional<int32_t> in_sync = topic.partitions[partition].LeaderInSyncCount();
   *has_followers = in_sync.has_value();
   const int32_t min_insync = topic.config().min_insync_replicas;
@@ -132,15 +167,15 @@ absl::Status Broker::CheckInSync(const TopicState& topic, int32_t partition,
   return absl::OkStatus();
 }
 
-void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const PartitionAssignment& a,
-                               int64_t revision) {
-  const int32_t self = cluster_->self();
+void ReplicaManager::AssignRole(TopicState& topic, int32_t partition, const PartitionAssignment& a,
+                                int64_t revision) {
+  const int32_t self = topics_->cluster().self();
   using Role = ReplicaState::Role;
   // Not the leader (a follower, offline, or not a replica here): the log moves only by what
   // is fetched from the leader, if any.
-  const Role role = a.leader != self           ? Role::kFollower
+  const Role role = a.leader != self        ? Role::kFollower
                     : a.replicas.size() > 1 ? Role::kLeader
-                                              : Role::kSole;
+                                            : Role::kSole;
   PartitionLog::Wake wake;
   std::vector<AckWaiters::Callback> failed =
       topic.partitions[partition].AssignRole(role, self, a, revision, clock_->Monotonic(), &wake);
@@ -155,13 +190,13 @@ void Broker::AssignReplicaRole(TopicState& topic, int32_t partition, const Parti
 
 // ---- Follower side ---------------------------------------------------------------------------
 
-std::vector<ReplicaFetchItem> Broker::FollowedPartitions(int32_t leader) const {
+std::vector<ReplicaFetchItem> ReplicaManager::FollowedPartitions(int32_t leader) const {
   std::vector<ReplicaFetchItem> out;
-  const auto view = AppliedView();
+  const auto view = topics_->AppliedView();
   if (view == nullptr) return out;
-  const int32_t self = cluster_->self();
+  const int32_t self = topics_->cluster().self();
   for (const auto& [name, t] : view->topics) {
-    auto topic = FindTopic(name);
+    auto topic = topics_->Find(name);
     if (!topic.ok() || (*topic)->id != t.meta.id) continue;
     for (int32_t p = 0; p < static_cast<int32_t>(t.partitions.size()); ++p) {
       const auto& a = t.partitions[p];
@@ -175,11 +210,11 @@ std::vector<ReplicaFetchItem> Broker::FollowedPartitions(int32_t leader) const {
   return out;
 }
 
-absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoch,
-                                      std::function<void(absl::Status)> done) {
-  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, FindTopic(data.topic));
+absl::Status ReplicaManager::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoch,
+                                              std::function<void(absl::Status)> done) {
+  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_->Find(data.topic));
   if (topic->id != data.topic_id) return absl::NotFoundError("topic was replaced");
-  CONDUIT_RETURN_IF_ERROR(CheckPartition(*topic, data.partition));
+  CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(*topic, data.partition));
   PartitionLog::Wake wake;
   if (!topic->partitions[data.partition].TakeLeaderHighWatermark(leader_epoch, data.high_watermark,
                                                                  &wake)) {
@@ -190,7 +225,7 @@ absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoc
   if (data.truncate_to) {
     observer_->OnTruncated(data.topic, data.partition, *data.truncate_to,
                            std::string(data.status.message()));
-    return pipeline_.SubmitTruncate(topic, data.partition, *data.truncate_to, std::move(done));
+    return pipeline_->SubmitTruncate(topic, data.partition, *data.truncate_to, std::move(done));
   }
   std::unique_ptr<ReplicaRecords> records;
   if (data.records.empty() && !data.encoded.bytes.empty()) {
@@ -202,16 +237,16 @@ absl::Status Broker::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoc
     done(absl::OkStatus());
     return absl::OkStatus();
   }
-  return pipeline_.SubmitReplicated(topic, data.partition, std::move(records), std::move(done));
+  return pipeline_->SubmitReplicated(topic, data.partition, std::move(records), std::move(done));
 }
 
 // ---- In-sync set -----------------------------------------------------------------------------
 
-void Broker::MaintainInSyncReplicas() {
-  const auto view = AppliedView();
-  if (!MayLeadUnder(view.get())) return;
+void ReplicaManager::MaintainInSyncReplicas() {
+  const auto view = topics_->AppliedView();
+  if (!topics_->MayLeadUnder(view.get())) return;
   const absl::Duration now = clock_->Monotonic();
-  for (const auto& topic : TopicsSnapshot()) {
+  for (const auto& topic : topics_->Snapshot()) {
     const TopicAssignment* t = view->FindTopic(topic->name);
     if (t == nullptr || t->meta.id != topic->id) continue;
     for (int32_t p = 0; p < topic->partition_count; ++p) {
@@ -222,7 +257,7 @@ void Broker::MaintainInSyncReplicas() {
       if (!planned) continue;
       next.isr = *std::move(planned);
       auto written =
-          cluster_->UpdatePartitionState(topic->id, p, t->partition_revisions[p], next);
+          topics_->cluster().UpdatePartitionState(topic->id, p, t->partition_revisions[p], next);
       observer_->OnInSyncChange(
           topic->name, p, t->partitions[p]->isr, next.isr,
           !written.ok()  ? written.status()
