@@ -1,6 +1,8 @@
-// WorkQueue: the dead-letter lane — listing with filters, inspection, redrive and discard.
+// The dead-letter lane: listing with filters, inspection, redrive and discard — the request's
+// checks (WorkQueue) and the queue's rules (JobQueue).
 
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "services/work_queue/domain/queue_rules.h"
 #include "services/work_queue/domain/work_queue.h"
 
@@ -32,13 +34,93 @@ absl::Status ValidateRedrive(const DeadLetterSelection& selection,
 
 }  // namespace
 
-absl::StatusOr<std::vector<uint64_t>> WorkQueue::ChooseDead(
-    const Queue& q, const DeadLetterSelection& selection) const {
-  auto chosen = q.index.dead().Select(ReaderOf(q), selection);
+// --- JobQueue ---------------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<uint64_t>> JobQueue::ChooseDead(
+    const DeadLetterSelection& selection) const {
+  auto chosen = index_.dead().Select(records_.Reader(), selection);
   if (!chosen.ok()) return chosen.status();
-  if (auto id = q.index.dead().FirstNotDead(*chosen)) return NotDead(q.meta.name, *id);
+  if (auto id = index_.dead().FirstNotDead(*chosen)) return NotDead(meta_.name, *id);
   return chosen;
 }
+
+absl::StatusOr<DeadLetterPage> JobQueue::ListDeadLetters(
+    const DeadLetterFilter& filter, int32_t page_size,
+    std::optional<DeadLetterLane::Cursor> after) const {
+  return index_.dead().Page(records_.Reader(), filter, page_size, after);
+}
+
+absl::StatusOr<Job> JobQueue::GetDeadLetter(uint64_t job_id) const {
+  if (!index_.dead().Contains(job_id)) return NotDead(meta_.name, job_id);
+  return records_.Reader()(job_id);
+}
+
+absl::StatusOr<std::vector<Job>> JobQueue::ReadDeadLetters(
+    const DeadLetterSelection& selection) const {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<uint64_t> chosen, ChooseDead(selection));
+  return records_.Read(chosen);
+}
+
+absl::StatusOr<RedriveResult> JobQueue::Redrive(
+    const DeadLetterSelection& selection, const std::optional<std::string>& replacement_payload,
+    double rate, absl::Time now, QueueWrite* write) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<Job> jobs, ReadDeadLetters(selection));
+  RedriveResult result;
+  for (Job& job : jobs) {
+    const uint64_t id = job.id;
+    if (job.redrives >= meta_.config.max_redrives) {
+      result.refused.push_back(id);  // a loop guard: it died again and again
+      continue;
+    }
+    result.moved.push_back(id);
+    if (selection.dry_run) continue;
+    index_.RemoveDead(id);
+    ++job.redrives;
+    job.failures = 0;
+    job.expiries = 0;
+    job.death_reason.clear();
+    if (replacement_payload) job.payload = *replacement_payload;
+    // Paced: the i-th moved job becomes ready i / rate seconds from now.
+    const double delay = rate > 0 ? static_cast<double>(result.moved.size() - 1) / rate : 0.0;
+    index_.Requeue(job, now + absl::Seconds(delay), now);
+    write->puts.push_back(std::move(job));
+    write->audit.push_back({meta_.id, now, absl::StrCat("redrove job ", id)});
+  }
+  if (!write->puts.empty()) WakeWaiters();
+  Count(QueueEvent::kRedriven, static_cast<int64_t>(write->puts.size()));
+  Observe(now);
+  return result;
+}
+
+absl::StatusOr<std::vector<uint64_t>> JobQueue::Discard(const DeadLetterSelection& selection,
+                                                        const std::string& reason, absl::Time now,
+                                                        QueueWrite* write) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<uint64_t> chosen, ChooseDead(selection));
+  if (selection.dry_run) return chosen;
+  for (uint64_t id : chosen) {
+    index_.RemoveDead(id);
+    write->deletes.push_back(id);
+    write->audit.push_back({meta_.id, now, absl::StrCat("discarded job ", id, ": ", reason)});
+  }
+  Count(QueueEvent::kDiscarded, static_cast<int64_t>(chosen.size()));
+  Observe(now);
+  return chosen;
+}
+
+void JobQueue::RemoveRedriven(const std::vector<uint64_t>& moved, const std::string& topic,
+                              absl::Time now, QueueWrite* write) {
+  for (uint64_t id : moved) {
+    if (!index_.RemoveDead(id)) continue;  // discarded meanwhile
+    write->deletes.push_back(id);
+    write->audit.push_back(
+        {meta_.id, now,
+         absl::StrCat("redrove job ", id, " to topic ", topic.empty() ? "(its source)" : topic)});
+  }
+  Count(QueueEvent::kRedriven, static_cast<int64_t>(write->deletes.size()));
+  Observe(now);
+}
+
+// --- WorkQueue --------------------------------------------------------------------------------
 
 absl::StatusOr<DeadLetterPage> WorkQueue::ListDeadLetters(const std::string& queue,
                                                           const DeadLetterFilter& filter,
@@ -51,17 +133,14 @@ absl::StatusOr<DeadLetterPage> WorkQueue::ListDeadLetters(const std::string& que
   auto after = DeadLetterLane::ParsePageToken(page_token);
   if (!after.ok()) return after.status();
   absl::MutexLock lock(&mu_);
-  auto found = Find(queue);
-  if (!found.ok()) return found.status();
-  return (*found)->index.dead().Page(ReaderOf(**found), filter, page_size, *after);
+  CONDUIT_ASSIGN_OR_RETURN(const JobQueue* q, Find(queue));
+  return q->ListDeadLetters(filter, page_size, *after);
 }
 
 absl::StatusOr<Job> WorkQueue::GetDeadLetter(const std::string& queue, uint64_t job_id) const {
   absl::MutexLock lock(&mu_);
-  auto found = Find(queue);
-  if (!found.ok()) return found.status();
-  if (!(*found)->index.dead().Contains(job_id)) return NotDead(queue, job_id);
-  return ReaderOf(**found)(job_id);
+  CONDUIT_ASSIGN_OR_RETURN(const JobQueue* q, Find(queue));
+  return q->GetDeadLetter(job_id);
 }
 
 void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& selection,
@@ -69,41 +148,12 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
                         Callback<RedriveResult> done) {
   if (auto s = ValidateRedrive(selection, replacement_payload, rate); !s.ok()) return done(s);
   absl::MutexLock lock(&mu_);
-  auto found = FindForChange(queue);
-  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-  Queue& q = **found;
-  const absl::Time now = Now();
-  auto chosen = ChooseDead(q, selection);
-  if (!chosen.ok()) return ReplyAfterLog(std::move(done), chosen.status());
-  auto jobs = ReadJobs(q, *chosen);
-  if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
-  RedriveResult result;
-  QueueWrite write;
-  write.queue_id = q.meta.id;
-  for (Job& job : *jobs) {
-    const uint64_t id = job.id;
-    if (job.redrives >= q.meta.config.max_redrives) {
-      result.refused.push_back(id);  // a loop guard: it died again and again
-      continue;
-    }
-    result.moved.push_back(id);
-    if (selection.dry_run) continue;
-    q.index.RemoveDead(id);
-    ++job.redrives;
-    job.failures = 0;
-    job.expiries = 0;
-    job.death_reason.clear();
-    if (replacement_payload) job.payload = *replacement_payload;
-    // Paced: the i-th moved job becomes ready i / rate seconds from now.
-    const double delay = rate > 0 ? static_cast<double>(result.moved.size() - 1) / rate : 0.0;
-    q.index.Requeue(job, now + absl::Seconds(delay), now);
-    write.puts.push_back(std::move(job));
-    write.audit.push_back({q.meta.id, now, absl::StrCat("redrove job ", id)});
-  }
-  if (!write.puts.empty()) WakeWaiters(q);
-  Count(q, QueueEvent::kRedriven, static_cast<int64_t>(write.puts.size()));
-  Observe(q, now);
-  Commit(std::move(write), [done, result](absl::Status s) {
+  auto q = FindForChange(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  QueueWrite write{.queue_id = (*q)->id()};
+  auto result = (*q)->Redrive(selection, replacement_payload, rate, Now(), &write);
+  if (!result.ok()) return ReplyAfterLog(std::move(done), result.status());
+  Commit(std::move(write), [done, result = *result](absl::Status s) {
     if (!s.ok()) return done(s);
     done(result);
   });
@@ -119,25 +169,12 @@ void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& sel
     return done(s);
   }
   absl::MutexLock lock(&mu_);
-  auto found = FindForChange(queue);
-  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-  Queue& q = **found;
-  const absl::Time now = Now();
-  auto found_chosen = ChooseDead(q, selection);
-  if (!found_chosen.ok()) return ReplyAfterLog(std::move(done), found_chosen.status());
-  const std::vector<uint64_t>& chosen = *found_chosen;
-  QueueWrite write;
-  write.queue_id = q.meta.id;
-  if (!selection.dry_run) {
-    for (uint64_t id : chosen) {
-      q.index.RemoveDead(id);
-      write.deletes.push_back(id);
-      write.audit.push_back({q.meta.id, now, absl::StrCat("discarded job ", id, ": ", reason)});
-    }
-    Count(q, QueueEvent::kDiscarded, static_cast<int64_t>(chosen.size()));
-    Observe(q, now);
-  }
-  Commit(std::move(write), [done, chosen](absl::Status s) {
+  auto q = FindForChange(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  QueueWrite write{.queue_id = (*q)->id()};
+  auto chosen = (*q)->Discard(selection, reason, Now(), &write);
+  if (!chosen.ok()) return ReplyAfterLog(std::move(done), chosen.status());
+  Commit(std::move(write), [done, chosen = *chosen](absl::Status s) {
     if (!s.ok()) return done(s);
     done(chosen);
   });

@@ -1,15 +1,14 @@
-// WorkQueue: Enqueue — validation, idempotency keys, backpressure.
+// Enqueue: the request's checks (WorkQueue) and the queue's rules (JobQueue): idempotency
+// keys, backpressure, new jobs and dead letters added from elsewhere.
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status/status_macros.h"
 #include "services/work_queue/domain/queue_rules.h"
 #include "services/work_queue/domain/work_queue.h"
 
 namespace conduit::work_queue {
 namespace {
-
-// A queue's idempotency keys: key → (job id, enqueue time), as in WorkQueue::Queue::keys.
-using IdempotencyKeys = absl::flat_hash_map<std::string, std::pair<uint64_t, absl::Time>>;
 
 // INVALID_ARGUMENT when the request has no jobs or a job breaks a limit that needs no clock.
 absl::Status ValidateJobs(const std::vector<NewJob>& jobs) {
@@ -46,22 +45,6 @@ absl::Status CheckNotBefore(const std::vector<NewJob>& jobs, absl::Time now) {
     }
   }
   return absl::OkStatus();
-}
-
-// The jobs the request adds: those without an idempotency key, and one per key neither known to
-// the queue nor seen earlier in the request.
-int64_t CountNewJobs(const std::vector<NewJob>& jobs, const IdempotencyKeys& known) {
-  int64_t new_jobs = 0;
-  absl::flat_hash_map<std::string, bool> keys_in_request;
-  for (const NewJob& j : jobs) {
-    if (j.idempotency_key.empty()) {
-      ++new_jobs;
-    } else if (!known.contains(j.idempotency_key) &&
-               keys_in_request.emplace(j.idempotency_key, true).second) {
-      ++new_jobs;
-    }
-  }
-  return new_jobs;
 }
 
 // RESOURCE_EXHAUSTED when `new_jobs` would take the queue beyond max_depth live jobs.
@@ -104,77 +87,80 @@ Job MakeJob(NewJob& j, uint64_t id, absl::Time now) {
   return job;
 }
 
-// The job an idempotency key already names, answered as a duplicate; nullopt for a new key.
-std::optional<EnqueuedJob> KnownKey(const IdempotencyKeys& keys, const std::string& key) {
-  if (key.empty()) return std::nullopt;
-  auto it = keys.find(key);
-  if (it == keys.end()) return std::nullopt;
-  return EnqueuedJob{it->second.first, true};
-}
-
 }  // namespace
 
-void WorkQueue::RememberKey(Queue& q, const Job& job, absl::Time now, QueueWrite* write) {
-  if (job.idempotency_key.empty()) return;
-  q.keys[job.idempotency_key] = {job.id, now};
-  q.key_order.emplace_back(now, job.idempotency_key);
-  write->key_puts.push_back({q.meta.id, job.idempotency_key, job.id, now});
+absl::StatusOr<std::vector<EnqueuedJob>> JobQueue::Enqueue(std::vector<NewJob>& jobs,
+                                                           absl::Time now, uint64_t* next_job_id,
+                                                           QueueWrite* write) {
+  CONDUIT_RETURN_IF_ERROR(CheckNotBefore(jobs, now));
+  // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.
+  const int64_t new_jobs = keys_.CountNew(jobs);
+  CONDUIT_RETURN_IF_ERROR(CheckDepth(meta_.name, meta_.config, index_.live(), new_jobs));
+  if (meta_.config.max_ready_age > absl::ZeroDuration()) {
+    CONDUIT_RETURN_IF_ERROR(
+        CheckReadyAge(meta_.name, meta_.config, Stats(now).oldest_ready_age, new_jobs));
+  }
+  ExpireKeys(now, write);
+  std::vector<EnqueuedJob> out;
+  bool made_ready = false;
+  for (NewJob& j : jobs) {
+    if (auto known = keys_.Known(j.idempotency_key)) {
+      out.push_back(*known);
+      continue;
+    }
+    Job job = MakeJob(j, (*next_job_id)++, now);
+    made_ready |= job.ready_at <= now;
+    keys_.Remember(job, now, write);
+    out.push_back(EnqueuedJob{job.id, false});
+    index_.AddQueued(job.id, job.tenant, job.priority, job.ready_at, now);
+    write->puts.push_back(std::move(job));  // memory keeps the index entry, not the record
+  }
+  if (made_ready) WakeWaiters();
+  write->next_job_id = *next_job_id;
+  Count(QueueEvent::kEnqueued, static_cast<int64_t>(write->puts.size()));
+  enqueues_.Add(now, static_cast<int64_t>(write->puts.size()));
+  Observe(now);
+  return out;
 }
 
-void WorkQueue::ExpireKeys(Queue& q, absl::Time now, QueueWrite* write) {
-  const absl::Time cutoff = now - q.meta.config.idempotency_window;
-  while (!q.key_order.empty() && q.key_order.front().first <= cutoff) {
-    auto it = q.keys.find(q.key_order.front().second);
-    if (it != q.keys.end() && it->second.second == q.key_order.front().first) {
-      write->key_deletes.push_back(it->first);
-      q.keys.erase(it);
+std::vector<EnqueuedJob> JobQueue::AddDeadLetters(std::vector<NewDeadLetter>& letters,
+                                                  absl::Time now, uint64_t* next_job_id,
+                                                  QueueWrite* write) {
+  ExpireKeys(now, write);
+  std::vector<EnqueuedJob> out;
+  for (NewDeadLetter& d : letters) {
+    if (auto known = keys_.Known(d.job.idempotency_key)) {
+      out.push_back(*known);
+      continue;
     }
-    q.key_order.pop_front();
+    Job job = MakeJob(d.job, (*next_job_id)++, now);
+    job.state = JobState::kDead;
+    job.died_at = now;
+    job.death_reason = std::move(d.reason);
+    job.failures = static_cast<int32_t>(d.attempts.size());
+    job.attempts = std::move(d.attempts);
+    keys_.Remember(job, now, write);
+    out.push_back(EnqueuedJob{job.id, false});
+    index_.AddDead(job.id, job.died_at);
+    write->puts.push_back(std::move(job));
   }
+  write->next_job_id = *next_job_id;
+  Count(QueueEvent::kDead, static_cast<int64_t>(write->puts.size()));
+  Observe(now);
+  return out;
 }
 
 void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
                         Callback<std::vector<EnqueuedJob>> done) {
   if (absl::Status invalid = ValidateJobs(jobs); !invalid.ok()) return done(invalid);
   absl::MutexLock lock(&mu_);
-  auto found = FindForChange(queue);
-  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-  Queue& q = **found;
-  const absl::Time now = Now();
-  if (absl::Status late = CheckNotBefore(jobs, now); !late.ok()) {
-    return ReplyAfterLog(std::move(done), std::move(late));
-  }
-  // Only new jobs count against the depth limit: a retried enqueue of accepted jobs must pass.
-  const int64_t new_jobs = CountNewJobs(jobs, q.keys);
-  absl::Status full = CheckDepth(queue, q.meta.config, q.index.live(), new_jobs);
-  if (full.ok() && q.meta.config.max_ready_age > absl::ZeroDuration()) {
-    full = CheckReadyAge(queue, q.meta.config, StatsOf(q, now).oldest_ready_age, new_jobs);
-  }
-  if (!full.ok()) return ReplyAfterLog(std::move(done), std::move(full));
-  QueueWrite write;
-  write.queue_id = q.meta.id;
-  ExpireKeys(q, now, &write);
-  std::vector<EnqueuedJob> out;
-  bool made_ready = false;
-  for (NewJob& j : jobs) {
-    if (auto known = KnownKey(q.keys, j.idempotency_key)) {
-      out.push_back(*known);
-      continue;
-    }
-    Job job = MakeJob(j, next_job_id_++, now);
-    made_ready |= job.ready_at <= now;
-    RememberKey(q, job, now, &write);
-    out.push_back(EnqueuedJob{job.id, false});
-    q.index.AddQueued(job.id, job.tenant, job.priority, job.ready_at, now);
-    write.puts.push_back(std::move(job));  // memory keeps the index entry, not the record
-  }
-  if (made_ready) WakeWaiters(q);
-  write.next_job_id = next_job_id_;
-  Count(q, QueueEvent::kEnqueued, static_cast<int64_t>(write.puts.size()));
-  q.enqueues.Add(now, static_cast<int64_t>(write.puts.size()));
-  Observe(q, now);
+  auto q = FindForChange(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  QueueWrite write{.queue_id = (*q)->id()};
+  auto out = (*q)->Enqueue(jobs, Now(), &next_job_id_, &write);
+  if (!out.ok()) return ReplyAfterLog(std::move(done), out.status());
   // Duplicates are answered through the log too, so never before their original is durable.
-  Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
+  Commit(std::move(write), [done, out = *std::move(out)](absl::Status s) {
     if (!s.ok()) return done(s);
     done(out);
   });
@@ -212,33 +198,10 @@ void WorkQueue::AddDeadLetters(const std::string& queue, std::vector<NewDeadLett
   }
   if (absl::Status invalid = ValidateJobs(jobs); !invalid.ok()) return done(invalid);
   absl::MutexLock lock(&mu_);
-  auto found = FindForChange(queue);
-  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-  Queue& q = **found;
-  const absl::Time now = Now();
-  QueueWrite write;
-  write.queue_id = q.meta.id;
-  ExpireKeys(q, now, &write);
-  std::vector<EnqueuedJob> out;
-  for (NewDeadLetter& d : letters) {
-    if (auto known = KnownKey(q.keys, d.job.idempotency_key)) {
-      out.push_back(*known);
-      continue;
-    }
-    Job job = MakeJob(d.job, next_job_id_++, now);
-    job.state = JobState::kDead;
-    job.died_at = now;
-    job.death_reason = std::move(d.reason);
-    job.failures = static_cast<int32_t>(d.attempts.size());
-    job.attempts = std::move(d.attempts);
-    RememberKey(q, job, now, &write);
-    out.push_back(EnqueuedJob{job.id, false});
-    q.index.AddDead(job.id, job.died_at);
-    write.puts.push_back(std::move(job));
-  }
-  write.next_job_id = next_job_id_;
-  Count(q, QueueEvent::kDead, static_cast<int64_t>(write.puts.size()));
-  Observe(q, now);
+  auto q = FindForChange(queue);
+  if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
+  QueueWrite write{.queue_id = (*q)->id()};
+  std::vector<EnqueuedJob> out = (*q)->AddDeadLetters(letters, Now(), &next_job_id_, &write);
   Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
     if (!s.ok()) return done(s);
     done(out);

@@ -57,6 +57,7 @@ class JobIndex {
 
   // The leased job `id`, or null.
   Job* FindLeased(uint64_t id);
+  bool IsLeased(uint64_t id) const { return leased_.contains(id); }
   // Takes the leased job `id` out of the indexes (ack, nack); nullopt when it is not leased.
   std::optional<Job> TakeLeased(uint64_t id);
   // Moves the lease of `job` (leased, indexed) to `deadline`.

@@ -1,5 +1,6 @@
-// WorkQueue: leases — taking ready jobs (weighted round-robin by tenant), long-poll, extend,
-// ack and nack.
+// Leases: the request's checks, long-poll and reads without the lock (WorkQueue), and the
+// queue's rules (JobQueue): taking ready jobs (weighted round-robin by tenant), granting,
+// extending, acking and nacking.
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -16,46 +17,132 @@ constexpr absl::Duration kMaxLease = absl::Hours(12);
 
 }  // namespace
 
-// --- leases ----------------------------------------------------------------------------------
+// --- JobQueue ---------------------------------------------------------------------------------
 
-WorkQueue::TakenJobs WorkQueue::TakeReady(Queue& q, const LeaseArgs& args) {
+JobQueue::TakenJobs JobQueue::TakeReady(int32_t max_jobs) {
   TakenJobs taken;
   std::vector<uint64_t> ids;
-  while (static_cast<int32_t>(taken.entries.size()) < args.max_jobs) {
-    auto next = q.index.TakeNextReady(q.meta.config);
+  while (static_cast<int32_t>(taken.entries.size()) < max_jobs) {
+    auto next = index_.TakeNextReady(meta_.config);
     if (!next) break;
     ids.push_back(next->second.id);
     taken.entries.push_back(*std::move(next));
   }
-  taken.read = PlanRead(q, std::move(ids));
-  TakeReadAhead(q, &taken.read);
+  taken.read = records_.Plan(std::move(ids));
+  records_.TakeReadAhead(&taken.read);
   return taken;
 }
 
-absl::StatusOr<std::vector<Job>> WorkQueue::FinishLease(Queue* q, const LeaseArgs& args,
-                                                         const TakenJobs& taken,
-                                                         absl::StatusOr<std::vector<Job>> jobs) {
+void JobQueue::ReturnReady(const TakenJobs& taken, absl::Time now) {
+  for (const auto& [tenant, entry] : taken.entries) index_.ReturnReady(tenant, entry, now);
+  WakeWaiters();  // a Lease that found none ready meanwhile may be waiting for them
+}
+
+void JobQueue::GrantLeases(std::vector<Job>& jobs, const LeaseArgs& args, absl::Time now,
+                           absl::BitGenRef rng, QueueWrite* write) {
+  const absl::Duration visibility =
+      args.visibility_timeout.value_or(meta_.config.visibility_timeout);
+  for (Job& job : jobs) {
+    LeaseBook::Grant(job, args.worker, now, visibility, rng);
+    write->lease_puts.push_back(LeaseRecord::Of(job));
+    index_.StartLease(job);
+  }
+  Count(QueueEvent::kLeased, static_cast<int64_t>(jobs.size()));
+  Observe(now);
+}
+
+absl::StatusOr<Job*> JobQueue::LeasedJob(uint64_t job_id, const LeaseToken& token, absl::Time now) {
+  Job* job = index_.FindLeased(job_id);
+  if (job == nullptr) {
+    if (!records_.Exists(job_id, index_.dead())) {
+      return absl::NotFoundError(
+          absl::StrCat("job ", job_id, " of queue '", meta_.name, "' does not exist"));
+    }
+    return LeaseBook::Stale(job_id);
+  }
+  if (absl::Status s = LeaseBook::Check(*job, token, now); !s.ok()) return s;
+  return job;
+}
+
+absl::StatusOr<absl::Time> JobQueue::ExtendLease(uint64_t job_id, const LeaseToken& token,
+                                                 absl::Duration extension, absl::Time now,
+                                                 QueueWrite* write) {
+  auto job = LeasedJob(job_id, token, now);
+  if (!job.ok()) return job.status();
+  index_.ExtendLease(**job, now + extension);
+  write->lease_puts.push_back(LeaseRecord::Of(**job));
+  return (*job)->lease_deadline;
+}
+
+int64_t JobQueue::AckBatch(const std::vector<AckEntry>& entries, absl::Time now, QueueWrite* write,
+                           std::vector<absl::Status>* results) {
+  results->reserve(entries.size());
+  for (const AckEntry& e : entries) {
+    auto job = LeasedJob(e.job_id, e.lease_token, now);
+    if (job.ok()) {
+      index_.TakeLeased(e.job_id);
+      write->deletes.push_back(e.job_id);
+    }
+    results->push_back(job.status());
+  }
+  const auto acked = static_cast<int64_t>(write->deletes.size());
+  if (acked > 0) {
+    Count(QueueEvent::kAcked, acked);
+    acks_.Add(now, acked);
+    Observe(now);
+  }
+  return acked;
+}
+
+absl::StatusOr<NackResult> JobQueue::Nack(uint64_t job_id, const LeaseToken& token,
+                                          const NackArgs& args, absl::Time now, absl::BitGenRef rng,
+                                          QueueWrite* write) {
+  auto found = LeasedJob(job_id, token, now);
+  if (!found.ok()) return found.status();
+  Job job = *index_.TakeLeased(job_id);
+  LeaseBook::EndByNack(job, args.reason, args.failure_class, now);
+  NackResult result;
+  const QueueConfig& config = meta_.config;
+  if (args.failure_class == FailureClass::kPermanent) {
+    index_.Kill(job, absl::StrCat("permanent failure: ", args.reason), now);
+    result.dead = true;
+  } else if (job.failures >= config.max_attempts) {
+    index_.Kill(job,
+                absl::StrCat("max attempts (", config.max_attempts,
+                             ") reached; last failure: ", args.reason),
+                now);
+    result.dead = true;
+  } else {
+    index_.Requeue(
+        job, now + (args.retry_after ? *args.retry_after : Backoff(config, job.failures, rng)),
+        now);
+    result.retry_at = job.ready_at;
+    if (job.ready_at <= now) WakeWaiters();
+  }
+  Count(QueueEvent::kNacked, 1);
+  nacks_.Add(now, 1);
+  if (result.dead) Count(QueueEvent::kDead, 1);
+  Observe(now);
+  write->lease_deletes.push_back(job_id);
+  write->puts.push_back(std::move(job));
+  return result;
+}
+
+// --- WorkQueue --------------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<Job>> WorkQueue::FinishLease(JobQueue* q, const LeaseArgs& args,
+                                                        const JobQueue::TakenJobs& taken,
+                                                        absl::StatusOr<std::vector<Job>> jobs) {
   if (q == nullptr) {  // deleted while the records were read: the jobs went with it
     return absl::NotFoundError(absl::StrCat("queue '", args.queue, "' does not exist"));
   }
   const absl::Time now = Now();
   if (absl::Status health = log_.health(); !jobs.ok() || !health.ok()) {
-    // Nothing was leased: the jobs stay ready, in the same order.
-    for (const auto& [tenant, entry] : taken.entries) q->index.ReturnReady(tenant, entry, now);
-    WakeWaiters(*q);  // a Lease that found none ready meanwhile may be waiting for them
+    q->ReturnReady(taken, now);  // nothing was leased
     return jobs.ok() ? health : jobs.status();
   }
-  const absl::Duration visibility =
-      args.visibility_timeout.value_or(q->meta.config.visibility_timeout);
-  QueueWrite write;
-  write.queue_id = q->meta.id;
-  for (Job& job : *jobs) {
-    LeaseBook::Grant(job, args.worker, now, visibility, rng_);
-    write.lease_puts.push_back(LeaseRecord::Of(job));
-    q->index.StartLease(job);
-  }
-  Count(*q, QueueEvent::kLeased, static_cast<int64_t>(jobs->size()));
-  Observe(*q, now);
+  QueueWrite write{.queue_id = q->id()};
+  q->GrantLeases(*jobs, args, now, rng_, &write);
   // A lease is answered without waiting for its fsync: losing it in a crash is the same as the
   // lease expiring (the job is ready again, the stale token's Ack is refused), which redelivery
   // already covers. An Ack waits for its own write, which the log makes durable after this one.
@@ -84,19 +171,18 @@ void WorkQueue::Lease(const LeaseArgs& args, Callback<std::vector<Job>> done) {
 
 void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
                            Callback<std::vector<Job>> done) {
-  TakenJobs taken;
+  JobQueue::TakenJobs taken;
   {
     absl::MutexLock lock(&mu_);
     auto found = FindForChange(args.queue);
     if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-    Queue& q = **found;
-    QueueWrite write;
-    write.queue_id = q.meta.id;
-    RunDue(q, Now(), &write);
+    JobQueue& q = **found;
+    QueueWrite write{.queue_id = q.id()};
+    q.RunDue(Now(), rng_, &write);
     // What the pass changed is queued first, so that a job whose lease it expired, and which
     // this lease takes again, is read from `pending` as the pass left it (its history grown).
     if (!write.puts.empty()) Commit(std::move(write), [](absl::Status) {});
-    taken = TakeReady(q, args);
+    taken = q.TakeReady(args.max_jobs);
     if (taken.entries.empty() && clock_->Monotonic() < deadline && !shutting_down_.load()) {
       // Long-poll: wait for a job to become ready, or the deadline. Whichever fires first
       // retries (the other finds the waiter gone).
@@ -106,20 +192,20 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
         if (fired->exchange(true)) return;
         LeaseUntil(args, deadline, done);
       };
-      q.waiters.emplace(id, retry);
+      q.AddWaiter(id, retry);
       const std::string queue = args.queue;
       scope_.After(deadline - clock_->Monotonic(), [this, queue, id, retry]() mutable {
         {
           absl::MutexLock lock(&mu_);
           auto q = Find(queue);
-          if (q.ok()) (*q)->waiters.erase(id);
+          if (q.ok()) (*q)->RemoveWaiter(id);
         }
         retry();
       });
       return;
     }
     if (taken.entries.empty()) {
-      Commit(QueueWrite{.queue_id = q.meta.id}, [done](absl::Status s) {
+      Commit(QueueWrite{.queue_id = q.id()}, [done](absl::Status s) {
         if (!s.ok()) return done(s);
         done(std::vector<Job>{});
       });
@@ -130,37 +216,18 @@ void WorkQueue::LeaseUntil(LeaseArgs args, absl::Duration deadline,
   // up no other call, of this queue or any other. The taken jobs are in no index meanwhile, so
   // nothing else writes them; a DeleteQueue may drop them, which FinishLease finds.
   const QueueId queue_id = taken.read.queue_id;
-  absl::StatusOr<std::vector<Job>> jobs = FinishRead(std::move(taken.read));
+  absl::StatusOr<std::vector<Job>> jobs = JobRecords::Finish(*store_, std::move(taken.read));
   {
     absl::MutexLock lock(&mu_);
     // The same queue, not one created under its name since.
     auto found = Find(args.queue);
-    Queue* q = found.ok() && (*found)->meta.id == queue_id ? *found : nullptr;
+    JobQueue* q = found.ok() && (*found)->id() == queue_id ? *found : nullptr;
     jobs = FinishLease(q, args, taken, std::move(jobs));
     if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
-    q->ahead.jobs = args.max_jobs >= kReadAheadMinJobs ? args.max_jobs : 0;
+    q->records().SetReadAheadJobs(args.max_jobs >= JobRecords::kReadAheadMinJobs ? args.max_jobs
+                                                                                 : 0);
   }
   done(std::move(jobs));  // never reply under mu_
-}
-
-void WorkQueue::WakeWaiters(Queue& q) {
-  // Retried from the timer thread: never call back into the domain under mu_.
-  for (auto& [id, waiter] : q.waiters) scope_.After(absl::ZeroDuration(), std::move(waiter));
-  q.waiters.clear();
-}
-
-absl::StatusOr<Job*> WorkQueue::LeasedJob(Queue& q, uint64_t job_id, const LeaseToken& token,
-                                          absl::Time now) {
-  Job* job = q.index.FindLeased(job_id);
-  if (job == nullptr) {
-    if (!Exists(q, job_id)) {
-      return absl::NotFoundError(
-          absl::StrCat("job ", job_id, " of queue '", q.meta.name, "' does not exist"));
-    }
-    return LeaseBook::Stale(job_id);
-  }
-  if (absl::Status s = LeaseBook::Check(*job, token, now); !s.ok()) return s;
-  return job;
 }
 
 void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const LeaseToken& token,
@@ -171,26 +238,13 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const Lea
   absl::MutexLock lock(&mu_);
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
-  const absl::Time now = Now();
-  auto job = LeasedJob(**q, job_id, token, now);
-  if (!job.ok()) return ReplyAfterLog(std::move(done), job.status());
-  (*q)->index.ExtendLease(**job, now + extension);
-  QueueWrite write;
-  write.queue_id = (*q)->meta.id;
-  write.lease_puts.push_back(LeaseRecord::Of(**job));
-  Commit(std::move(write), [done, deadline = (*job)->lease_deadline](absl::Status s) {
+  QueueWrite write{.queue_id = (*q)->id()};
+  auto deadline = (*q)->ExtendLease(job_id, token, extension, Now(), &write);
+  if (!deadline.ok()) return ReplyAfterLog(std::move(done), deadline.status());
+  Commit(std::move(write), [done, deadline = *deadline](absl::Status s) {
     if (!s.ok()) return done(s);
     done(deadline);
   });
-}
-
-absl::Status WorkQueue::AckLocked(Queue& q, uint64_t job_id, const LeaseToken& token,
-                                  absl::Time now, QueueWrite* write) {
-  auto job = LeasedJob(q, job_id, token, now);
-  if (!job.ok()) return job.status();
-  q.index.TakeLeased(job_id);
-  write->deletes.push_back(job_id);
-  return absl::OkStatus();
 }
 
 void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
@@ -217,36 +271,29 @@ void WorkQueue::AckBatch(const std::string& queue, const std::vector<AckEntry>& 
           absl::StrCat("job ", e.job_id, " appears twice in the ack batch")));
     }
   }
-  std::optional<ReadAheadPlan> read_ahead;
+  std::optional<std::vector<uint64_t>> read_ahead;
+  QueueId queue_id;
   {
     absl::MutexLock lock(&mu_);
     auto q = FindForChange(queue);
     if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
-    const absl::Time now = Now();
-    QueueWrite write;
-    write.queue_id = (*q)->meta.id;
+    queue_id = (*q)->id();
+    QueueWrite write{.queue_id = queue_id};
     std::vector<absl::Status> results;
-    results.reserve(entries.size());
-    for (const AckEntry& e : entries) {
-      results.push_back(AckLocked(**q, e.job_id, e.lease_token, now, &write));
-    }
-    const int64_t acked = static_cast<int64_t>(write.deletes.size());
-    if (acked > 0) {
-      Count(**q, QueueEvent::kAcked, acked);
-      (*q)->acks.Add(now, acked);
-      Observe(**q, now);
-    }
+    const int64_t acked = (*q)->AckBatch(entries, Now(), &write, &results);
     // Replied after the log even when nothing was acked: a result that depends on state must
     // not outrun that state.
     Commit(std::move(write), [done, results = std::move(results)](absl::Status s) mutable {
       if (!s.ok()) return done(s);
       done(std::move(results));
     });
-    if (acked >= kReadAheadMinJobs) read_ahead = PlanReadAhead(**q);
+    if (acked >= JobRecords::kReadAheadMinJobs) {
+      read_ahead = (*q)->records().PlanReadAhead((*q)->index());
+    }
   }
   // On this thread, while the writer makes the ack durable and the worker waits for it: the
   // records its next batch Lease will take.
-  if (read_ahead) ReadAhead(*read_ahead);
+  if (read_ahead) ReadAhead(queue_id, *read_ahead);
 }
 
 void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
@@ -258,41 +305,21 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const LeaseToken
   absl::MutexLock lock(&mu_);
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
-  const absl::Time now = Now();
-  auto found = LeasedJob(**q, job_id, token, now);
-  if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-  Job job = *(*q)->index.TakeLeased(job_id);
-  LeaseBook::EndByNack(job, args.reason, args.failure_class, now);
-  NackResult result;
-  const QueueConfig& config = (*q)->meta.config;
-  if (args.failure_class == FailureClass::kPermanent) {
-    (*q)->index.Kill(job, absl::StrCat("permanent failure: ", args.reason), now);
-    result.dead = true;
-  } else if (job.failures >= config.max_attempts) {
-    (*q)->index.Kill(job,
-                     absl::StrCat("max attempts (", config.max_attempts,
-                                  ") reached; last failure: ", args.reason),
-                     now);
-    result.dead = true;
-  } else {
-    (*q)->index.Requeue(
-        job, now + (args.retry_after ? *args.retry_after : Backoff(config, job.failures, rng_)),
-        now);
-    result.retry_at = job.ready_at;
-    if (job.ready_at <= now) WakeWaiters(**q);
-  }
-  Count(**q, QueueEvent::kNacked, 1);
-  (*q)->nacks.Add(now, 1);
-  if (result.dead) Count(**q, QueueEvent::kDead, 1);
-  Observe(**q, now);
-  QueueWrite write;
-  write.queue_id = (*q)->meta.id;
-  write.lease_deletes.push_back(job_id);
-  write.puts.push_back(std::move(job));
-  Commit(std::move(write), [done, result](absl::Status s) {
+  QueueWrite write{.queue_id = (*q)->id()};
+  auto result = (*q)->Nack(job_id, token, args, Now(), rng_, &write);
+  if (!result.ok()) return ReplyAfterLog(std::move(done), result.status());
+  Commit(std::move(write), [done, result = *result](absl::Status s) {
     if (!s.ok()) return done(s);
     done(result);
   });
+}
+
+void WorkQueue::ReadAhead(QueueId queue_id, const std::vector<uint64_t>& ids) {
+  JobRecords::ReadAheadResult read = JobRecords::ReadAhead(*store_, queue_id, ids);
+  absl::MutexLock lock(&mu_);
+  JobQueue* q = queues_.FindById(queue_id);
+  if (q == nullptr) return;  // deleted meanwhile
+  q->records().FinishReadAhead(std::move(read), q->index());
 }
 
 }  // namespace conduit::work_queue

@@ -49,7 +49,6 @@ void WorkQueue::RedriveToTopic(const std::string& queue, const DeadLetterSelecti
     absl::MutexLock lock(&mu_);
     auto found = FindForChange(queue);
     if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-    Queue& q = **found;
     if (publisher_ == nullptr) {
       return ReplyAfterLog(
           std::move(done),
@@ -57,9 +56,7 @@ void WorkQueue::RedriveToTopic(const std::string& queue, const DeadLetterSelecti
                                         "--bridge-bootstrap, or run conduit-standalone)"));
     }
     publisher = publisher_;
-    auto chosen = ChooseDead(q, selection);
-    if (!chosen.ok()) return ReplyAfterLog(std::move(done), chosen.status());
-    auto jobs = ReadJobs(q, *chosen);
+    auto jobs = (*found)->ReadDeadLetters(selection);
     if (!jobs.ok()) return ReplyAfterLog(std::move(done), jobs.status());
     for (const Job& job : *jobs) {
       const uint64_t id = job.id;
@@ -90,19 +87,8 @@ void WorkQueue::RedriveToTopic(const std::string& queue, const DeadLetterSelecti
     absl::MutexLock lock(&mu_);
     auto found = FindForChange(queue);
     if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
-    Queue& q = **found;
-    const absl::Time now = Now();
-    QueueWrite write;
-    write.queue_id = q.meta.id;
-    for (uint64_t id : result.moved) {
-      if (!q.index.RemoveDead(id)) continue;  // discarded meanwhile
-      write.deletes.push_back(id);
-      write.audit.push_back(
-          {q.meta.id, now,
-           absl::StrCat("redrove job ", id, " to topic ", topic.empty() ? "(its source)" : topic)});
-    }
-    Count(q, QueueEvent::kRedriven, static_cast<int64_t>(write.deletes.size()));
-    Observe(q, now);
+    QueueWrite write{.queue_id = (*found)->id()};
+    (*found)->RemoveRedriven(result.moved, topic, Now(), &write);
     Commit(std::move(write), [done, result](absl::Status s) {
       if (!s.ok()) return done(s);
       done(result);

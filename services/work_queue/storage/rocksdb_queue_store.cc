@@ -17,7 +17,7 @@ using rocksdb_util::ToStatus;
 absl::StatusOr<std::unique_ptr<RocksDbQueueStore>> RocksDbQueueStore::Open(
     const std::string& path, const RocksDbQueueStoreOptions& options) {
   std::vector<std::string> cfs(keys::kColumnFamilies.begin(), keys::kColumnFamilies.end());
-  // Index entries and leases are read only by the recovery scan at open (RecoverJobs): while
+  // Index entries and leases are read only by the recovery scan at open (JobQueue::Recover): while
   // serving they are only written, and an ack's lease delete sorts just before that lease's put.
   const rocksdb_util::CfOptionsByName write_mostly = {
       {keys::kJobIndexCf, rocksdb_util::WriteMostlyCfOptions()},
