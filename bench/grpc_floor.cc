@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/grpc/stepped_reactor.h"
 #include "conduit/log/v1/log.grpc.pb.h"
 #include "conduit/queue/v1/queue.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -38,6 +39,7 @@ ABSL_FLAG(std::string, port_file, "", "where to write the port listened on");
 namespace {
 
 namespace lpb = conduit::log::v1;
+namespace grpc_util = conduit::grpc_util;
 namespace qpb = conduit::queue::v1;
 
 grpc::ServerUnaryReactor* Answered(grpc::CallbackServerContext* ctx) {
@@ -138,7 +140,9 @@ class FloorService final : public lpb::LogService::CallbackService {
   // in one response (one write in flight, gRPC's rule), and at most kWindow
   // messages are unanswered or unwritten (the broker's window).
   class StreamReactor final
-      : public grpc::ServerBidiReactor<lpb::ProduceStreamRequest, lpb::ProduceStreamResponse> {
+      : public grpc_util::SteppedReactor<
+            StreamReactor,
+            grpc::ServerBidiReactor<lpb::ProduceStreamRequest, lpb::ProduceStreamResponse>> {
    public:
     static constexpr size_t kWindow = 1024;
     // Answers go out 100 at a time (or when the caller half-closes or the
@@ -152,9 +156,7 @@ class FloorService final : public lpb::LogService::CallbackService {
     }
 
     void OnReadDone(bool ok) override {
-      Steps steps;
-      {
-        absl::MutexLock lock(&mu_);
+      React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         reading_ = false;
         if (!ok) {
           reads_done_ = true;
@@ -167,33 +169,11 @@ class FloorService final : public lpb::LogService::CallbackService {
             p->set_offset(next_offset_->fetch_add(1));
           }
         }
-        steps = NextLocked();
-      }
-      Run(steps);
+      });
     }
-    void OnWriteDone(bool ok) override {
-      Steps steps;
-      {
-        absl::MutexLock lock(&mu_);
-        writing_ = false;
-        written_ = 0;
-        if (!ok) broken_ = true;
-        steps = NextLocked();
-      }
-      Run(steps);
-    }
-    void OnCancel() override {
-      Steps steps;
-      {
-        absl::MutexLock lock(&mu_);
-        broken_ = true;
-        steps = NextLocked();
-      }
-      Run(steps);
-    }
-    void OnDone() override { delete this; }
 
    private:
+    friend class grpc_util::SteppedReactor<StreamReactor, ServerBidiReactor>;
     // The next write, read or finish, decided under mu_ and started by Run once it is released
     // (as the broker's reactor does: a reaction may run on the thread that starts an operation).
     struct Steps {
@@ -203,7 +183,7 @@ class FloorService final : public lpb::LogService::CallbackService {
     };
     Steps NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       Steps steps;
-      const bool window_full = pending_.size() + written_ >= kWindow;
+      const bool window_full = pending_.size() + in_flight_ >= kWindow;
       if (!broken_ && !writing_ && !pending_.empty() &&
           (pending_.size() >= kAnswerEvery || reads_done_ || window_full)) {
         writing_ = steps.write = true;
@@ -211,10 +191,10 @@ class FloorService final : public lpb::LogService::CallbackService {
         while (!pending_.empty()) {
           *response_.add_answers() = std::move(pending_.front());
           pending_.pop_front();
-          ++written_;
+          ++in_flight_;
         }
       }
-      if (!broken_ && !reading_ && !reads_done_ && pending_.size() + written_ < kWindow) {
+      if (!broken_ && !reading_ && !reads_done_ && pending_.size() + in_flight_ < kWindow) {
         reading_ = steps.read = true;
       }
       if (!finished_ && !reading_ && !writing_ && (broken_ || (reads_done_ && pending_.empty()))) {
@@ -223,7 +203,7 @@ class FloorService final : public lpb::LogService::CallbackService {
       }
       return steps;
     }
-    void Run(const Steps& steps) {
+    void Run(Steps steps) {
       if (steps.write) StartWrite(&response_);  // not touched again until OnWriteDone
       if (steps.read) StartRead(&request_);
       if (steps.finish) Finish(*steps.finish);
@@ -231,15 +211,8 @@ class FloorService final : public lpb::LogService::CallbackService {
 
     std::atomic<int64_t>* const next_offset_;
     lpb::ProduceStreamRequest request_;  // one read at a time
-    absl::Mutex mu_;
     std::deque<lpb::ProduceStreamResponse::Answer> pending_ ABSL_GUARDED_BY(mu_);
-    lpb::ProduceStreamResponse response_ ABSL_GUARDED_BY(mu_);
-    size_t written_ ABSL_GUARDED_BY(mu_) = 0;  // answers in the write in flight
-    bool reading_ ABSL_GUARDED_BY(mu_) = true;
-    bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-    bool writing_ ABSL_GUARDED_BY(mu_) = false;
-    bool broken_ ABSL_GUARDED_BY(mu_) = false;
-    bool finished_ ABSL_GUARDED_BY(mu_) = false;
+    lpb::ProduceStreamResponse response_ ABSL_GUARDED_BY(mu_);  // in_flight_ counts its answers
   };
 
   std::atomic<int64_t> next_offset_{0};

@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "common/grpc/status.h"
+#include "common/grpc/stepped_reactor.h"
 #include "services/log_broker/api/convert.h"
 #include "services/log_broker/api/log_service.h"
 #include "services/log_broker/domain/not_leader.h"
@@ -51,7 +52,9 @@ namespace conduit::log_broker::api {
 // the group commit completing on its writer (common/commit/group_commit.h) that cost about a
 // fifth of the messages/s of append-stream-1 (PERFORMANCE-NOTES).
 class LogService::ProduceStreamReactor final
-    : public grpc_util::ParsedBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse> {
+    : public grpc_util::SteppedReactor<
+          LogService::ProduceStreamReactor,
+          grpc_util::ParsedBidiReactor<pb::ProduceStreamRequest, pb::ProduceStreamResponse>> {
  public:
   static constexpr size_t kWindow = 1024;
   // A response takes answers while under this size (it always takes one).
@@ -73,34 +76,18 @@ class LogService::ProduceStreamReactor final
   // A message that does not parse ends the stream INVALID_ARGUMENT once the answers of those
   // before it are written: it has no sequence to be answered by.
   void OnUnparsable(absl::Status status) override {
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
+    React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       reading_ = false;
       reads_done_ = true;
       unparsable_ = std::move(status);
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
+    });
   }
 
   void OnRead(bool ok) override {
-    if (!ok) {  // half-close, or the stream broke
-      Steps steps;
-      {
-        absl::MutexLock lock(&mu_);
-        reading_ = false;
-        reads_done_ = true;
-        steps = NextLocked();
-      }
-      Run(std::move(steps));
-      return;
-    }
+    if (!ok) return ReadsEnded();                 // half-close, or the stream broke
     absl::StatusOr<Message> message = Prepare();  // request_ is free again once this returns
     if (!message.ok()) service_->metrics_->CountProduce(message.status().code());
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
+    React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       Slot& slot = slots_.emplace_back();  // deque: stays put while slots are added and popped
       slot.answer.set_sequence(request_.sequence());
       if (message.ok()) {
@@ -112,36 +99,11 @@ class LogService::ProduceStreamReactor final
         slot.answered.store(true, std::memory_order_relaxed);
       }
       reading_ = false;
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
+    });
   }
-
-  void OnWriteDone(bool ok) override {
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      in_flight_ = 0;
-      if (!ok) broken_ = true;
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
-  }
-
-  void OnCancel() override {
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
-      broken_ = true;
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
-  }
-
-  void OnDone() override { delete this; }
 
  private:
+  friend class grpc_util::SteppedReactor<ProduceStreamReactor, ParsedBidiReactor>;
   struct Group;
   struct Slot {
     // Set when the message is queued, and taken by the thread that answers it: the message's
@@ -356,21 +318,14 @@ class LogService::ProduceStreamReactor final
   pb::ProduceStreamRequest request_;
   // Topics this stream may write; like request_, used only by OnRead (one read at a time).
   std::vector<std::string> allowed_topics_;
-  absl::Mutex mu_;
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);  // unanswered or unwritten, in message order
-  // The response being written (while writing_), and how many answers it holds.
+  // The response being written (while writing_); in_flight_ counts its answers.
   pb::ProduceStreamResponse response_ ABSL_GUARDED_BY(mu_);
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Messages checked and not yet answered (queued or handed over): their callbacks are to come.
   int64_t producing_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Unit> queued_ ABSL_GUARDED_BY(mu_);   // not yet handed over, in message order
   bool handing_over_ ABSL_GUARDED_BY(mu_) = false;  // a thread is handing units over
   int groups_in_flight_ ABSL_GUARDED_BY(mu_) = 0;   // handed-over groups not fully answered
-  bool reading_ ABSL_GUARDED_BY(mu_) = true;    // the constructor's read
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   // Why reading stopped, when a message did not parse: the stream's end status.
   std::optional<absl::Status> unparsable_ ABSL_GUARDED_BY(mu_);
 };

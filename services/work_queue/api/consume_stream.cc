@@ -9,6 +9,7 @@
 #include "common/grpc/proto_time.h"
 #include "common/grpc/request_checks.h"
 #include "common/grpc/status.h"
+#include "common/grpc/stepped_reactor.h"
 #include "services/work_queue/api/queue_service.h"
 #include "services/work_queue/api/reactors.h"
 
@@ -41,7 +42,9 @@ constexpr int32_t kMaxCredits = 10000;
 // after the stream broke are not delivered: they come back when their leases expire. A message
 // that does not parse as a ConsumeRequest fails the stream INVALID_ARGUMENT (ParsedBidiReactor).
 class QueueService::ConsumeReactor final
-    : public grpc_util::ParsedBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse> {
+    : public grpc_util::SteppedReactor<
+          QueueService::ConsumeReactor,
+          grpc_util::ParsedBidiReactor<pb::ConsumeRequest, pb::ConsumeResponse>> {
  public:
   ConsumeReactor(WorkQueue* queue, grpc::CallbackServerContext* ctx,
                  const grpc_util::CallGuard& guard)
@@ -51,29 +54,15 @@ class QueueService::ConsumeReactor final
 
   // A message that does not parse fails the stream, as a message that names nothing to do.
   void OnUnparsable(absl::Status status) override {
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
+    React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       reading_ = false;
       reads_done_ = true;
       Fail(std::move(status));
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
+    });
   }
 
   void OnRead(bool ok) override {
-    if (!ok) {  // half-close, or the stream broke
-      Steps steps;
-      {
-        absl::MutexLock lock(&mu_);
-        reading_ = false;
-        reads_done_ = true;
-        steps = NextLocked();
-      }
-      Run(std::move(steps));
-      return;
-    }
+    if (!ok) return ReadsEnded();  // half-close, or the stream broke
     const int64_t request_id = request_.request_id();
     if (request_.has_start() || request_.credits() != 0) {
       absl::MutexLock lock(&mu_);
@@ -98,40 +87,11 @@ class QueueService::ConsumeReactor final
               "a Consume message needs credits, an ack, a nack or an extend"));
         }
     }
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
-      reading_ = false;
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
+    React([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { reading_ = false; });
   }
-
-  void OnWriteDone(bool ok) override {
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      in_flight_ = 0;
-      if (!ok) broken_ = true;
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
-  }
-
-  void OnCancel() override {
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
-      broken_ = true;
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
-  }
-
-  void OnDone() override { delete this; }
 
  private:
+  friend class grpc_util::SteppedReactor<ConsumeReactor, ParsedBidiReactor>;
   // What the state allows next, decided under mu_ and carried out after it is released.
   struct Steps {
     const pb::ConsumeResponse* write = nullptr;
@@ -175,13 +135,7 @@ class QueueService::ConsumeReactor final
     if (steps.read) StartRead(&request_);
     if (steps.lease) {
       queue_->Lease(*steps.lease, [this](absl::StatusOr<std::vector<Job>> jobs) {
-        Steps next;
-        {
-          absl::MutexLock lock(&mu_);
-          Leased(std::move(jobs));
-          next = NextLocked();
-        }
-        Run(std::move(next));
+        React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { Leased(std::move(jobs)); });
       });
     }
     if (steps.finish) Finish(*steps.finish);
@@ -211,13 +165,7 @@ class QueueService::ConsumeReactor final
     failed_ = true;
   }
   void FailAndRun(absl::Status status) {
-    Steps steps;
-    {
-      absl::MutexLock lock(&mu_);
-      Fail(std::move(status));
-      steps = NextLocked();
-    }
-    Run(std::move(steps));
+    React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { Fail(std::move(status)); });
   }
 
   void Start(const pb::ConsumeStart& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -292,9 +240,7 @@ class QueueService::ConsumeReactor final
       return;
     }
     call(queue, [this, request_id, job_id, releases, fill](absl::StatusOr<T> result) {
-      Steps steps;
-      {
-        absl::MutexLock lock(&mu_);
+      React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         --outstanding_;
         if (releases && held_ > 0) --held_;
         if (!broken_ && !failed_) {
@@ -305,9 +251,7 @@ class QueueService::ConsumeReactor final
           out->set_message(std::string(result.status().message()));
           if (result.ok()) fill(*result, out);
         }
-        steps = NextLocked();
-      }
-      Run(std::move(steps));
+      });
     });
   }
 
@@ -364,7 +308,6 @@ class QueueService::ConsumeReactor final
   const grpc_util::CallGuard& guard_;
   // Filled by a read; used by OnRead before the next read starts.
   pb::ConsumeRequest request_;
-  absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   LeaseArgs lease_ ABSL_GUARDED_BY(mu_);  // queue, worker, visibility timeout, wait
   int64_t credits_ ABSL_GUARDED_BY(mu_) = 0;
@@ -376,16 +319,10 @@ class QueueService::ConsumeReactor final
   // Jobs and settle answers to write, in the order they became ready.
   using Unwritten = std::variant<pb::LeasedJob, pb::SettleResult>;
   std::deque<Unwritten> unwritten_ ABSL_GUARDED_BY(mu_);
-  // The response being written (while writing_), and how many jobs and answers it holds.
+  // The response being written (while writing_); in_flight_ counts its jobs and answers.
   pb::ConsumeResponse response_ ABSL_GUARDED_BY(mu_);
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's read
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
   bool failed_ ABSL_GUARDED_BY(mu_) = false;  // bad input or a queue error: ends with failure_
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* QueueService::ParsedConsume(
