@@ -43,6 +43,16 @@ class CoordinatorObserver {
 
 enum class GroupState { kEmpty, kStable, kReconciling };
 
+// The status of a call that found its group deleted after looking it up.
+inline absl::Status DeletedMeanwhile() {
+  return absl::UnavailableError("the group was deleted meanwhile; retry");
+}
+// The status of a call whose deadline passed before it changed anything.
+inline absl::Status DeadlinePassed() {
+  return absl::DeadlineExceededError(
+      "the call's deadline passed before it could be applied; nothing was changed");
+}
+
 struct HeartbeatInput {
   std::string group_id;
   std::string member_id;

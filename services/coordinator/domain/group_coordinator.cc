@@ -9,26 +9,6 @@
 
 namespace conduit::coordinator {
 
-// A queued write's outcome: waited for (Wait), or handed to a continuation (Then) that runs on
-// the commit log's thread when the write is durable, or at once if it already is.
-struct GroupCoordinator::Waiter {
-  void Finish(absl::Status s) {
-    std::function<void(absl::Status)> then_fn;
-    {
-      absl::MutexLock lock(&mu);
-      done = true;
-      status = s;
-      then_fn = std::move(then);
-    }
-    if (then_fn) then_fn(std::move(s));
-  }
-
-  absl::Mutex mu;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  absl::Status status ABSL_GUARDED_BY(mu);
-  std::function<void(absl::Status)> then ABSL_GUARDED_BY(mu);
-};
-
 const char* GroupStateName(GroupState state) {
   switch (state) {
     case GroupState::kEmpty:
@@ -53,12 +33,7 @@ GroupCoordinator::GroupCoordinator(CoordinatorStore* store, TopicSource* topics,
       membership_context_{
           &options_, observer_,
           [this](const std::string& topic) { return topic_cache_.CachedCount(topic); }},
-      log_(
-          {.service = "coordinator", .space_check = [store] { return store->CheckSpace(); }}, clock,
-          [store](const std::vector<const CoordinatorWrite*>& writes) {
-            return store->Write(writes);
-          },
-          &CoordinatorWrite::ApproxBytes) {}
+      log_(store, clock) {}
 
 // Answers still on their way from the broker continue commits into the commit log: wait for
 // them before the log drains and the rest goes.
@@ -132,7 +107,7 @@ std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitLocked(Group& 
     if (const Member* m = g.membership.Find(id)) change.write.put_members.push_back(m->record);
   }
   if (change.write.empty()) return BarrierLocked(g);
-  return SubmitWrite(std::move(change.write), g.shared_from_this());
+  return log_.Submit(std::move(change.write), &g.inflight, g.shared_from_this());
 }
 
 void GroupCoordinator::ExpireLocked(Group& g) {
@@ -143,41 +118,7 @@ void GroupCoordinator::ExpireLocked(Group& g) {
 
 std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::BarrierLocked(Group& g) {
   if (g.inflight.load() == 0) return nullptr;
-  return SubmitWrite(CoordinatorWrite{}, nullptr);
-}
-
-std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitWrite(CoordinatorWrite write,
-                                                                        GroupPtr inflight) {
-  auto waiter = std::make_shared<Waiter>();
-  if (inflight) inflight->inflight.fetch_add(1);
-  // The group outlives the write: the callback holds it.
-  log_.Submit(std::move(write), [waiter, g = std::move(inflight)](absl::Status s) {
-    if (g) g->inflight.fetch_sub(1);
-    waiter->Finish(std::move(s));
-  });
-  return waiter;
-}
-
-absl::Status GroupCoordinator::Wait(const std::shared_ptr<Waiter>& waiter) {
-  if (!waiter) return absl::OkStatus();
-  absl::MutexLock lock(&waiter->mu);
-  waiter->mu.Await(absl::Condition(&waiter->done));
-  return waiter->status;
-}
-
-void GroupCoordinator::Then(const std::shared_ptr<Waiter>& waiter,
-                            std::function<void(absl::Status)> fn) {
-  if (!waiter) return fn(absl::OkStatus());
-  absl::Status status;
-  {
-    absl::MutexLock lock(&waiter->mu);
-    if (!waiter->done) {
-      waiter->then = std::move(fn);
-      return;
-    }
-    status = waiter->status;
-  }
-  fn(std::move(status));
+  return log_.Submit(CoordinatorWrite{});
 }
 
 std::vector<GroupListing> GroupCoordinator::List() {
@@ -218,10 +159,10 @@ absl::Status GroupCoordinator::DeleteGroup(const std::string& group_id) {
     change.write.delete_groups.push_back(group_id);
     g->deleted = true;
     groups_.erase(group_id);
-    waiter = SubmitWrite(std::move(change.write), nullptr);
+    waiter = log_.Submit(std::move(change.write));
   }
   observer_->OnGroupDeleted(group_id);
-  return Wait(waiter);
+  return GroupLog::Wait(waiter);
 }
 
 absl::StatusOr<std::vector<AuditRecord>> GroupCoordinator::ListAudit(const std::string& group_id,
@@ -234,7 +175,7 @@ absl::StatusOr<std::vector<AuditRecord>> GroupCoordinator::ListAudit(const std::
     absl::MutexLock lock(&(*found)->mu);
     barrier = BarrierLocked(**found);
   }
-  CONDUIT_RETURN_IF_ERROR(Wait(barrier));
+  CONDUIT_RETURN_IF_ERROR(GroupLog::Wait(barrier));
   return store_->ListAudit(group_id, before_id, limit);
 }
 
@@ -295,15 +236,6 @@ void GroupCoordinator::CheckWithinLog(const std::vector<CommitInput::Entry>& ent
       judge(*pending);  // every answer is in: nobody else touches `pending` now
     });
   }
-}
-
-absl::Status GroupCoordinator::DeletedMeanwhile() {
-  return absl::UnavailableError("the group was deleted meanwhile; retry");
-}
-
-absl::Status GroupCoordinator::DeadlinePassed() {
-  return absl::DeadlineExceededError(
-      "the call's deadline passed before it could be applied; nothing was changed");
 }
 
 std::vector<GroupCoordinator::GroupPtr> GroupCoordinator::AllGroups() {

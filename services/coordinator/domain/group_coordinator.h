@@ -15,11 +15,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/commit/commit_log.h"
 #include "common/time/clock.h"
 #include "services/coordinator/domain/await.h"
 #include "services/coordinator/domain/calls.h"
 #include "services/coordinator/domain/coordinator_store.h"
+#include "services/coordinator/domain/group_log.h"
 #include "services/coordinator/domain/group_membership.h"
 #include "services/coordinator/domain/lag_tracker.h"
 #include "services/coordinator/domain/offset_book.h"
@@ -34,7 +34,7 @@ namespace conduit::coordinator {
 // persistence and the broker's view. See services/coordinator/README.md for the rules.
 //
 // Thread-safe. Each group has its own mutex; a change is applied in memory and queued on the
-// commit log under it, and the call returns once the change is durable. Calls may block (broker,
+// GroupLog under it, and the call returns once the change is durable. Calls may block (broker,
 // fsync): run them off gRPC threads.
 class GroupCoordinator {
  public:
@@ -87,7 +87,7 @@ class GroupCoordinator {
     std::atomic<int> inflight{0};                 // writes queued and not yet durable
   };
   using GroupPtr = std::shared_ptr<Group>;
-  struct Waiter;
+  using Waiter = GroupLog::Outcome;
 
   GroupPtr NewGroup(const std::string& group_id) const;
   std::vector<GroupPtr> AllGroups();
@@ -103,13 +103,6 @@ class GroupCoordinator {
   std::shared_ptr<Waiter> BarrierLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
   // Expires the group's silent members and queues what that changed.
   void ExpireLocked(Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu);
-  // Hands `write` to the commit log; the waiter is notified once it is durable. `inflight`, if
-  // set, counts the write among its group's unfinished ones until then.
-  std::shared_ptr<Waiter> SubmitWrite(CoordinatorWrite write, GroupPtr inflight);
-  static absl::Status Wait(const std::shared_ptr<Waiter>& waiter);
-  // Runs `fn` with the write's outcome once it is durable (at once when `waiter` is null or the
-  // write already is).
-  static void Then(const std::shared_ptr<Waiter>& waiter, std::function<void(absl::Status)> fn);
   // Everything of a commit (once its offsets are checked against the log) or a heartbeat up to
   // queuing its write (in `queued`; null when nothing was written): the refusal, or OK / the
   // heartbeat's answer once that write is durable.
@@ -122,10 +115,6 @@ class GroupCoordinator {
   // refuses commits at once (NOT_FOUND), and one recreated since is told by its new marks.
   void CheckWithinLog(const std::vector<CommitInput::Entry>& entries,
                       std::function<void(absl::Status)> done);
-  // The status of a call that found its group deleted after looking it up.
-  static absl::Status DeletedMeanwhile();
-  // The status of a call whose deadline passed before it changed anything.
-  static absl::Status DeadlinePassed();
 
   // Resets (offsets.cc): the partitions a reset names, checked against the log, and the offsets
   // for a timestamp reset (asked of the broker, outside any mutex).
@@ -156,7 +145,7 @@ class GroupCoordinator {
   TopicCache topic_cache_;
   const MembershipContext membership_context_;
 
-  commit::CommitLog<CoordinatorWrite> log_;  // last: drains before the rest is destroyed
+  GroupLog log_;  // last: drains before the rest is destroyed
 };
 
 const char* GroupStateName(GroupState state);

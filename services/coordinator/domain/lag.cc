@@ -41,7 +41,7 @@ absl::Status GroupCoordinator::ComputeLag(Group& g, GroupDescription* out, Marks
     snapshot.offsets = g.offsets.offsets();
     barrier = BarrierLocked(g);
   }
-  CONDUIT_RETURN_IF_ERROR(Wait(barrier));
+  CONDUIT_RETURN_IF_ERROR(GroupLog::Wait(barrier));
   // 2. Ask the broker, outside the mutex.
   const absl::Time now = clock_->Now();
   for (const std::string& topic : snapshot.topics) TopicLag(topic, snapshot, now, memo, out);

@@ -70,11 +70,12 @@ void GroupCoordinator::Heartbeat(const HeartbeatInput& in,
   std::shared_ptr<Waiter> waiter;
   absl::StatusOr<HeartbeatOutput> out = StartHeartbeat(in, &waiter);
   // A refusal, too, is answered after what it wrote (an expiry) is durable.
-  Then(waiter, [this, out = std::move(out), done = std::move(done)](absl::Status s) mutable {
-    if (!s.ok()) return done(s);
-    if (out.ok()) observer_->OnHeartbeat();
-    done(std::move(out));
-  });
+  GroupLog::Then(waiter,
+                 [this, out = std::move(out), done = std::move(done)](absl::Status s) mutable {
+                   if (!s.ok()) return done(s);
+                   if (out.ok()) observer_->OnHeartbeat();
+                   done(std::move(out));
+                 });
 }
 
 absl::StatusOr<HeartbeatOutput> GroupCoordinator::StartHeartbeat(
@@ -127,7 +128,7 @@ absl::Status GroupCoordinator::Leave(const std::string& group_id, const std::str
     }
     waiter = SubmitLocked(g, std::move(change));
   }
-  return Wait(waiter);
+  return GroupLog::Wait(waiter);
 }
 
 }  // namespace conduit::coordinator

@@ -62,7 +62,7 @@ void GroupCoordinator::Commit(const CommitInput& in, std::function<void(absl::St
     if (clock_->Now() >= in.deadline) return done(DeadlinePassed());
     std::shared_ptr<Waiter> waiter;
     if (auto s = StartCommit(in, &waiter); !s.ok()) return done(s);
-    Then(waiter, [this, group = in.group_id, done](absl::Status s) {
+    GroupLog::Then(waiter, [this, group = in.group_id, done](absl::Status s) {
       if (s.ok()) observer_->OnCommit(group);
       done(s);
     });
@@ -104,7 +104,7 @@ absl::StatusOr<std::vector<OffsetRecord>> GroupCoordinator::FetchOffsets(
     out = (*found)->offsets.Fetch(topics);
     barrier = BarrierLocked(**found);
   }
-  CONDUIT_RETURN_IF_ERROR(Wait(barrier));
+  CONDUIT_RETURN_IF_ERROR(GroupLog::Wait(barrier));
   return out;
 }
 
@@ -226,7 +226,7 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
     out.group_epoch = g->membership.record().epoch;
     if (!ephemeral) waiter = SubmitLocked(*g, std::move(change));
   }
-  CONDUIT_RETURN_IF_ERROR(Wait(waiter));
+  CONDUIT_RETURN_IF_ERROR(GroupLog::Wait(waiter));
   return out;
 }
 
