@@ -3,7 +3,11 @@
 #include <compare>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace conduit::ids {
 
@@ -11,8 +15,8 @@ namespace conduit::ids {
 // representation: a lease token and a queue name (both strings), a partition and a sequence
 // number (both int32), a member epoch and a group epoch. Construction is explicit and there is
 // no conversion back except value(), so passing one where the other is expected does not
-// compile. Ordered, hashable (absl and std), printable; no arithmetic (a counter that needs
-// it says so with value()).
+// compile. Ordered, hashable (absl and std), printable (streams, absl::StrFormat); no arithmetic (a
+// counter that needs it says so with value()).
 //
 //   struct LeaseTokenTag {};
 //   using LeaseToken = StrongId<LeaseTokenTag, std::string>;
@@ -36,6 +40,17 @@ class StrongId {
   }
   friend std::ostream& operator<<(std::ostream& out, const StrongId& id) {
     return out << id.value_;
+  }
+  // absl::StrFormat prints the value: %d for an integral id, %s for a string one.
+  friend absl::FormatConvertResult<std::is_integral_v<T> ? absl::FormatConversionCharSet::kIntegral
+                                                         : absl::FormatConversionCharSet::kString>
+  AbslFormatConvert(const StrongId& id, const absl::FormatConversionSpec&, absl::FormatSink* sink) {
+    if constexpr (std::is_integral_v<T>) {
+      sink->Append(absl::StrCat(id.value_));
+    } else {
+      sink->Append(id.value_);
+    }
+    return {true};
   }
 
  private:

@@ -31,7 +31,7 @@ void ToProto(const TopicDescription& description, pb::DescribeTopicResponse* out
     info->set_log_start_offset(p.meta.log_start_offset);
     info->set_high_watermark(p.high_watermark);
     info->set_log_end_offset(p.meta.next_offset);
-    info->set_leader_epoch(p.leader_epoch);
+    info->set_leader_epoch(p.leader_epoch.value());
     info->set_leader(p.leader);
     info->set_record_count(p.meta.record_count);
     info->set_bytes(p.meta.bytes);
@@ -92,7 +92,7 @@ void ToProto(const TopicAssignment& t, pb::TopicMetadata* out) {
     auto* info = out->add_partitions();
     info->set_partition(static_cast<int32_t>(p));
     info->set_leader(t.partitions[p]->leader);
-    info->set_leader_epoch(t.partitions[p]->leader_epoch);
+    info->set_leader_epoch(t.partitions[p]->leader_epoch.value());
     for (int32_t r : t.partitions[p]->replicas) info->add_replicas(r);
     for (int32_t r : t.partitions[p]->isr) info->add_isr(r);
     for (int32_t r : t.partitions[p]->target_replicas) info->add_target_replicas(r);
@@ -165,7 +165,7 @@ void ToProto(const absl::StatusOr<ProduceResult>& result, pb::ProduceStreamRespo
   if (auto hint = LeaderHintOf(result.status())) {
     out->set_leader_id(hint->id);
     out->set_leader_address(hint->address);
-    out->set_leader_epoch(hint->epoch);
+    out->set_leader_epoch(hint->epoch.value());
   }
 }
 
@@ -175,7 +175,7 @@ grpc::Status Answer(grpc::CallbackServerContext* ctx, const absl::Status& status
   if (auto hint = LeaderHintOf(status)) {
     ctx->AddTrailingMetadata("conduit-leader-id", std::to_string(hint->id));
     ctx->AddTrailingMetadata("conduit-leader-address", hint->address);
-    ctx->AddTrailingMetadata("conduit-leader-epoch", std::to_string(hint->epoch));
+    ctx->AddTrailingMetadata("conduit-leader-epoch", std::to_string(hint->epoch.value()));
   }
   return grpc_util::ToGrpcStatus(status);
 }

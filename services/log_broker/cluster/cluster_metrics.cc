@@ -80,9 +80,9 @@ void ClusterMetrics::OnViewApplied(const ClusterView& view, int32_t self, absl::
       if (p->leader != self) continue;
       ++led;
       const std::pair<uint64_t, int32_t> key(t.meta.id.value(), static_cast<int32_t>(i));
-      epochs[key] = p->leader_epoch;
+      epochs[key] = p->leader_epoch.value();
       auto before = led_.find(key);
-      elected += before == led_.end() || before->second != p->leader_epoch;
+      elected += before == led_.end() || before->second != p->leader_epoch.value();
     }
   }
   if (seeded_ && elected > 0) leader_elections_.Increment(elected);

@@ -68,12 +68,13 @@ absl::StatusOr<bool> EtcdCluster::WritePartitionStates(
             "controller {} (epoch {}): unclean election: {}/{} has no live in-sync replica; "
             "out-of-sync broker {} leads at epoch {}, and records only the lost replicas held "
             "are gone",
-            options_.broker_id, epoch, c.topic, c.partition, c.next.leader, c.next.leader_epoch);
+            options_.broker_id, epoch, c.topic, c.partition, c.next.leader,
+            c.next.leader_epoch.value());
         observer_->OnUncleanElection();
         continue;
       }
       spdlog::info("controller {} (epoch {}): {}/{} leader {} at epoch {}", options_.broker_id,
-                   epoch, c.topic, c.partition, c.next.leader, c.next.leader_epoch);
+                   epoch, c.topic, c.partition, c.next.leader, c.next.leader_epoch.value());
     }
   }
   return result.succeeded;

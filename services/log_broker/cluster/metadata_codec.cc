@@ -87,7 +87,7 @@ absl::StatusOr<TopicAssignment> DecodeTopic(const std::string& json) {
 std::string EncodePartition(const PartitionAssignment& p) {
   cpb::PartitionRecord r;
   r.set_leader(p.leader);
-  r.set_leader_epoch(p.leader_epoch);
+  r.set_leader_epoch(p.leader_epoch.value());
   for (int32_t b : p.replicas) r.add_replicas(b);
   for (int32_t b : p.isr) r.add_isr(b);
   for (int32_t b : p.target_replicas) r.add_target_replicas(b);
@@ -99,7 +99,7 @@ absl::StatusOr<PartitionAssignment> DecodePartition(const std::string& json) {
   auto r = FromJson<cpb::PartitionRecord>(json, "partition");
   if (!r.ok()) return r.status();
   return PartitionAssignment{r->leader(),
-                             r->leader_epoch(),
+                             LeaderEpoch(r->leader_epoch()),
                              {r->replicas().begin(), r->replicas().end()},
                              {r->isr().begin(), r->isr().end()},
                              {r->target_replicas().begin(), r->target_replicas().end()},

@@ -27,7 +27,7 @@ void ToProto(const StoredRecord& record, pb::Record* out) {
   if (record.data.event_time) SetTimestamp(*record.data.event_time, out->mutable_event_time());
   SetTimestamp(record.append_time, out->mutable_append_time());
   out->set_event_id(record.data.event_id);
-  out->set_leader_epoch(record.leader_epoch);
+  out->set_leader_epoch(record.leader_epoch.value());
 }
 
 StoredRecord FromProto(pb::Record&& record) {
@@ -35,7 +35,7 @@ StoredRecord FromProto(pb::Record&& record) {
   out.partition = record.partition();
   out.offset = record.offset();
   out.append_time = FromTimestamp(record.append_time());
-  out.leader_epoch = record.leader_epoch();
+  out.leader_epoch = LeaderEpoch(record.leader_epoch());
   out.data = TakeRecordData(record);
   return out;
 }

@@ -71,9 +71,9 @@ class BatchContext {
     // partition's last append (a partition's append times never go back, whatever the clock
     // does or whichever broker appended before).
     absl::Time append_time;
-    int32_t leader_epoch = 0;           // stamped on the records this batch appends
-    int32_t last_started_epoch = -1;    // the newest epoch in the partition's epoch cache
-    std::map<int32_t, int64_t> epoch_starts;  // epochs this batch starts → first offset
+    LeaderEpoch leader_epoch;                         // stamped on the records this batch appends
+    LeaderEpoch last_started_epoch = kNoLeaderEpoch;  // the newest in the partition's epoch cache
+    std::map<LeaderEpoch, int64_t> epoch_starts;      // epochs this batch starts → first offset
     std::optional<int64_t> truncated_to;      // a follower's truncation in this batch
     bool restarted = false;                   // ... emptying the log to start over there
     int64_t next_offset_before = 0;     // to roll back if the write fails

@@ -140,16 +140,16 @@ absl::Status AppendPipeline::SubmitTruncate(std::shared_ptr<TopicState> topic, i
     ctx.writes().range_deletes.push_back(WriteSet::RangeDelete{topic->id, partition, from, end});
     const int64_t new_end = restart ? offset : from;
     // The epoch of the last record that stays.
-    const int32_t last_kept_epoch = restart ? -1 : part->EpochBefore(new_end);
+    const LeaderEpoch last_kept_epoch = restart ? kNoLeaderEpoch : part->EpochBefore(new_end);
     ctx.writes().epoch_truncates.push_back(
-        WriteSet::EpochTruncate{topic->id, partition, last_kept_epoch + 1});
+        WriteSet::EpochTruncate{topic->id, partition, NextEpoch(last_kept_epoch)});
     part->next_offset = new_end;
     s.meta.next_offset = new_end;
     if (restart) s.meta.log_start_offset = new_end;
     s.meta.record_count = std::max<int64_t>(0, s.meta.record_count - gone);
     s.meta.bytes = std::max<int64_t>(0, s.meta.bytes - gone_bytes);
-    s.meta.leader_epoch = std::max(last_kept_epoch, 0);
-    s.last_started_epoch = restart ? -1 : last_kept_epoch;
+    s.meta.leader_epoch = std::max(last_kept_epoch, LeaderEpoch(0));
+    s.last_started_epoch = restart ? kNoLeaderEpoch : last_kept_epoch;
     s.epoch_starts.clear();
     s.truncated_to = new_end;
     s.restarted = restart;

@@ -21,7 +21,7 @@ absl::StatusOr<std::shared_ptr<TopicState>> RecoverTopicState(LogStore& store,
                                                               const TopicMeta& meta) {
   auto state = std::make_shared<TopicState>(meta);
   CONDUIT_ASSIGN_OR_RETURN(auto epochs, store.LoadEpochStarts(meta.id));
-  std::vector<std::map<int32_t, int64_t>> epoch_starts(meta.partitions);
+  std::vector<std::map<LeaderEpoch, int64_t>> epoch_starts(meta.partitions);
   for (const auto& e : epochs) {
     if (e.partition < 0 || e.partition >= meta.partitions) continue;
     epoch_starts[e.partition][e.epoch] = e.start_offset;
@@ -207,7 +207,8 @@ absl::Status Broker::RunBlocking(std::function<void()> fn) {
   return absl::OkStatus();
 }
 
-absl::Status Broker::SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch) {
+absl::Status Broker::SetLeaderEpoch(const std::string& topic, int32_t partition,
+                                    LeaderEpoch epoch) {
   if (!local_cluster_) {
     return absl::FailedPreconditionError("in a cluster, leader epochs come from its metadata");
   }
@@ -215,10 +216,10 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic, int32_t partition,
 }
 
 absl::Status Broker::TakeLeaderEpoch(const std::string& topic_name, int32_t partition,
-                                     int32_t epoch) {
+                                     LeaderEpoch epoch) {
   CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_.Find(topic_name));
   CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(*topic, partition));
-  const int32_t before = topic->partitions[partition].RaiseLeaderEpoch(epoch);
+  const LeaderEpoch before = topic->partitions[partition].RaiseLeaderEpoch(epoch);
   if (epoch < before) {
     return absl::FailedPreconditionError(
         absl::StrFormat("leader epoch %d of %s/%d is older than its current epoch %d", epoch,

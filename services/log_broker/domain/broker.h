@@ -146,14 +146,14 @@ class Broker {
   // back) and in a cluster (its epochs come from the cluster's metadata); NOT_FOUND for an
   // unknown partition. The epoch is durable with the next append (a restart before one recovers
   // the previous epoch).
-  absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
+  absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, LeaderEpoch epoch);
 
   // Where leader epoch `epoch` ends in this broker's copy of the partition (KIP-101/279): the
   // largest epoch ≤ `epoch` that appended here, and the first offset after its records (the
   // start of the next epoch, or the log end). {-1, -1} when no epoch ≤ `epoch` appended here.
   using EpochEnd = PartitionLog::EpochEnd;
   absl::StatusOr<EpochEnd> OffsetForLeaderEpoch(const std::string& topic, int32_t partition,
-                                                int32_t epoch) const;
+                                                LeaderEpoch epoch) const;
 
   // The cluster as this broker sees it (the applied view). A single node is a cluster of one:
   // broker 0 at `self_address`, the controller and leader of every partition (one replica).
@@ -206,7 +206,7 @@ class Broker {
 
   // The applied view made this broker the leader of topic/partition at `epoch`: appends from
   // now on are stamped with it. FAILED_PRECONDITION below the current epoch; NOT_FOUND.
-  absl::Status TakeLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
+  absl::Status TakeLeaderEpoch(const std::string& topic, int32_t partition, LeaderEpoch epoch);
   // ApplyView's steps.
   absl::Status MaterializeTopic(const TopicAssignment& assignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);

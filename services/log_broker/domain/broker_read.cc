@@ -168,7 +168,7 @@ absl::StatusOr<std::vector<RecordPosition>> Broker::ListOffsets(
 
 absl::StatusOr<Broker::EpochEnd> Broker::OffsetForLeaderEpoch(const std::string& topic_name,
                                                               int32_t partition,
-                                                              int32_t epoch) const {
+                                                              LeaderEpoch epoch) const {
   CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_.Find(topic_name));
   CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(*topic, partition));
   return topic->partitions[partition].EndOfEpoch(epoch);

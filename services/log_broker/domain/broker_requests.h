@@ -56,7 +56,7 @@ struct PartitionDescription {
   // Log start, log end (next_offset), count, bytes, max event time, epoch of the last append.
   PartitionMeta meta;
   int64_t high_watermark = 0;
-  int32_t leader_epoch = 0;  // the epoch new appends get
+  LeaderEpoch leader_epoch;  // the epoch new appends get
   int32_t leader = 0;        // in a cluster, the applied view's leader (kNoBroker: offline)
   absl::Time oldest_append_time = absl::InfinitePast();
   absl::Time newest_append_time = absl::InfinitePast();
@@ -86,8 +86,8 @@ struct ReplicaFetchItem {
   TopicId topic_id;
   int32_t partition = 0;
   int64_t fetch_offset = 0;         // the follower's durable log end
-  int32_t last_fetched_epoch = -1;  // the epoch of its last record; -1: its log is empty
-  int32_t current_leader_epoch = 0;  // the leader epoch the follower's view names
+  LeaderEpoch last_fetched_epoch = kNoLeaderEpoch;  // of its last record; none: log empty
+  LeaderEpoch current_leader_epoch;                 // the leader epoch the follower's view names
 };
 
 // The leader's answer for one partition.

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "services/log_broker/domain/ids.h"
 #include "services/log_broker/domain/producer_state.h"
 #include "services/log_broker/domain/topic.h"
 
@@ -29,7 +30,7 @@ struct BrokerRegistration {
 // partition's leader (its in-sync set), each write guarded by the revision it read.
 struct PartitionAssignment {
   int32_t leader = kNoBroker;  // kNoBroker: offline
-  int32_t leader_epoch = 0;    // bumped by every change of leader, offline included
+  LeaderEpoch leader_epoch;    // bumped by every change of leader, offline included
   std::vector<int32_t> replicas;
   std::vector<int32_t> isr;
   // A reassignment in progress (ReassignPartition): the replicas wanted, the first preferred as

@@ -15,7 +15,7 @@ LocalClusterMetadata::LocalClusterMetadata(ProducerRegistry* producers) : produc
   view_ = std::move(view);
 }
 
-PartitionAssignment LocalClusterMetadata::Sole(int32_t epoch) {
+PartitionAssignment LocalClusterMetadata::Sole(LeaderEpoch epoch) {
   return PartitionAssignment{0, epoch, {0}, {0}, {}, 0};
 }
 
@@ -48,7 +48,7 @@ absl::Status LocalClusterMetadata::Seed(const std::vector<TopicAssignment>& topi
 }
 
 absl::Status LocalClusterMetadata::SetLeaderEpoch(const std::string& topic, int32_t partition,
-                                                  int32_t epoch) {
+                                                  LeaderEpoch epoch) {
   absl::MutexLock change(&change_mu_);
   ClusterView next = *View();
   auto t = next.topics.find(topic);
@@ -57,7 +57,7 @@ absl::Status LocalClusterMetadata::SetLeaderEpoch(const std::string& topic, int3
     return absl::NotFoundError(
         absl::StrFormat("partition %d of topic '%s' does not exist", partition, topic));
   }
-  const int32_t current = t->second.partitions[partition]->leader_epoch;
+  const LeaderEpoch current = t->second.partitions[partition]->leader_epoch;
   if (epoch < current) {
     return absl::FailedPreconditionError(
         absl::StrFormat("leader epoch %d of %s/%d is older than its current epoch %d", epoch, topic,
@@ -80,7 +80,7 @@ absl::StatusOr<TopicAssignment> LocalClusterMetadata::CreateTopic(const TopicMet
   }
   TopicAssignment t;
   t.meta = meta;
-  t.partitions.assign(meta.partitions, Sole(0));
+  t.partitions.assign(meta.partitions, Sole(LeaderEpoch(0)));
   t.partition_revisions.assign(meta.partitions, 0);
   next.topics[meta.name] = t;
   CONDUIT_RETURN_IF_ERROR(Publish(std::move(next)));

@@ -37,9 +37,9 @@ class LocalClusterMetadata final : public ClusterMetadata {
   absl::Status Seed(const std::vector<TopicAssignment>& topics);
   // Leadership of one partition taken again at `epoch` (a single node's stand-in for the
   // controller's leader change; tests). FAILED_PRECONDITION below the current epoch, NOT_FOUND.
-  absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, int32_t epoch);
+  absl::Status SetLeaderEpoch(const std::string& topic, int32_t partition, LeaderEpoch epoch);
   // The one partition assignment of a single node at `epoch`.
-  static PartitionAssignment Sole(int32_t epoch);
+  static PartitionAssignment Sole(LeaderEpoch epoch);
 
   int32_t self() const override { return 0; }
   const std::string& cluster_name() const override { return name_; }

@@ -25,7 +25,7 @@ struct PartitionMeta {
   int64_t record_count = 0;
   int64_t bytes = 0;  // payload bytes
   absl::Time max_event_time = absl::InfinitePast();
-  int32_t leader_epoch = 0;  // the epoch of the latest append
+  LeaderEpoch leader_epoch;  // the epoch of the latest append
   friend bool operator==(const PartitionMeta&, const PartitionMeta&) = default;
 };
 
@@ -35,7 +35,7 @@ struct AppendEntry {
   int32_t partition = 0;
   int64_t offset = 0;
   absl::Time append_time;
-  int32_t leader_epoch = 0;
+  LeaderEpoch leader_epoch;
   // Not owned; valid for the duration of Write. Null for a replicated record that comes as
   // `stored`.
   const RecordData* data = nullptr;
@@ -50,7 +50,7 @@ struct AppendEntry {
 struct ReplicaRecord {
   int64_t offset = 0;
   absl::Time append_time;
-  int32_t leader_epoch = 0;
+  LeaderEpoch leader_epoch;
   int64_t payload_bytes = 0;  // as RecordData::PayloadBytes
   std::optional<absl::Time> event_time;
   std::string_view event_id;
@@ -128,7 +128,7 @@ struct WriteSet {
   struct EpochStart {
     TopicId topic_id;
     int32_t partition;
-    int32_t epoch;
+    LeaderEpoch epoch;
     int64_t start_offset;
   };
 
@@ -145,7 +145,7 @@ struct WriteSet {
   struct EpochTruncate {
     TopicId topic_id;
     int32_t partition;
-    int32_t from_epoch;
+    LeaderEpoch from_epoch;
   };
   std::vector<EpochTruncate> epoch_truncates;
 

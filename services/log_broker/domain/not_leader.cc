@@ -28,10 +28,12 @@ std::optional<LeaderHint> LeaderHintOf(const absl::Status& status) {
   if (!payload) return std::nullopt;
   std::vector<std::string> parts = absl::StrSplit(std::string(*payload), '\n');
   LeaderHint hint;
+  int32_t epoch = 0;
   if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &hint.id) ||
-      !absl::SimpleAtoi(parts[2], &hint.epoch)) {
+      !absl::SimpleAtoi(parts[2], &epoch)) {
     return std::nullopt;
   }
+  hint.epoch = LeaderEpoch(epoch);
   hint.address = parts[1];
   return hint;
 }

@@ -15,7 +15,7 @@ namespace conduit::log_broker {
 struct LeaderHint {
   int32_t id = kNoBroker;
   std::string address;
-  int32_t epoch = 0;
+  LeaderEpoch epoch;
   friend bool operator==(const LeaderHint&, const LeaderHint&) = default;
 };
 

@@ -9,7 +9,7 @@
 namespace conduit::log_broker {
 
 void PartitionLog::Recover(const PartitionMeta& meta, absl::Time first_append,
-                           absl::Time last_append, std::map<int32_t, int64_t> epoch_starts) {
+                           absl::Time last_append, std::map<LeaderEpoch, int64_t> epoch_starts) {
   next_offset = meta.next_offset;
   absl::MutexLock lock(&mu_);
   meta_ = meta;
@@ -20,8 +20,8 @@ void PartitionLog::Recover(const PartitionMeta& meta, absl::Time first_append,
   epoch_starts_ = std::move(epoch_starts);
   // Records written before the epoch cache existed were appended at epoch 0.
   const int64_t first = epoch_starts_.empty() ? meta_.next_offset : epoch_starts_.begin()->second;
-  if (first > meta_.log_start_offset && !epoch_starts_.contains(0)) {
-    epoch_starts_[0] = meta_.log_start_offset;
+  if (first > meta_.log_start_offset && !epoch_starts_.contains(LeaderEpoch(0))) {
+    epoch_starts_[LeaderEpoch(0)] = meta_.log_start_offset;
   }
 }
 
@@ -30,26 +30,26 @@ PartitionLog::Extent PartitionLog::extent() const {
   return Extent{meta_.log_start_offset, high_watermark_, meta_.next_offset, meta_.bytes};
 }
 
-int32_t PartitionLog::leader_epoch() const {
+LeaderEpoch PartitionLog::leader_epoch() const {
   absl::MutexLock lock(&mu_);
   return leader_epoch_;
 }
 
-PartitionLog::EpochEnd PartitionLog::EndOfEpoch(int32_t epoch) const {
+PartitionLog::EpochEnd PartitionLog::EndOfEpoch(LeaderEpoch epoch) const {
   absl::MutexLock lock(&mu_);
   auto after = epoch_starts_.upper_bound(epoch);  // the first epoch above `epoch`
   if (after == epoch_starts_.begin()) return EpochEnd{};
-  const int32_t found = std::prev(after)->first;
+  const LeaderEpoch found = std::prev(after)->first;
   return EpochEnd{found, after == epoch_starts_.end() ? meta_.next_offset : after->second};
 }
 
-int32_t PartitionLog::EpochBefore(int64_t end) const {
+LeaderEpoch PartitionLog::EpochBefore(int64_t end) const {
   absl::MutexLock lock(&mu_);
   return EpochBeforeLocked(end);
 }
 
-int32_t PartitionLog::EpochBeforeLocked(int64_t end) const {
-  int32_t epoch = -1;
+LeaderEpoch PartitionLog::EpochBeforeLocked(int64_t end) const {
+  LeaderEpoch epoch = kNoLeaderEpoch;
   for (const auto& [e, start] : epoch_starts_) {
     if (start < end) epoch = e;
   }
@@ -135,8 +135,8 @@ void PartitionLog::AdvanceHighWatermark(Wake* wake) {
 PartitionLog::AppendBase PartitionLog::BeginAppend() const {
   absl::MutexLock lock(&mu_);
   return AppendBase{meta_, leader_epoch_,
-                    epoch_starts_.empty() ? -1 : epoch_starts_.rbegin()->first, oldest_append_time_,
-                    last_append_time_};
+                    epoch_starts_.empty() ? kNoLeaderEpoch : epoch_starts_.rbegin()->first,
+                    oldest_append_time_, last_append_time_};
 }
 
 bool PartitionLog::IsFollower() const {
@@ -186,9 +186,9 @@ int64_t PartitionLog::Publish(const Published& batch, Wake* wake) {
 
 // ---- Leadership -------------------------------------------------------------------------------
 
-int32_t PartitionLog::RaiseLeaderEpoch(int32_t epoch) {
+LeaderEpoch PartitionLog::RaiseLeaderEpoch(LeaderEpoch epoch) {
   absl::MutexLock lock(&mu_);
-  const int32_t before = leader_epoch_;
+  const LeaderEpoch before = leader_epoch_;
   if (epoch >= before) leader_epoch_ = epoch;
   return before;
 }
@@ -269,16 +269,18 @@ absl::Status PartitionLog::ValidateFollowerFetch(const std::string& topic, int32
   }
   // Does the follower's log agree with this one up to its fetch offset? The end of its last
   // epoch here tells (KIP-101/279; KIP-320 answers it within the fetch).
-  if (item.fetch_offset < meta_.log_start_offset && item.last_fetched_epoch < 0) {
+  if (item.fetch_offset < meta_.log_start_offset && item.last_fetched_epoch == kNoLeaderEpoch) {
     answer->truncate_to = meta_.log_start_offset;  // start over at the log start
     return absl::OutOfRangeError("the follower's log starts before the leader's");
   }
-  if (item.last_fetched_epoch >= 0) {
+  if (item.last_fetched_epoch != kNoLeaderEpoch) {
     auto after = epoch_starts_.upper_bound(item.last_fetched_epoch);
-    const int32_t shared = after == epoch_starts_.begin() ? -1 : std::prev(after)->first;
+    const LeaderEpoch shared =
+        after == epoch_starts_.begin() ? kNoLeaderEpoch : std::prev(after)->first;
     const int64_t end = after == epoch_starts_.end() ? meta_.next_offset : after->second;
     if (shared != item.last_fetched_epoch || end < item.fetch_offset) {
-      answer->truncate_to = shared < 0 ? meta_.log_start_offset : std::min(end, item.fetch_offset);
+      answer->truncate_to =
+          shared == kNoLeaderEpoch ? meta_.log_start_offset : std::min(end, item.fetch_offset);
       return absl::OutOfRangeError(
           absl::StrFormat("the follower's log diverges from the leader's: epoch %d ends at %d here",
                           item.last_fetched_epoch, *answer->truncate_to));
@@ -305,7 +307,7 @@ void PartitionLog::ChargeThrottle(int32_t follower, int64_t bytes) {
   replica_.ChargeThrottle(follower, bytes);
 }
 
-std::optional<std::vector<int32_t>> PartitionLog::PlanIsrChange(int32_t leader_epoch,
+std::optional<std::vector<int32_t>> PartitionLog::PlanIsrChange(LeaderEpoch leader_epoch,
                                                                 absl::Duration replica_lag_time,
                                                                 absl::Duration now) {
   absl::MutexLock lock(&mu_);
@@ -331,10 +333,11 @@ void PartitionLog::EndIsrChange(int64_t revision, Wake* wake) {
 PartitionLog::FollowerPosition PartitionLog::follower_position() const {
   absl::MutexLock lock(&mu_);
   const int64_t end = meta_.next_offset;
-  return FollowerPosition{end, end > meta_.log_start_offset ? EpochBeforeLocked(end) : -1};
+  return FollowerPosition{end,
+                          end > meta_.log_start_offset ? EpochBeforeLocked(end) : kNoLeaderEpoch};
 }
 
-bool PartitionLog::TakeLeaderHighWatermark(int32_t leader_epoch, int64_t leader_high_watermark,
+bool PartitionLog::TakeLeaderHighWatermark(LeaderEpoch leader_epoch, int64_t leader_high_watermark,
                                            Wake* wake) {
   absl::MutexLock lock(&mu_);
   if (replica_.role != ReplicaState::Role::kFollower || replica_.leader_epoch != leader_epoch) {

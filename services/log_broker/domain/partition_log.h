@@ -59,7 +59,7 @@ class PartitionLog {
   // The state the store recovered (one replica: the high watermark is the log end). Records
   // written before the epoch cache existed count as appended at epoch 0.
   void Recover(const PartitionMeta& meta, absl::Time first_append, absl::Time last_append,
-               std::map<int32_t, int64_t> epoch_starts);
+               std::map<LeaderEpoch, int64_t> epoch_starts);
 
   // ---- Reads --------------------------------------------------------------------------------
   struct Extent {
@@ -69,17 +69,17 @@ class PartitionLog {
     int64_t bytes = 0;
   };
   Extent extent() const;
-  int32_t leader_epoch() const;
+  LeaderEpoch leader_epoch() const;
   // Where leader epoch `epoch` ends here (KIP-101/279): the largest epoch <= `epoch` that
   // appended here and the first offset after its records. {-1, -1} when none did.
   struct EpochEnd {
-    int32_t epoch = -1;
+    LeaderEpoch epoch = kNoLeaderEpoch;
     int64_t end_offset = -1;
     friend bool operator==(const EpochEnd&, const EpochEnd&) = default;
   };
-  EpochEnd EndOfEpoch(int32_t epoch) const;
+  EpochEnd EndOfEpoch(LeaderEpoch epoch) const;
   // The epoch of the last record below `end`; -1 when none.
-  int32_t EpochBefore(int64_t end) const;
+  LeaderEpoch EpochBefore(int64_t end) const;
   // For DescribeTopic: `leader` is the applied view's (0 on a single node).
   PartitionDescription Describe(int32_t partition, int32_t leader, absl::Duration now) const;
   // Where this broker leads the partition or holds it alone (and it is placed): its
@@ -105,8 +105,8 @@ class PartitionLog {
   // What a batch starts from.
   struct AppendBase {
     PartitionMeta meta;
-    int32_t leader_epoch = 0;
-    int32_t last_started_epoch = -1;  // the newest epoch in the epoch cache
+    LeaderEpoch leader_epoch;
+    LeaderEpoch last_started_epoch = kNoLeaderEpoch;  // the newest epoch in the epoch cache
     absl::Time oldest_append_time;
     absl::Time last_append_time;
   };
@@ -124,7 +124,7 @@ class PartitionLog {
     PartitionMeta meta;
     absl::Time oldest_append_time;
     std::optional<absl::Time> appended_at;    // set when the batch appended records
-    std::map<int32_t, int64_t> epoch_starts;  // epochs the batch started
+    std::map<LeaderEpoch, int64_t> epoch_starts;  // epochs the batch started
     std::optional<int64_t> truncated_to;      // a follower's truncation
     bool restarted = false;                   // ... emptying the log to start over there
   };
@@ -132,10 +132,10 @@ class PartitionLog {
 
   // ---- Leadership ---------------------------------------------------------------------------
   // Takes `epoch` for new appends unless it is below the current one; returns the epoch before.
-  int32_t RaiseLeaderEpoch(int32_t epoch);
+  LeaderEpoch RaiseLeaderEpoch(LeaderEpoch epoch);
   // What the serving check reads, at one moment.
   struct Serving {
-    int32_t leader_epoch = 0;
+    LeaderEpoch leader_epoch;
     bool follower = false;
     // The applied view has this broker lead the partition (alone or with followers) at the
     // partition's own epoch: it serves reads (and, when it may lead, writes).
@@ -168,7 +168,7 @@ class PartitionLog {
   // The in-sync set change the followers' progress calls for, begun (nullopt: none, or this
   // broker does not lead at `leader_epoch`). EndIsrChange with the metadata revision written
   // (0: not written).
-  std::optional<std::vector<int32_t>> PlanIsrChange(int32_t leader_epoch,
+  std::optional<std::vector<int32_t>> PlanIsrChange(LeaderEpoch leader_epoch,
                                                     absl::Duration replica_lag_time,
                                                     absl::Duration now);
   void EndIsrChange(int64_t revision, Wake* wake);
@@ -176,15 +176,15 @@ class PartitionLog {
   // ---- Replication, follower side -----------------------------------------------------------
   struct FollowerPosition {
     int64_t log_end = 0;
-    int32_t last_epoch = -1;  // of the last record; -1 for an empty log
+    LeaderEpoch last_epoch = kNoLeaderEpoch;  // of the last record; none for an empty log
   };
   FollowerPosition follower_position() const;
   // The leader's high watermark, taken up to the local durable end. False (nothing changed) when
   // the partition is no longer followed at `leader_epoch`.
-  bool TakeLeaderHighWatermark(int32_t leader_epoch, int64_t leader_high_watermark, Wake* wake);
+  bool TakeLeaderHighWatermark(LeaderEpoch leader_epoch, int64_t leader_high_watermark, Wake* wake);
 
  private:
-  int32_t EpochBeforeLocked(int64_t end) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LeaderEpoch EpochBeforeLocked(int64_t end) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the high watermark as far as the replication state allows (never back), adding the
   // long-polls and acknowledgements that can now proceed to `wake`.
   void AdvanceHighWatermark(Wake* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -202,10 +202,10 @@ class PartitionLog {
   int64_t durable_end_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<int64_t>::max();
   // The epoch appends are stamped with: 0 on a single node; in a cluster the epoch at which the
   // metadata made this broker the leader.
-  int32_t leader_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  LeaderEpoch leader_epoch_ ABSL_GUARDED_BY(mu_);
   // The leader-epoch cache: each epoch that appended here → the first offset it appended.
   // Durable with that first record.
-  std::map<int32_t, int64_t> epoch_starts_ ABSL_GUARDED_BY(mu_);
+  std::map<LeaderEpoch, int64_t> epoch_starts_ ABSL_GUARDED_BY(mu_);
   absl::Time oldest_append_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_append_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Long-polls and tails waiting for the high watermark to move, by waiter id.

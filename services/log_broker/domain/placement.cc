@@ -71,7 +71,7 @@ std::optional<PartitionAssignment> PlanReassignment(const ClusterView& view,
     if (live == wanted.end()) return std::nullopt;
     next.leader = *live;
   }
-  if (next.leader != now.leader) next.leader_epoch = now.leader_epoch + 1;
+  if (next.leader != now.leader) next.leader_epoch = NextEpoch(now.leader_epoch);
   next.replicas = wanted;
   next.isr.clear();
   for (int32_t b : now.isr) {
@@ -89,8 +89,9 @@ void PlaceTopic(const TopicAssignment& t, std::map<int32_t, int32_t>& counts,
     if (t.partitions[p]) continue;
     std::vector<int32_t> replicas = PickReplicas(counts, rf);
     ++counts[replicas.front()];
-    out->push_back(PartitionChange{t.meta.name, t.meta.id, p, t.partition_revisions[p],
-                                   PartitionAssignment{replicas.front(), 1, replicas, replicas}});
+    out->push_back(
+        PartitionChange{t.meta.name, t.meta.id, p, t.partition_revisions[p],
+                        PartitionAssignment{replicas.front(), LeaderEpoch(1), replicas, replicas}});
   }
 }
 
@@ -137,7 +138,7 @@ std::vector<PartitionChange> PlanPartitionChanges(const ClusterView& view) {
         next.leader = kNoBroker;
       }
       if (next.leader != kNoBroker) ++counts[next.leader];
-      next.leader_epoch = now.leader_epoch + 1;
+      next.leader_epoch = NextEpoch(now.leader_epoch);
       out.push_back(PartitionChange{name, t.meta.id, p, t.partition_revisions[p], next, unclean});
     }
   }
@@ -160,7 +161,7 @@ std::vector<PartitionChange> PlanPreferredLeaders(const ClusterView& view) {
       }
       PartitionAssignment next = now;
       next.leader = preferred;
-      next.leader_epoch = now.leader_epoch + 1;
+      next.leader_epoch = NextEpoch(now.leader_epoch);
       out.push_back(PartitionChange{name, t.meta.id, p, t.partition_revisions[p], next});
     }
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -46,7 +47,7 @@ struct StoredRecord {
   int32_t partition = 0;
   int64_t offset = 0;
   absl::Time append_time;
-  int32_t leader_epoch = 0;
+  LeaderEpoch leader_epoch;
   RecordData data;
   std::optional<ProducerTag> producer;
 };

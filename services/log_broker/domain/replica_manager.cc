@@ -210,7 +210,7 @@ std::vector<ReplicaFetchItem> ReplicaManager::FollowedPartitions(int32_t leader)
   return out;
 }
 
-absl::Status ReplicaManager::ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoch,
+absl::Status ReplicaManager::ApplyReplicaData(ReplicaFetchData data, LeaderEpoch leader_epoch,
                                               std::function<void(absl::Status)> done) {
   CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_->Find(data.topic));
   if (topic->id != data.topic_id) return absl::NotFoundError("topic was replaced");

@@ -66,7 +66,7 @@ class ReplicaManager {
   // and epochs, fsynced for a sync topic) or truncates as told, then takes the leader's high
   // watermark (up to the local durable end). `done` runs once that is durable.
   // FAILED_PRECONDITION when the partition is no longer followed at `leader_epoch`.
-  absl::Status ApplyReplicaData(ReplicaFetchData data, int32_t leader_epoch,
+  absl::Status ApplyReplicaData(ReplicaFetchData data, LeaderEpoch leader_epoch,
                                 std::function<void(absl::Status)> done);
 
   // Leader side: writes in-sync set changes the followers' progress calls for (a follower behind

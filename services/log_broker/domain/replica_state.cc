@@ -41,7 +41,7 @@ std::vector<AckWaiters::Callback> AckWaiters::TakeAll() {
   return Release(INT64_MAX);
 }
 
-void ReplicaState::Assign(Role next_role, int32_t self_id, int32_t leader_id, int32_t epoch,
+void ReplicaState::Assign(Role next_role, int32_t self_id, int32_t leader_id, LeaderEpoch epoch,
                           std::vector<int32_t> replica_ids, std::vector<int32_t> in_sync,
                           int64_t revision, absl::Duration now) {
   const bool new_term = next_role != role || epoch != leader_epoch;

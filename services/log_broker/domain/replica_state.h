@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "services/log_broker/domain/ids.h"
 
 namespace conduit::log_broker {
 
@@ -53,7 +54,7 @@ struct FollowerLag {
 // A partition's replication as this broker has it.
 struct ReplicationDescription {
   ReplicaRole role = ReplicaRole::kSole;
-  int32_t leader_epoch = 0;  // of the metadata view that set the role
+  LeaderEpoch leader_epoch;  // of the metadata view that set the role
   std::vector<int32_t> replicas;
   // The metadata's in-sync set as this broker last applied it (or, leading it, wrote it).
   std::vector<int32_t> isr;
@@ -105,7 +106,7 @@ struct ReplicaState {
   Role role = Role::kSole;
   int32_t self = 0;
   int32_t leader = 0;
-  int32_t leader_epoch = 0;  // of the view that set the role
+  LeaderEpoch leader_epoch;  // of the view that set the role
   std::vector<int32_t> replicas;
   // The metadata's in-sync set, as of the view that set the role.
   std::vector<int32_t> view_isr;
@@ -131,7 +132,7 @@ struct ReplicaState {
 
   // Takes the role a view names. Followers' progress restarts at a new epoch.
   // `revision` is the metadata revision of the partition's state in the view.
-  void Assign(Role next_role, int32_t self_id, int32_t leader_id, int32_t epoch,
+  void Assign(Role next_role, int32_t self_id, int32_t leader_id, LeaderEpoch epoch,
               std::vector<int32_t> replica_ids, std::vector<int32_t> in_sync, int64_t revision,
               absl::Duration now);
 

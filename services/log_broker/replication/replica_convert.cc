@@ -9,8 +9,8 @@ std::vector<ReplicaFetchItem> FromProto(const pb::ReplicaFetchRequest& request) 
   out.reserve(request.partitions_size());
   for (const auto& p : request.partitions()) {
     out.push_back(ReplicaFetchItem{p.topic(), TopicId(p.topic_id()), p.partition(),
-                                   p.fetch_offset(), p.last_fetched_epoch(),
-                                   p.current_leader_epoch()});
+                                   p.fetch_offset(), LeaderEpoch(p.last_fetched_epoch()),
+                                   LeaderEpoch(p.current_leader_epoch())});
   }
   return out;
 }
@@ -22,8 +22,8 @@ void ToProto(const std::vector<ReplicaFetchItem>& items, pb::ReplicaFetchRequest
     p->set_topic_id(item.topic_id.value());
     p->set_partition(item.partition);
     p->set_fetch_offset(item.fetch_offset);
-    p->set_last_fetched_epoch(item.last_fetched_epoch);
-    p->set_current_leader_epoch(item.current_leader_epoch);
+    p->set_last_fetched_epoch(item.last_fetched_epoch.value());
+    p->set_current_leader_epoch(item.current_leader_epoch.value());
   }
 }
 

@@ -274,19 +274,21 @@ std::string EncodePartitionMeta(const PartitionMeta& meta) {
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.record_count));
   coding::PutVarint64(&out, static_cast<uint64_t>(meta.bytes));
   PutTime(&out, meta.max_event_time);
-  coding::PutVarint64(&out, static_cast<uint64_t>(meta.leader_epoch));
+  coding::PutVarint64(&out, static_cast<uint64_t>(meta.leader_epoch.value()));
   return out;
 }
 
 absl::StatusOr<PartitionMeta> DecodePartitionMeta(std::string_view in) {
   PartitionMeta meta;
   uint8_t version = 0;
+  int32_t leader_epoch = 0;
   if (!coding::GetByte(&in, &version) || (version != 1 && version != kPartitionMetaVersion) ||
       !GetInt64(&in, &meta.log_start_offset) || !GetInt64(&in, &meta.next_offset) ||
       !GetInt64(&in, &meta.record_count) || !GetInt64(&in, &meta.bytes) ||
-      !GetTime(&in, &meta.max_event_time) || (version >= 2 && !GetInt32(&in, &meta.leader_epoch))) {
+      !GetTime(&in, &meta.max_event_time) || (version >= 2 && !GetInt32(&in, &leader_epoch))) {
     return Corrupt("partition metadata");
   }
+  meta.leader_epoch = LeaderEpoch(leader_epoch);
   return meta;
 }
 

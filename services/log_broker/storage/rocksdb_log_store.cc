@@ -35,14 +35,15 @@ void AddMetaWrites(const WriteSet& writes, rocksdb::ColumnFamilyHandle* meta,
     KeepFirstError(s, batch->Delete(meta, keys::DedupKey(d.topic_id, d.partition, d.event_id)));
   }
   for (const auto& t : writes.epoch_truncates) {
-    KeepFirstError(s, batch->DeleteRange(meta, keys::EpochStartKey(t.topic_id, t.partition, t.from_epoch),
-                                         keys::EpochStartKey(t.topic_id, t.partition + 1, 0)));
+    KeepFirstError(s, batch->DeleteRange(
+                          meta, keys::EpochStartKey(t.topic_id, t.partition, t.from_epoch.value()),
+                          keys::EpochStartKey(t.topic_id, t.partition + 1, 0)));
   }
   for (const auto& e : writes.epoch_starts) {
     std::string value(1, '\x01');  // v1: u8 1 | varint first offset
     coding::PutVarint64(&value, static_cast<uint64_t>(e.start_offset));
-    KeepFirstError(s,
-                   batch->Put(meta, keys::EpochStartKey(e.topic_id, e.partition, e.epoch), value));
+    KeepFirstError(
+        s, batch->Put(meta, keys::EpochStartKey(e.topic_id, e.partition, e.epoch.value()), value));
   }
   for (const auto& d : writes.dedup_puts) {
     KeepFirstError(
@@ -222,9 +223,10 @@ absl::StatusOr<std::vector<StoredRecord>> RocksDbLogStore::Read(TopicId topic_id
         StoredRecord record;
         record.partition = partition;
         record.offset = offset;
-        CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(value, &record.append_time,
-                                                    &record.leader_epoch, &record.data,
-                                                    &record.producer));
+        int32_t leader_epoch = 0;
+        CONDUIT_RETURN_IF_ERROR(codec::DecodeRecord(value, &record.append_time, &leader_epoch,
+                                                    &record.data, &record.producer));
+        record.leader_epoch = LeaderEpoch(leader_epoch);
         const int64_t size = static_cast<int64_t>(record.data.PayloadBytes());
         if (!out.empty() && bytes + size > max_bytes) return false;
         bytes += size;
@@ -270,7 +272,7 @@ absl::StatusOr<std::unique_ptr<ReplicaRecords>> RocksDbLogStore::DecodeRecords(
     CONDUIT_ASSIGN_OR_RETURN(bool more, codec::NextEncodedRecord(&rest, &offset, &value));
     if (!more) return out;
     CONDUIT_RETURN_IF_ERROR(codec::DecodeRecordView(value, &view));
-    out->records.push_back(ReplicaRecord{offset, view.append_time, view.leader_epoch,
+    out->records.push_back(ReplicaRecord{offset, view.append_time, LeaderEpoch(view.leader_epoch),
                                          view.payload_bytes, view.event_time, view.event_id,
                                          view.producer, value, nullptr});
   }

@@ -176,7 +176,7 @@ absl::Status RocksDbLogStore::AddRecordWrites(const WriteSet& writes, rocksdb::W
       }
       std::string_view stored = e.stored;
       if (stored.empty()) {
-        codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch, &value,
+        codec::EncodeRecord(*e.data, e.append_time, e.leader_epoch.value(), &value,
                             e.producer ? &*e.producer : nullptr);
         stored = value;
       }

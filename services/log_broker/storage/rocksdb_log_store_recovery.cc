@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<WriteSet::EpochStart>> RocksDbLogStore::LoadEpochStar
                  }
                  out.push_back(WriteSet::EpochStart{
                      topic_id, static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 9)),
-                     static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 13)),
+                     LeaderEpoch(static_cast<int32_t>(coding::ReadBigEndian32(key.data() + 13))),
                      static_cast<int64_t>(start)});
                  return absl::OkStatus();
                }));

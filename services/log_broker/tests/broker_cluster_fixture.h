@@ -69,7 +69,7 @@ class BrokerClusterTest : public LifecycleTest {
     t.meta = TopicMeta{TopicId(id), name, static_cast<int32_t>(leaders.size()), TopicConfig{},
                        absl::UnixEpoch()};
     for (int32_t leader : leaders) {
-      t.partitions.push_back(PartitionAssignment{leader, epoch, {leader}, {leader}});
+      t.partitions.push_back(PartitionAssignment{leader, LeaderEpoch(epoch), {leader}, {leader}});
       t.partition_revisions.push_back(1);
     }
     fake_.view->topics[name] = t;
@@ -86,7 +86,7 @@ class BrokerClusterTest : public LifecycleTest {
   // A follower's fetch of partition 0 of topic "r" (id 5) from `offset` at leader epoch 2.
   void FetchAsFollower(int32_t follower, int64_t offset) {
     absl::Notification done;
-    ReplicaFetchItem item{"r", TopicId(5), 0, offset, 2, 2};
+    ReplicaFetchItem item{"r", TopicId(5), 0, offset, LeaderEpoch(2), LeaderEpoch(2)};
     ASSERT_TRUE(broker_->replicas()
                     .ReplicaFetch(follower, {item}, 1 << 20, absl::ZeroDuration(),
                                   [&](std::vector<ReplicaFetchData> answers) {
@@ -103,7 +103,7 @@ class BrokerClusterTest : public LifecycleTest {
     TopicAssignment t;
     t.meta = TopicMeta{TopicId(5), "r", 1, TopicConfig{}, absl::UnixEpoch()};
     t.meta.config.min_insync_replicas = 2;
-    t.partitions.push_back(PartitionAssignment{1, 2, {1, 2, 3}, {1, 2, 3}});
+    t.partitions.push_back(PartitionAssignment{1, LeaderEpoch(2), {1, 2, 3}, {1, 2, 3}});
     t.partition_revisions = {1};
     t.replication_factor = 3;
     fake_.view->topics["r"] = t;

@@ -14,13 +14,14 @@ TEST_F(BrokerClusterTest, ServesOnlyWhatItLeadsAndNamesTheLeaderOtherwise) {
   ASSERT_TRUE(Apply().ok());
   auto led = Produce("t", {To(0, "a")});
   ASSERT_TRUE(led.ok()) << led.status();
-  EXPECT_EQ(ReadAll("t", 0).front().leader_epoch, 5) << "appends carry the view's epoch";
+  EXPECT_EQ(ReadAll("t", 0).front().leader_epoch, LeaderEpoch(5))
+      << "appends carry the view's epoch";
 
   const absl::Status other = Produce("t", {To(1, "b")}).status();
   EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(other.message()),
               ::testing::HasSubstr("its leader is broker 2 at 127.0.0.1:102 (epoch 5)"));
-  EXPECT_EQ(LeaderHintOf(other), (LeaderHint{2, "127.0.0.1:102", 5}));
+  EXPECT_EQ(LeaderHintOf(other), (LeaderHint{2, "127.0.0.1:102", LeaderEpoch(5)}));
   EXPECT_EQ(Fetch({"t", 1, 0}).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(broker_->ListOffsets("t", {1}, OffsetQuery::kLatest, absl::Now()).status().code(),
             absl::StatusCode::kFailedPrecondition);

@@ -20,8 +20,9 @@ TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) 
   t.meta = TopicMeta{TopicId(5), "r", 2, TopicConfig{}, absl::UnixEpoch()};
   t.meta.config.acks = Acks::kLeader;  // appends here are answered without the followers
   t.meta.config.min_insync_replicas = 2;
-  t.partitions.push_back(PartitionAssignment{1, 2, {1, 2, 3}, {1, 2, 3}});  // led here
-  t.partitions.push_back(PartitionAssignment{2, 4, {2, 3}, {2, 3}});        // not a replica here
+  t.partitions.push_back(PartitionAssignment{1, LeaderEpoch(2), {1, 2, 3}, {1, 2, 3}});  // led here
+  t.partitions.push_back(
+      PartitionAssignment{2, LeaderEpoch(4), {2, 3}, {2, 3}});  // not a replica here
   t.partition_revisions = {1, 1};
   t.replication_factor = 3;
   fake_.view->topics["r"] = t;
@@ -31,7 +32,7 @@ TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) 
   EXPECT_EQ(broker_->DescribeTopic("r")->replication_factor, 3);
   ReplicationDescription r = Describe("r", 0).replication;
   EXPECT_EQ(r.role, ReplicaRole::kLeader);
-  EXPECT_EQ(r.leader_epoch, 2);
+  EXPECT_EQ(r.leader_epoch, LeaderEpoch(2));
   EXPECT_THAT(r.replicas, ElementsAre(1, 2, 3));
   EXPECT_THAT(r.isr, ElementsAre(1, 2, 3));
   EXPECT_THAT(r.followers, ElementsAre(FollowerLag{2, -1, 3, absl::ZeroDuration(), true},
@@ -189,7 +190,7 @@ TEST_F(BrokerClusterTest, AProduceMadeWhileLeadershipMovesIsRefused) {
   // the move fails it from inside ApplyView. (Were it later, the produce would be failed by the
   // new view, which the checks below accept too: this sleep can only make the test weaker.)
   absl::SleepFor(absl::Milliseconds(100));
-  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, 3, {1, 2, 3}, {2, 3}};
+  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, LeaderEpoch(3), {1, 2, 3}, {2, 3}};
   ASSERT_TRUE(Apply().ok());
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable) << first;
@@ -216,7 +217,7 @@ TEST_F(BrokerClusterTest, AProduceQueuedBeforeLeadershipMovedIsRefusedWhenStaged
   store_.WaitForWritesEntered(1);
   // Checked while this broker leads; waits behind the held write.
   ASSERT_TRUE(broker_->Produce("r", {To(0, "queued")}, std::nullopt, answer(&queued)).ok());
-  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, 3, {1, 2, 3}, {2, 3}};
+  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, LeaderEpoch(3), {1, 2, 3}, {2, 3}};
   ASSERT_TRUE(Apply().ok());
   store_.HoldWrites(false);
   ASSERT_TRUE(queued.Answered(absl::Seconds(10)));
@@ -236,7 +237,7 @@ TEST_F(BrokerClusterTest, WaitingAcksAreAnsweredUnavailableWhenLeadershipMoves) 
   auto waiting = ProduceAsync({To(0, "a"), To(0, "b")});
   FetchAsFollower(2, 1);  // part of the batch reached one follower
   EXPECT_FALSE(waiting->Answered());
-  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, 3, {1, 2, 3}, {2, 3}};
+  fake_.view->topics["r"].partitions[0] = PartitionAssignment{2, LeaderEpoch(3), {1, 2, 3}, {2, 3}};
   ASSERT_TRUE(Apply().ok());
   ASSERT_TRUE(waiting->Answered(absl::Seconds(10))) << "answered when the new view applies";
   EXPECT_EQ(waiting->result.status().code(), absl::StatusCode::kUnavailable);

@@ -78,8 +78,11 @@ TEST(Codec, RecordVersion1ReadsAsEpochZero) {
 }
 
 TEST(Codec, PartitionMetaKeepsLeaderEpochAndReadsVersion1) {
-  PartitionMeta meta{
-      .log_start_offset = 2, .next_offset = 9, .record_count = 7, .bytes = 70, .leader_epoch = 4};
+  PartitionMeta meta{.log_start_offset = 2,
+                     .next_offset = 9,
+                     .record_count = 7,
+                     .bytes = 70,
+                     .leader_epoch = LeaderEpoch(4)};
   auto back = codec::DecodePartitionMeta(codec::EncodePartitionMeta(meta));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, meta);
@@ -89,7 +92,7 @@ TEST(Codec, PartitionMetaKeepsLeaderEpochAndReadsVersion1) {
   auto old = codec::DecodePartitionMeta(v1);
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(old->next_offset, 9);
-  EXPECT_EQ(old->leader_epoch, 0);
+  EXPECT_EQ(old->leader_epoch, LeaderEpoch(0));
 }
 
 TEST(Codec, TopicMetaRoundTrip) {

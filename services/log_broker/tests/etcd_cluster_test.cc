@@ -78,7 +78,7 @@ TEST_F(EtcdClusterTest, FirstCandidateControlsAndPlacesTwelvePartitionsFourPerBr
   EXPECT_THAT(
       Leaders(*created),
       ::testing::ElementsAre(::testing::Pair(1, 4), ::testing::Pair(2, 4), ::testing::Pair(3, 4)));
-  for (const auto& p : created->partitions) EXPECT_EQ(p->leader_epoch, 1);
+  for (const auto& p : created->partitions) EXPECT_EQ(p->leader_epoch, LeaderEpoch(1));
   ASSERT_TRUE(Eventually([&] {
     const TopicAssignment* t = three->View()->FindTopic("orders");
     return t != nullptr && t->placed();
@@ -124,7 +124,7 @@ TEST_F(EtcdClusterTest, ADeposedControllerChangesNothing) {
   const int32_t p = t.partitions[0]->leader == 2 ? 0 : 1;
   PartitionChange change{"t", t.meta.id, p, t.partition_revisions[p], *t.partitions[p]};
   change.next.leader = kNoBroker;
-  change.next.leader_epoch += 1;
+  change.next.leader_epoch = NextEpoch(change.next.leader_epoch);
 
   ASSERT_TRUE(RawClient()->Revoke(one->lease()).ok());  // its candidacy and registration go
   ASSERT_TRUE(Eventually([&] { return two->View()->controller == 2; }));
@@ -156,7 +156,7 @@ TEST_F(EtcdClusterTest, AnElectionFailsOnceTheGoneLeaderHasRegisteredAgain) {
   const int32_t p = t.partitions[0]->leader == 2 ? 0 : 1;
   PartitionChange change{"t", t.meta.id, p, t.partition_revisions[p], *t.partitions[p]};
   change.next.leader = kNoBroker;  // what the controller plans when broker 2 looks gone
-  change.next.leader_epoch += 1;
+  change.next.leader_epoch = NextEpoch(change.next.leader_epoch);
   // Broker 2 is registered (it "came back" before the write).
   auto stale = one->WritePartitionStates(view->controller_epoch, {change}, {2});
   ASSERT_TRUE(stale.ok()) << stale.status();
@@ -177,14 +177,15 @@ TEST_F(EtcdClusterTest, ABrokerThatGoesHasItsPartitionsOfflineThenBackEachAtANew
     const auto* p = one->View()->FindPartition("t", p2);
     return p && p->leader == kNoBroker;
   }));
-  EXPECT_EQ(one->View()->FindPartition("t", p2)->leader_epoch, 2);
-  EXPECT_EQ(one->View()->FindPartition("t", 1 - p2)->leader_epoch, 1) << "the other is untouched";
+  EXPECT_EQ(one->View()->FindPartition("t", p2)->leader_epoch, LeaderEpoch(2));
+  EXPECT_EQ(one->View()->FindPartition("t", 1 - p2)->leader_epoch, LeaderEpoch(1))
+      << "the other is untouched";
   two = Member(2);
   ASSERT_TRUE(Eventually([&] {
     const auto* p = one->View()->FindPartition("t", p2);
     return p && p->leader == 2;
   }));
-  EXPECT_EQ(one->View()->FindPartition("t", p2)->leader_epoch, 3);
+  EXPECT_EQ(one->View()->FindPartition("t", p2)->leader_epoch, LeaderEpoch(3));
 }
 
 TEST_F(EtcdClusterTest, WhenTheControllerGoesAnotherTakesOver) {

@@ -124,7 +124,7 @@ class FakeLogStore final : public LogStore {
     }
     for (const auto& t : w.epoch_truncates) {
       epoch_starts_.erase(epoch_starts_.lower_bound({t.topic_id, t.partition, t.from_epoch}),
-                          epoch_starts_.lower_bound({t.topic_id, t.partition + 1, 0}));
+                          epoch_starts_.lower_bound({t.topic_id, t.partition + 1, LeaderEpoch(0)}));
     }
     for (const auto& e : w.epoch_starts) {
       epoch_starts_[{e.topic_id, e.partition, e.epoch}] = e.start_offset;
@@ -210,7 +210,7 @@ class FakeLogStore final : public LogStore {
   std::map<std::tuple<TopicId, int32_t, ProducerId>, ProducerPartitionState> producer_states_
       ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<TopicId, int32_t, std::string>, DedupEntry> dedup_ ABSL_GUARDED_BY(mu_);
-  std::map<std::tuple<TopicId, int32_t, int32_t>, int64_t> epoch_starts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<TopicId, int32_t, LeaderEpoch>, int64_t> epoch_starts_ ABSL_GUARDED_BY(mu_);
   std::map<ProducerId, ProducerInfo> producers_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
   int fail_after_ ABSL_GUARDED_BY(mu_) = -1;

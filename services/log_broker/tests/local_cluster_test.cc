@@ -47,7 +47,7 @@ TEST_F(LocalClusterTest, EveryChangeIsANewViewAppliedBeforeItReturns) {
   const PartitionAssignment* p = cluster_.View()->FindPartition("t", 1);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->leader, 0);
-  EXPECT_EQ(p->leader_epoch, 0);
+  EXPECT_EQ(p->leader_epoch, LeaderEpoch(0));
   EXPECT_THAT(p->replicas, ElementsAre(0));
   EXPECT_THAT(p->isr, ElementsAre(0));
 
@@ -68,20 +68,22 @@ TEST_F(LocalClusterTest, EveryChangeIsANewViewAppliedBeforeItReturns) {
   ASSERT_TRUE(cluster_.DeleteTopic("t").ok());
   EXPECT_EQ(cluster_.View()->FindTopic("t"), nullptr);
   EXPECT_EQ(cluster_.DeleteTopic("t").code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(cluster_.UpdatePartitionState(TopicId(7), 0, 0, LocalClusterMetadata::Sole(1))
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      cluster_.UpdatePartitionState(TopicId(7), 0, 0, LocalClusterMetadata::Sole(LeaderEpoch(1)))
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
 }
 
 // Leader epochs move forward only; a view the broker cannot apply is not kept.
 TEST_F(LocalClusterTest, EpochsGoForwardAndAFailedApplyKeepsThePreviousView) {
   ASSERT_TRUE(cluster_.Seed({}).ok());
   ASSERT_TRUE(cluster_.CreateTopic(Meta("t", 1), 1).ok());
-  ASSERT_TRUE(cluster_.SetLeaderEpoch("t", 0, 4).ok());
-  EXPECT_EQ(cluster_.View()->FindPartition("t", 0)->leader_epoch, 4);
-  EXPECT_EQ(cluster_.SetLeaderEpoch("t", 0, 3).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(cluster_.SetLeaderEpoch("t", 1, 5).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(cluster_.SetLeaderEpoch("t", 0, LeaderEpoch(4)).ok());
+  EXPECT_EQ(cluster_.View()->FindPartition("t", 0)->leader_epoch, LeaderEpoch(4));
+  EXPECT_EQ(cluster_.SetLeaderEpoch("t", 0, LeaderEpoch(3)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cluster_.SetLeaderEpoch("t", 1, LeaderEpoch(5)).code(), absl::StatusCode::kNotFound);
 
   const std::shared_ptr<const ClusterView> before = cluster_.View();
   fail_next_ = true;

@@ -34,18 +34,19 @@ TEST_F(LifecycleTest, AppendTimesArePerPartition) {
 TEST_F(LifecycleTest, LeaderEpochStampsAppendsAndSurvivesRestart) {
   ASSERT_TRUE(broker_->CreateTopic("t", 2, {}).ok());
   ASSERT_TRUE(Produce("t", {To(0, "a")}).ok());
-  ASSERT_TRUE(broker_->SetLeaderEpoch("t", 0, 3).ok());
+  ASSERT_TRUE(broker_->SetLeaderEpoch("t", 0, LeaderEpoch(3)).ok());
   ASSERT_TRUE(Produce("t", {To(0, "b"), To(1, "c")}).ok());
-  EXPECT_EQ(broker_->SetLeaderEpoch("t", 0, 2).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(broker_->SetLeaderEpoch("t", 2, 4).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(broker_->SetLeaderEpoch("nope", 0, 4).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->SetLeaderEpoch("t", 0, LeaderEpoch(2)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(broker_->SetLeaderEpoch("t", 2, LeaderEpoch(4)).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->SetLeaderEpoch("nope", 0, LeaderEpoch(4)).code(), absl::StatusCode::kNotFound);
   Reopen();
-  EXPECT_EQ(broker_->DescribeTopic("t")->partitions[0].leader_epoch, 3);
-  EXPECT_EQ(broker_->DescribeTopic("t")->partitions[1].leader_epoch, 0);
+  EXPECT_EQ(broker_->DescribeTopic("t")->partitions[0].leader_epoch, LeaderEpoch(3));
+  EXPECT_EQ(broker_->DescribeTopic("t")->partitions[1].leader_epoch, LeaderEpoch(0));
   std::vector<int32_t> epochs;
-  for (const auto& r : ReadAll("t", 0)) epochs.push_back(r.leader_epoch);
+  for (const auto& r : ReadAll("t", 0)) epochs.push_back(r.leader_epoch.value());
   EXPECT_THAT(epochs, ElementsAre(0, 3));
-  EXPECT_EQ(ReadAll("t", 1).front().leader_epoch, 0);
+  EXPECT_EQ(ReadAll("t", 1).front().leader_epoch, LeaderEpoch(0));
 }
 
 // The leader-epoch cache: each epoch's first offset, durable with it; OffsetForLeaderEpoch
@@ -53,25 +54,33 @@ TEST_F(LifecycleTest, LeaderEpochStampsAppendsAndSurvivesRestart) {
 TEST_F(LifecycleTest, LeaderEpochCacheAnswersWhereEachEpochEnds) {
   ASSERT_TRUE(broker_->CreateTopic("t", 1, {}).ok());
   ASSERT_TRUE(Produce("t", {To(0, "a"), To(0, "b"), To(0, "c")}).ok());  // epoch 0: 0..2
-  ASSERT_TRUE(broker_->SetLeaderEpoch("t", 0, 3).ok());
+  ASSERT_TRUE(broker_->SetLeaderEpoch("t", 0, LeaderEpoch(3)).ok());
   ASSERT_TRUE(Produce("t", {To(0, "d")}).ok());  // epoch 3: 3
   ASSERT_TRUE(Produce("t", {To(0, "e")}).ok());  // epoch 3: 4
-  ASSERT_TRUE(broker_->SetLeaderEpoch("t", 0, 5).ok());
-  ASSERT_TRUE(broker_->SetLeaderEpoch("t", 0, 6).ok());  // led at 5 and 6, appended only at 6
+  ASSERT_TRUE(broker_->SetLeaderEpoch("t", 0, LeaderEpoch(5)).ok());
+  ASSERT_TRUE(
+      broker_->SetLeaderEpoch("t", 0, LeaderEpoch(6)).ok());  // led at 5 and 6, appended only at 6
   ASSERT_TRUE(Produce("t", {To(0, "f")}).ok());          // epoch 6: 5
   for (int pass = 0; pass < 2; ++pass) {                 // the second after a restart
     using E = Broker::EpochEnd;
-    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, 0), (E{0, 3})) << pass;
-    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, 2), (E{0, 3})) << pass;
-    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, 3), (E{3, 5})) << pass;
-    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, 5), (E{3, 5})) << "5 appended nothing";
-    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, 6), (E{6, 6})) << "the current: log end";
-    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, 9), (E{6, 6})) << pass;
+    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, LeaderEpoch(0)), (E{LeaderEpoch(0), 3}))
+        << pass;
+    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, LeaderEpoch(2)), (E{LeaderEpoch(0), 3}))
+        << pass;
+    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, LeaderEpoch(3)), (E{LeaderEpoch(3), 5}))
+        << pass;
+    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, LeaderEpoch(5)), (E{LeaderEpoch(3), 5}))
+        << "5 appended nothing";
+    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, LeaderEpoch(6)), (E{LeaderEpoch(6), 6}))
+        << "the current: log end";
+    EXPECT_EQ(*broker_->OffsetForLeaderEpoch("t", 0, LeaderEpoch(9)), (E{LeaderEpoch(6), 6}))
+        << pass;
     Reopen();
   }
-  EXPECT_EQ(broker_->OffsetForLeaderEpoch("t", 1, 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->OffsetForLeaderEpoch("t", 1, LeaderEpoch(0)).status().code(),
+            absl::StatusCode::kNotFound);
   ASSERT_TRUE(broker_->CreateTopic("empty", 1, {}).ok());
-  EXPECT_EQ(*broker_->OffsetForLeaderEpoch("empty", 0, 0), (Broker::EpochEnd{}));
+  EXPECT_EQ(*broker_->OffsetForLeaderEpoch("empty", 0, LeaderEpoch(0)), (Broker::EpochEnd{}));
 }
 
 }  // namespace

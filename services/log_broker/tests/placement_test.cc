@@ -50,7 +50,7 @@ TEST(Placement, TwelvePartitionsOverThreeBrokersLeadFourEach) {
   auto changes = PlanPartitionChanges(view);
   ASSERT_EQ(changes.size(), 12u);
   for (const auto& c : changes) {
-    EXPECT_EQ(c.next.leader_epoch, 1);
+    EXPECT_EQ(c.next.leader_epoch, LeaderEpoch(1));
     EXPECT_EQ(c.read_revision, 0) << "the partition key must not exist yet";
     EXPECT_THAT(c.next.replicas, ::testing::ElementsAre(c.next.leader));
     EXPECT_EQ(c.next.isr, c.next.replicas);
@@ -94,7 +94,7 @@ TEST(Placement, ALeaderThatIsGoneGoesOfflineThenComesBackAtEachTimeANewEpoch) {
   ASSERT_EQ(offline.size(), 1u);
   EXPECT_EQ(offline[0].partition, p_of_2);
   EXPECT_EQ(offline[0].next.leader, kNoBroker);
-  EXPECT_EQ(offline[0].next.leader_epoch, 2);
+  EXPECT_EQ(offline[0].next.leader_epoch, LeaderEpoch(2));
   EXPECT_EQ(offline[0].read_revision, view.topics["t"].partition_revisions[p_of_2])
       << "guarded by the revision the controller read";
   Apply(&view, offline);
@@ -104,7 +104,7 @@ TEST(Placement, ALeaderThatIsGoneGoesOfflineThenComesBackAtEachTimeANewEpoch) {
   auto back = PlanPartitionChanges(view);
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].next.leader, 2);
-  EXPECT_EQ(back[0].next.leader_epoch, 3);
+  EXPECT_EQ(back[0].next.leader_epoch, LeaderEpoch(3));
 }
 
 // One partition of "t" placed with replication factor 3 on brokers 1, 2 and 3, all in sync.
@@ -139,7 +139,7 @@ TEST(Placement, KillingTheLeaderElectsALiveInSyncReplicaWithTheLiveMembersInSync
     if (b != before.leader) live_isr.push_back(b);
   EXPECT_EQ(next.isr, live_isr) << "the in-sync set becomes its live members";
   EXPECT_EQ(next.leader, next.isr.front());
-  EXPECT_EQ(next.leader_epoch, before.leader_epoch + 1);
+  EXPECT_EQ(next.leader_epoch, NextEpoch(before.leader_epoch));
   EXPECT_EQ(next.replicas, before.replicas) << "an election does not move replicas";
   EXPECT_EQ(changes[0].read_revision, view.topics["t"].partition_revisions[0]);
   Apply(&view, changes);
@@ -174,7 +174,7 @@ TEST(Placement, WithNoLiveInSyncReplicaAPartitionStaysOfflineKeepingItsInSyncSet
   EXPECT_EQ(offline[0].next.leader, kNoBroker)
       << "the two live replicas are out of sync: electing one would lose acknowledged records";
   EXPECT_THAT(offline[0].next.isr, ::testing::ElementsAre(leader));
-  EXPECT_EQ(offline[0].next.leader_epoch, before.leader_epoch + 1);
+  EXPECT_EQ(offline[0].next.leader_epoch, NextEpoch(before.leader_epoch));
   Apply(&view, offline);
   EXPECT_TRUE(PlanPartitionChanges(view).empty()) << "offline until an in-sync replica returns";
 
@@ -183,7 +183,7 @@ TEST(Placement, WithNoLiveInSyncReplicaAPartitionStaysOfflineKeepingItsInSyncSet
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].next.leader, leader);
   EXPECT_THAT(back[0].next.isr, ::testing::ElementsAre(leader));
-  EXPECT_EQ(back[0].next.leader_epoch, before.leader_epoch + 2);
+  EXPECT_EQ(back[0].next.leader_epoch, NextEpoch(NextEpoch(before.leader_epoch)));
 }
 
 TEST(Placement, AnyInSyncReplicaReturningToAnOfflinePartitionLeadsIt) {
@@ -205,7 +205,7 @@ TEST(Placement, AnyInSyncReplicaReturningToAnOfflinePartitionLeadsIt) {
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].next.leader, b);
   EXPECT_THAT(back[0].next.isr, ::testing::ElementsAre(b)) << "its live members only";
-  EXPECT_EQ(back[0].next.leader_epoch, before.leader_epoch + 2);
+  EXPECT_EQ(back[0].next.leader_epoch, NextEpoch(NextEpoch(before.leader_epoch)));
 }
 
 TEST(Placement, UncleanElectionElectsTheFirstLiveReplicaAloneInSync) {
@@ -225,7 +225,7 @@ TEST(Placement, UncleanElectionElectsTheFirstLiveReplicaAloneInSync) {
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].next.leader, first_live);
   EXPECT_THAT(changes[0].next.isr, ::testing::ElementsAre(first_live));
-  EXPECT_EQ(changes[0].next.leader_epoch, before.leader_epoch + 1);
+  EXPECT_EQ(changes[0].next.leader_epoch, NextEpoch(before.leader_epoch));
   EXPECT_EQ(changes[0].next.replicas, before.replicas);
 }
 
@@ -242,7 +242,7 @@ TEST(Placement, TurningUncleanElectionOnBringsAnOfflinePartitionBack) {
   EXPECT_NE(changes[0].next.leader, kNoBroker);
   EXPECT_TRUE(view.brokers.contains(changes[0].next.leader));
   EXPECT_THAT(changes[0].next.isr, ::testing::ElementsAre(changes[0].next.leader));
-  EXPECT_EQ(changes[0].next.leader_epoch, before.leader_epoch + 2);
+  EXPECT_EQ(changes[0].next.leader_epoch, NextEpoch(NextEpoch(before.leader_epoch)));
 }
 
 TEST(Placement, AReassignmentAddsTheNewReplicasThenHandsOverOnceAllAreInSync) {
@@ -250,7 +250,7 @@ TEST(Placement, AReassignmentAddsTheNewReplicasThenHandsOverOnceAllAreInSync) {
   view.brokers[4] = BrokerRegistration{4, "127.0.0.1:4", "x"};
   PartitionAssignment& p = *view.topics["t"].partitions[0];
   ASSERT_EQ(p.leader, 1);
-  const int32_t epoch = p.leader_epoch;
+  const LeaderEpoch epoch = p.leader_epoch;
   p.target_replicas = {4, 2, 3};
   p.throttle_bytes_per_second = 1000;
   auto add = PlanPartitionChanges(view);
@@ -267,7 +267,7 @@ TEST(Placement, AReassignmentAddsTheNewReplicasThenHandsOverOnceAllAreInSync) {
   ASSERT_EQ(hand_over.size(), 1u);
   const PartitionAssignment& done = hand_over[0].next;
   EXPECT_EQ(done.leader, 4) << "the first wanted replica leads";
-  EXPECT_EQ(done.leader_epoch, epoch + 1) << "a leader change bumps the epoch";
+  EXPECT_EQ(done.leader_epoch, NextEpoch(epoch)) << "a leader change bumps the epoch";
   EXPECT_THAT(done.replicas, ::testing::ElementsAre(4, 2, 3)) << "1 is dropped";
   EXPECT_THAT(done.isr, ::testing::UnorderedElementsAre(2, 3, 4));
   EXPECT_TRUE(done.target_replicas.empty()) << "done";
@@ -279,12 +279,12 @@ TEST(Placement, AReassignmentAddsTheNewReplicasThenHandsOverOnceAllAreInSync) {
 TEST(Placement, TheCurrentReplicasInAnotherOrderElectThePreferredLeader) {
   ClusterView view = ReplicatedPartition();
   PartitionAssignment& p = *view.topics["t"].partitions[0];
-  const int32_t epoch = p.leader_epoch;
+  const LeaderEpoch epoch = p.leader_epoch;
   p.target_replicas = {2, 1, 3};
   auto changes = PlanPartitionChanges(view);
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].next.leader, 2);
-  EXPECT_EQ(changes[0].next.leader_epoch, epoch + 1);
+  EXPECT_EQ(changes[0].next.leader_epoch, NextEpoch(epoch));
   EXPECT_THAT(changes[0].next.replicas, ::testing::ElementsAre(2, 1, 3));
   EXPECT_THAT(changes[0].next.isr, ::testing::UnorderedElementsAre(1, 2, 3));
 
@@ -321,7 +321,7 @@ TEST(Placement, PreferredLeadersLeadAgainOnceBackInSync) {
   const auto changes = PlanPreferredLeaders(view);
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].next.leader, preferred);
-  EXPECT_EQ(changes[0].next.leader_epoch, failed_over.leader_epoch + 1);
+  EXPECT_EQ(changes[0].next.leader_epoch, NextEpoch(failed_over.leader_epoch));
   EXPECT_EQ(changes[0].next.isr, isr) << "the in-sync set is unchanged";
   EXPECT_EQ(changes[0].read_revision, view.topics["t"].partition_revisions[0]);
   Apply(&view, changes);

@@ -13,7 +13,7 @@ StoredRecord Record(int64_t offset, bool idempotent) {
   r.partition = 2;
   r.offset = offset;
   r.append_time = absl::FromUnixMicros(1'700'000'000'000'000 + offset);
-  r.leader_epoch = 4;
+  r.leader_epoch = LeaderEpoch(4);
   r.data.key = "k" + std::to_string(offset);
   r.data.value = std::string("v\0w", 3);
   r.data.headers = {Header{"trace", "t1"}, Header{"empty", ""}};

@@ -17,7 +17,8 @@
 
 namespace conduit::log_broker::replica_pair {
 
-inline constexpr int32_t kLeader = 1, kFollower = 2, kEpoch = 1;
+inline constexpr int32_t kLeader = 1, kFollower = 2;
+inline constexpr LeaderEpoch kEpoch{1};
 
 // A cluster whose metadata is one fixed view (no etcd: these tests are about the brokers' stores).
 class FixedCluster : public ClusterMetadata {

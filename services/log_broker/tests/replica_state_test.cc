@@ -20,7 +20,7 @@ namespace {
 using ::testing::ElementsAre;
 using Role = ReplicaState::Role;
 
-constexpr int32_t kEpoch = 5;
+constexpr LeaderEpoch kEpoch{5};
 const absl::Duration kLag = absl::Seconds(10);
 
 absl::Duration At(double seconds) { return absl::Seconds(seconds); }
@@ -141,7 +141,7 @@ TEST(ReplicaState, ANewEpochDropsAPendingChangeAndRestartsProgress) {
   s.RecordFetch(2, 100, 100, At(1));
   s.RecordFetch(3, 60, 100, At(1));
   s.BeginIsrChange({1, 2, 3});
-  s.Assign(Role::kLeader, 1, 1, kEpoch + 1, {1, 2, 3}, {1, 2}, /*revision=*/3, At(2));
+  s.Assign(Role::kLeader, 1, 1, NextEpoch(kEpoch), {1, 2, 3}, {1, 2}, /*revision=*/3, At(2));
   EXPECT_FALSE(s.pending_isr.has_value());
   EXPECT_FALSE(s.InSync(3));
   EXPECT_LE(s.HighWatermark(100), 0) << "2 has not fetched at the new epoch yet";
@@ -294,7 +294,7 @@ TEST(ReplicaState, LeaderStepsDownToFollowerDropsItsPendingChangeAndProgress) {
   ReplicaState s = Leader({1, 2});
   s.RecordFetch(2, 100, 100, At(1));
   s.BeginIsrChange({1, 2, 3});
-  s.Assign(Role::kFollower, 1, 2, kEpoch + 1, {1, 2, 3}, {2}, /*revision=*/3, At(2));
+  s.Assign(Role::kFollower, 1, 2, NextEpoch(kEpoch), {1, 2, 3}, {2}, /*revision=*/3, At(2));
   EXPECT_FALSE(s.pending_isr.has_value());
   EXPECT_TRUE(s.followers.empty());
   s.leader_high_watermark = 30;
@@ -303,7 +303,7 @@ TEST(ReplicaState, LeaderStepsDownToFollowerDropsItsPendingChangeAndProgress) {
 
 TEST(ReplicaState, SoleReplicaHighWatermarkIsTheDurableEnd) {
   ReplicaState s;
-  s.Assign(Role::kSole, 1, 1, 1, {1}, {1}, /*revision=*/1, At(0));
+  s.Assign(Role::kSole, 1, 1, LeaderEpoch(1), {1}, {1}, /*revision=*/1, At(0));
   EXPECT_EQ(s.HighWatermark(42), 42);
 }
 

@@ -31,7 +31,7 @@ class Records {
     auto data = std::make_unique<RecordData>();
     data->value = Value(partition, offset);
     w->records.push_back({TopicId(1), partition, offset, absl::FromUnixSeconds(1000 + offset),
-                          /*leader_epoch=*/1, data.get()});
+                          LeaderEpoch(1), data.get()});
     data_.push_back(std::move(data));
   }
   static std::string Value(int32_t partition, int64_t offset) {

@@ -24,7 +24,8 @@ TopicMeta Topic() {
 
 // The bookkeeping of partition 0 holding records [0, next_offset) of 100 bytes each.
 PartitionMeta Meta(int64_t next_offset) {
-  return PartitionMeta{0, next_offset, next_offset, next_offset * 100, absl::InfinitePast(), 3};
+  return PartitionMeta{
+      0, next_offset, next_offset, next_offset * 100, absl::InfinitePast(), LeaderEpoch(3)};
 }
 
 // Records [first, first + n) of partition 0 and the partition bookkeeping that goes with them,
@@ -33,7 +34,7 @@ WriteSet Batch(int64_t first, int n, const RecordData& data) {
   WriteSet out;
   for (int i = 0; i < n; ++i) {
     out.records.push_back({TopicId(1), kPartition, first + i,
-                           absl::FromUnixSeconds(100 + first + i), /*leader_epoch=*/3, &data});
+                           absl::FromUnixSeconds(100 + first + i), LeaderEpoch(3), &data});
   }
   out.partitions.push_back({TopicId(1), kPartition, Meta(first + n)});
   return out;

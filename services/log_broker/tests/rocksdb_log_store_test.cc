@@ -22,7 +22,7 @@ WriteSet Entries(uint64_t topic, int32_t partition, int64_t first, int n, const 
   WriteSet out;
   for (int i = 0; i < n; ++i) {
     out.records.push_back({TopicId(topic), partition, first + i,
-                           absl::FromUnixSeconds(100 + first + i), /*leader_epoch=*/2, &data});
+                           absl::FromUnixSeconds(100 + first + i), LeaderEpoch(2), &data});
   }
   return out;
 }
@@ -121,8 +121,8 @@ TEST(RocksDbLogStore, EncodedRecordsCarryEveryFieldAndAreWrittenAsTheyAre) {
     EXPECT_EQ(d.data, nullptr);
     // The follower writes the stored bytes; the fields it is also given are deliberately wrong,
     // so reading back what the leader stored shows they were not used.
-    copy.records.push_back(
-        {TopicId(1), 1, d.offset, absl::UnixEpoch(), 99, &wrong, std::nullopt, d.stored});
+    copy.records.push_back({TopicId(1), 1, d.offset, absl::UnixEpoch(), LeaderEpoch(99), &wrong,
+                            std::nullopt, d.stored});
   }
   EXPECT_EQ(expected[3].producer->producer_id, 7);
   EXPECT_EQ(expected.back().offset, 9);
@@ -131,7 +131,7 @@ TEST(RocksDbLogStore, EncodedRecordsCarryEveryFieldAndAreWrittenAsTheyAre) {
   ASSERT_EQ(copied.size(), expected.size());
   for (size_t i = 0; i < copied.size(); ++i) {
     EXPECT_EQ(copied[i].append_time, expected[i].append_time);
-    EXPECT_EQ(copied[i].leader_epoch, 2);
+    EXPECT_EQ(copied[i].leader_epoch, LeaderEpoch(2));
     EXPECT_EQ(copied[i].producer.has_value(), i == 3);
     EXPECT_EQ(copied[i].data, expected[i].data);
   }
@@ -184,8 +184,8 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
     WriteSet w = Entries(1, 0, 0, 10, data);
     w.partitions.push_back({TopicId(1), 0, PartitionMeta{0, 10, 10, 20, absl::FromUnixSeconds(5)}});
     w.producers.push_back({TopicId(1), 0, ProducerId(77), producer});
-    w.epoch_starts.push_back({TopicId(1), 0, 2, 0});
-    w.epoch_starts.push_back({TopicId(1), 1, 4, 17});
+    w.epoch_starts.push_back({TopicId(1), 0, LeaderEpoch(2), 0});
+    w.epoch_starts.push_back({TopicId(1), 1, LeaderEpoch(4), 17});
     w.dedup_puts.push_back({TopicId(1), "evt-1", DedupEntry{RecordPosition{0, 3}, absl::FromUnixSeconds(9)}});
     w.dedup_puts.push_back({TopicId(1), "evt-2", DedupEntry{RecordPosition{0, 4}, absl::FromUnixSeconds(9)}});
     ASSERT_TRUE(store->Write(w, true).ok());
@@ -206,7 +206,8 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
   auto records = store->Read(TopicId(1), 0, 0, 10, 100, 1 << 20);
   for (const auto& r : *records) {
     offsets.push_back(r.offset);
-    EXPECT_EQ(r.leader_epoch, 2) << "the epoch a record was appended under is kept on disk";
+    EXPECT_EQ(r.leader_epoch, LeaderEpoch(2))
+        << "the epoch a record was appended under is kept on disk";
   }
   EXPECT_EQ(offsets, (std::vector<int64_t>{3, 4, 6, 7, 8, 9}));
   auto producers = store->LoadProducerStates(TopicId(1));
@@ -218,7 +219,7 @@ TEST(RocksDbLogStore, BookkeepingAndDeletesApplyAtomicallyAndSurviveReopen) {
   ASSERT_TRUE(epochs.ok()) << epochs.status();
   ASSERT_EQ(epochs->size(), 2u);
   EXPECT_EQ((*epochs)[1].partition, 1);
-  EXPECT_EQ((*epochs)[1].epoch, 4);
+  EXPECT_EQ((*epochs)[1].epoch, LeaderEpoch(4));
   EXPECT_EQ((*epochs)[1].start_offset, 17);
   auto dedup = store->LoadDedupEntries(TopicId(1));
   ASSERT_EQ(dedup->size(), 1u);
