@@ -41,7 +41,7 @@ absl::StatusOr<HeartbeatInput> FromProto(const pb::HeartbeatRequest& req, std::s
   HeartbeatInput in;
   in.group_id = req.group_id();
   in.member_id = req.member_id();
-  in.member_epoch = req.member_epoch();
+  in.member_epoch = MemberEpoch(req.member_epoch());
   in.instance_id = req.instance_id();
   in.subscription.assign(req.subscribed_topics().begin(), req.subscribed_topics().end());
   std::sort(in.subscription.begin(), in.subscription.end());
@@ -56,19 +56,19 @@ absl::StatusOr<HeartbeatInput> FromProto(const pb::HeartbeatRequest& req, std::s
 
 void ToProto(const HeartbeatOutput& in, pb::HeartbeatResponse* out) {
   out->set_member_id(in.member_id);
-  out->set_member_epoch(in.member_epoch);
+  out->set_member_epoch(in.member_epoch.value());
   SetDuration(in.heartbeat_interval, out->mutable_heartbeat_interval());
   ToProto(in.assignment, out->mutable_assignment());
   ToProto(in.pending, out->mutable_pending_partitions());
   ToProto(in.resets, out->mutable_reset_partitions());
-  out->set_group_epoch(in.group_epoch);
+  out->set_group_epoch(in.group_epoch.value());
 }
 
 CommitInput FromProto(const pb::CommitOffsetsRequest& req) {
   CommitInput in;
   in.group_id = req.group_id();
   in.member_id = req.member_id();
-  in.member_epoch = req.member_epoch();
+  in.member_epoch = MemberEpoch(req.member_epoch());
   for (const pb::TopicCommits& t : req.topics()) {
     for (const pb::PartitionCommit& p : t.partitions()) {
       in.entries.push_back({{t.topic(), p.partition()}, p.offset(), p.metadata()});
@@ -84,7 +84,7 @@ void ToProto(const OffsetRecord& in, pb::CommittedOffset* out) {
   out->set_metadata(in.metadata);
   SetTimestamp(in.commit_time, out->mutable_commit_time());
   out->set_committed_by(in.committed_by);
-  out->set_member_epoch(in.member_epoch);
+  out->set_member_epoch(in.member_epoch.value());
 }
 
 absl::StatusOr<ResetInput> FromProto(const pb::ResetOffsetsRequest& req, std::string peer) {
@@ -143,7 +143,7 @@ void ToProto(const AuditRecord& in, pb::AuditEntry* out) {
   out->set_spec(in.spec);
   out->set_topic(in.topic);
   for (const PartitionReset& r : in.partitions) ToProto(r, out->add_partitions());
-  out->set_group_epoch(in.group_epoch);
+  out->set_group_epoch(in.group_epoch.value());
 }
 
 pb::GroupState ToProto(GroupState state) {
@@ -161,7 +161,7 @@ pb::GroupState ToProto(GroupState state) {
 void ToProto(const GroupDescription& in, pb::DescribeGroupResponse* out) {
   out->set_group_id(in.group_id);
   out->set_state(ToProto(in.state));
-  out->set_group_epoch(in.epoch);
+  out->set_group_epoch(in.epoch.value());
   out->set_rebalances(in.rebalances);
   out->set_max_lag_records(in.max_lag_records);
   out->set_max_lag_seconds(in.max_lag_seconds);
@@ -173,7 +173,7 @@ void ToProto(const GroupDescription& in, pb::DescribeGroupResponse* out) {
     d->set_instance_id(r.instance_id);
     d->set_client_id(r.client_id);
     d->set_client_host(r.client_host);
-    d->set_member_epoch(r.epoch);
+    d->set_member_epoch(r.epoch.value());
     for (const std::string& t : r.subscription) d->add_subscribed_topics(t);
     PartitionSet owned;
     for (const auto& [tp, since] : r.owned) owned.insert(tp);

@@ -209,7 +209,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ListGroups(grpc::CallbackServerCon
       pb::GroupListing* l = resp->add_groups();
       l->set_group_id(g.group_id);
       l->set_state(ToProto(g.state));
-      l->set_group_epoch(g.epoch);
+      l->set_group_epoch(g.epoch.value());
       l->set_members(g.members);
     }
     return absl::OkStatus();
@@ -248,7 +248,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ResetOffsets(grpc::CallbackServerC
         resp->set_executed(out->executed);
         resp->set_topic(req->topic());
         for (const PartitionReset& r : out->partitions) ToProto(r, resp->add_partitions());
-        resp->set_group_epoch(out->group_epoch);
+        resp->set_group_epoch(out->group_epoch.value());
         resp->set_audit_id(out->audit_id);
         return absl::OkStatus();
       });

@@ -56,7 +56,7 @@ inline absl::Status DeadlinePassed() {
 struct HeartbeatInput {
   std::string group_id;
   std::string member_id;
-  int32_t member_epoch = 0;
+  MemberEpoch member_epoch;
   std::string instance_id;
   std::vector<std::string> subscription;  // sorted, unique; empty after join: unchanged
   PartitionSet owned;
@@ -69,18 +69,18 @@ struct HeartbeatInput {
 
 struct HeartbeatOutput {
   std::string member_id;
-  int32_t member_epoch = 0;
+  MemberEpoch member_epoch;
   absl::Duration heartbeat_interval;
   PartitionSet assignment;
   PartitionSet pending;
   PartitionSet resets;
-  int32_t group_epoch = 0;
+  GroupEpoch group_epoch;
 };
 
 struct CommitInput {
   std::string group_id;
   std::string member_id;
-  int32_t member_epoch = 0;
+  MemberEpoch member_epoch;
   struct Entry {
     TopicPartition tp;
     int64_t offset = 0;
@@ -113,7 +113,7 @@ struct PartitionLagView {
 struct GroupDescription {
   std::string group_id;
   GroupState state = GroupState::kEmpty;
-  int32_t epoch = 0;
+  GroupEpoch epoch;
   int64_t rebalances = 0;
   std::vector<MemberView> members;
   std::vector<PartitionLagView> partitions;
@@ -125,7 +125,7 @@ struct GroupDescription {
 struct GroupListing {
   std::string group_id;
   GroupState state = GroupState::kEmpty;
-  int32_t epoch = 0;
+  GroupEpoch epoch;
   int members = 0;
 };
 
@@ -148,7 +148,7 @@ struct ResetInput {
 struct ResetOutput {
   bool executed = false;
   std::vector<PartitionReset> partitions;
-  int32_t group_epoch = 0;
+  GroupEpoch group_epoch;
   uint64_t audit_id = 0;
 };
 

@@ -46,7 +46,8 @@ const Member* GroupMembership::Find(const std::string& member_id) const {
 GroupState GroupMembership::State() const {
   if (members_.empty()) return GroupState::kEmpty;
   for (const auto& [id, m] : members_) {
-    if (m.record.epoch != record_.epoch || !m.record.revoking.empty() || !Pending(m).empty()) {
+    if (m.record.epoch != ReconciledTo(record_.epoch) || !m.record.revoking.empty() ||
+        !Pending(m).empty()) {
       return GroupState::kReconciling;
     }
   }
@@ -105,7 +106,7 @@ absl::StatusOr<HeartbeatOutput> GroupMembership::Heartbeat(const HeartbeatInput&
   ApplyReleases(m, in, change);
   // Reset notices are done once the member heartbeats at the epoch that carried them.
   MemberRecord& r = m.record;
-  if (!r.resets.empty() && in.member_epoch >= r.resets_epoch) {
+  if (!r.resets.empty() && Reached(in.member_epoch, r.resets_epoch)) {
     r.resets.clear();
     change->dirty_members.insert(r.member_id);
   }
@@ -120,12 +121,13 @@ absl::StatusOr<Member*> GroupMembership::FindOrJoin(const HeartbeatInput& in, Gr
   if (found != members_.end()) {
     if (in.member_epoch > found->second.record.epoch) {
       return absl::FailedPreconditionError(
-          absl::StrCat("member_epoch ", in.member_epoch, " is ahead of member '", in.member_id,
-                       "' (epoch ", found->second.record.epoch, "); rejoin with member_epoch 0"));
+          absl::StrFormat("member_epoch %d is ahead of member '%s' (epoch %d); rejoin with "
+                          "member_epoch 0",
+                          in.member_epoch, in.member_id, found->second.record.epoch));
     }
     return &found->second;
   }
-  if (in.member_epoch != 0) {
+  if (in.member_epoch != kJoiningEpoch) {
     return absl::NotFoundError(absl::StrCat(
         "member '", in.member_id, "' is not in group '", in.group_id,
         "' (its session expired, it left, or its instance id was taken over); rejoin with "
@@ -196,7 +198,7 @@ void GroupMembership::ApplyReleases(Member& m, const HeartbeatInput& in, GroupCh
   // older than the grant (a delayed retry must not release what came after it).
   MemberRecord& r = m.record;
   for (auto it = r.revoking.begin(); it != r.revoking.end();) {
-    if (in.owned.contains(*it) || in.member_epoch < r.owned.at(*it)) {
+    if (in.owned.contains(*it) || !Reached(in.member_epoch, r.owned.at(*it))) {
       ++it;
       continue;
     }
@@ -238,16 +240,16 @@ void GroupMembership::RebalanceIfCountsChanged(GroupChange* change) {
   if (!members_.empty() && Counts() != record_.partition_counts) Rebalance(change);
 }
 
-int32_t GroupMembership::FenceForReset(const std::vector<TopicPartition>& reset,
-                                       GroupChange* change) {
-  const int32_t epoch = ++record_.epoch;
+GroupEpoch GroupMembership::FenceForReset(const std::vector<TopicPartition>& reset,
+                                          GroupChange* change) {
+  const GroupEpoch epoch = record_.epoch = NextGroupEpoch(record_.epoch);
   change->group_dirty = true;
   for (const TopicPartition& tp : reset) {
     auto o = owner_.find(tp);
     if (o == owner_.end()) continue;
     MemberRecord& owner = members_.at(o->second).record;
     owner.owned[tp] = epoch;
-    owner.epoch = epoch;
+    owner.epoch = ReconciledTo(epoch);
     owner.resets.insert(tp);
     owner.resets_epoch = epoch;
     change->dirty_members.insert(owner.member_id);
@@ -273,7 +275,7 @@ void GroupMembership::Remove(const std::string& member_id, GroupChange* change) 
 }
 
 void GroupMembership::Rebalance(GroupChange* change) {
-  ++record_.epoch;
+  record_.epoch = NextGroupEpoch(record_.epoch);
   change->group_dirty = true;
   std::vector<AssignorMember> members;
   for (const auto& [id, m] : members_) members.push_back({id, m.record.subscription});
@@ -305,8 +307,8 @@ void GroupMembership::Reconcile(Member& m, absl::Time now, GroupChange* change) 
   }
   if (r.revoking.empty()) {
     m.revoke_deadline.reset();
-    if (r.epoch != record_.epoch) {
-      r.epoch = record_.epoch;
+    if (r.epoch != ReconciledTo(record_.epoch)) {
+      r.epoch = ReconciledTo(record_.epoch);
       changed = true;
     }
     for (const TopicPartition& tp : target) {

@@ -88,7 +88,7 @@ class GroupMembership {
   // An executed offset reset: a new group epoch, so that the owners' commits from before it are
   // fenced; each owner of a reset partition has it granted again at that epoch and is told
   // (`resets`). Returns the new epoch.
-  int32_t FenceForReset(const std::vector<TopicPartition>& reset, GroupChange* change);
+  GroupEpoch FenceForReset(const std::vector<TopicPartition>& reset, GroupChange* change);
   // The id of the next audit entry (kept in the group record).
   uint64_t TakeAuditId(GroupChange* change);
 

@@ -19,11 +19,11 @@ absl::Status ValidateHeartbeat(const HeartbeatInput& in, const CoordinatorOption
   if (!in.instance_id.empty()) {
     CONDUIT_RETURN_IF_ERROR(ValidateId("instance id", in.instance_id));
   }
-  if (in.member_epoch < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "member_epoch ", in.member_epoch, " is negative; use LeaveGroup to leave the group"));
+  if (in.member_epoch < kJoiningEpoch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "member_epoch %d is negative; use LeaveGroup to leave the group", in.member_epoch));
   }
-  if (in.member_epoch > 0 && in.member_id.empty()) {
+  if (in.member_epoch > kJoiningEpoch && in.member_id.empty()) {
     return absl::InvalidArgumentError(
         "member_epoch > 0 needs the member_id the coordinator returned at join");
   }
@@ -35,7 +35,7 @@ absl::Status ValidateHeartbeat(const HeartbeatInput& in, const CoordinatorOption
   for (const std::string& topic : in.subscription) subscription_bytes += topic.size();
   CONDUIT_RETURN_IF_ERROR(
       ValidateHeartbeatSize(in.subscription.size(), subscription_bytes, in.owned.size()));
-  if (in.member_epoch == 0 && in.subscription.empty()) {
+  if (in.member_epoch == kJoiningEpoch && in.subscription.empty()) {
     return absl::InvalidArgumentError("a join (member_epoch 0) needs subscribed_topics");
   }
   for (const std::string& topic : in.subscription) {
@@ -88,7 +88,7 @@ absl::StatusOr<HeartbeatOutput> GroupCoordinator::StartHeartbeat(
   // Asking the broker may have taken long: a caller that gave up must not join or change.
   if (clock_->Now() >= in.deadline) return DeadlinePassed();
   GroupPtr g;
-  if (in.member_epoch == 0) {
+  if (in.member_epoch == kJoiningEpoch) {
     g = FindOrCreateGroup(in.group_id);
   } else {
     g = FindGroup(in.group_id);

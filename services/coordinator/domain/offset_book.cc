@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace conduit::coordinator {
 namespace {
@@ -13,22 +14,22 @@ std::string Name(const TopicPartition& tp) { return absl::StrCat(tp.topic, "/", 
 absl::Status CheckMemberFence(const CommitInput& in, const MemberRecord& r, std::string* reason) {
   if (in.member_epoch > r.epoch) {
     *reason = "stale_epoch";
-    return absl::FailedPreconditionError(absl::StrCat("member_epoch ", in.member_epoch,
-                                                      " is ahead of the member's epoch ", r.epoch));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "member_epoch %d is ahead of the member's epoch %d", in.member_epoch, r.epoch));
   }
   for (const CommitInput::Entry& e : in.entries) {
     auto owned = r.owned.find(e.tp);
     if (owned == r.owned.end()) {
       *reason = "not_owner";
       return absl::FailedPreconditionError(absl::StrCat("member '", in.member_id, "' does not own ",
-                                                        Name(e.tp), " (epoch ", r.epoch,
+                                                        Name(e.tp), " (epoch ", r.epoch.value(),
                                                         "); nothing was committed"));
     }
-    if (in.member_epoch < owned->second) {
+    if (!Reached(in.member_epoch, owned->second)) {
       *reason = "stale_epoch";
       return absl::FailedPreconditionError(absl::StrCat(
-          "member_epoch ", in.member_epoch, " is older than epoch ", owned->second, " at which ",
-          Name(e.tp),
+          "member_epoch ", in.member_epoch.value(), " is older than epoch ", owned->second.value(),
+          " at which ", Name(e.tp),
           " was (re)assigned or reset; fetch offsets and commit with the current epoch; "
           "nothing was committed"));
     }
@@ -123,10 +124,11 @@ std::vector<PartitionReset> OffsetBook::PlanReset(
 }
 
 void OffsetBook::ApplyReset(const ResetInput& in, const std::vector<PartitionReset>& plan,
-                            int32_t epoch, absl::Time now, GroupChange* change) {
+                            GroupEpoch epoch, absl::Time now, GroupChange* change) {
   for (const PartitionReset& r : plan) {
     const TopicPartition tp{in.topic, r.partition};
-    OffsetRecord record{in.group_id, tp, r.after, "", now, "reset:" + in.actor, epoch};
+    OffsetRecord record{in.group_id,        tp, r.after, "", now, "reset:" + in.actor,
+                        ReconciledTo(epoch)};
     change->write.put_offsets.push_back(record);
     offsets_[tp] = std::move(record);
   }

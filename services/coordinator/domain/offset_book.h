@@ -46,7 +46,7 @@ class OffsetBook {
                                         const absl::flat_hash_map<int32_t, int64_t>& at_time,
                                         const GroupMembership& membership) const;
   // Stores a planned reset's offsets at `epoch`, the group epoch that fences older commits.
-  void ApplyReset(const ResetInput& in, const std::vector<PartitionReset>& plan, int32_t epoch,
+  void ApplyReset(const ResetInput& in, const std::vector<PartitionReset>& plan, GroupEpoch epoch,
                   absl::Time now, GroupChange* change);
 
  private:

@@ -210,7 +210,7 @@ absl::StatusOr<ResetOutput> GroupCoordinator::ResetOffsets(const ResetInput& in)
     if (in.execute) {
       std::vector<TopicPartition> reset;
       for (const PartitionReset& r : out.partitions) reset.push_back({in.topic, r.partition});
-      const int32_t epoch = g->membership.FenceForReset(reset, &change);
+      const GroupEpoch epoch = g->membership.FenceForReset(reset, &change);
       AuditRecord audit{in.group_id, g->membership.TakeAuditId(&change),
                         now,         "reset_offsets",
                         in.actor,    in.peer,

@@ -11,8 +11,27 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
 #include "absl/time/time.h"
+#include "common/ids/strong_id.h"
 
 namespace conduit::coordinator {
+
+// KIP-848 epochs. The group epoch rises with every new target assignment (and with an executed
+// offset reset), and each grant of a partition is stamped with it. A member's epoch is the group
+// epoch it has reconciled to (0 to join, -1 to leave); a commit must carry a member epoch no
+// older than the grant of each partition it commits: that is the fence.
+struct MemberEpochTag {};
+using MemberEpoch = ids::StrongId<MemberEpochTag, int32_t>;
+struct GroupEpochTag {};
+using GroupEpoch = ids::StrongId<GroupEpochTag, int32_t>;
+inline constexpr MemberEpoch kJoiningEpoch{0};
+inline constexpr MemberEpoch kLeavingEpoch{-1};
+inline GroupEpoch NextGroupEpoch(GroupEpoch epoch) { return GroupEpoch(epoch.value() + 1); }
+// The epoch of a member reconciled to group epoch `group`.
+inline MemberEpoch ReconciledTo(GroupEpoch group) { return MemberEpoch(group.value()); }
+// Whether a member at `member` has reached what the group did at `group` (a grant, a reset).
+inline bool Reached(MemberEpoch member, GroupEpoch group) {
+  return member.value() >= group.value();
+}
 
 struct TopicPartition {
   std::string topic;
@@ -34,20 +53,20 @@ struct MemberRecord {
   std::string instance_id;
   std::string client_id;
   std::string client_host;
-  int32_t epoch = 0;
+  MemberEpoch epoch;
   std::vector<std::string> subscription;  // sorted, unique
   absl::Duration session_timeout;
   // Owned partitions → the group epoch at which each was granted (or last reset). Commits for a
   // partition must carry an epoch at or after it: that is the fence.
-  absl::btree_map<TopicPartition, int32_t> owned;
+  absl::btree_map<TopicPartition, GroupEpoch> owned;
   PartitionSet revoking;  // subset of owned: to be released by the member
   PartitionSet resets;    // owned partitions reset while the member had an older epoch
-  int32_t resets_epoch = 0;
+  GroupEpoch resets_epoch;
 };
 
 struct GroupRecord {
   std::string group_id;
-  int32_t epoch = 0;
+  GroupEpoch epoch;
   int64_t rebalances = 0;
   uint64_t next_audit_id = 1;
   absl::Time created;
@@ -65,7 +84,7 @@ struct OffsetRecord {
   std::string metadata;
   absl::Time commit_time;
   std::string committed_by;  // member id, "reset:<actor>", or "" (no members)
-  int32_t member_epoch = 0;
+  MemberEpoch member_epoch;  // a reset's: the group epoch that fenced the commits before it
 };
 
 struct PartitionReset {
@@ -87,7 +106,7 @@ struct AuditRecord {
   std::string spec;
   std::string topic;
   std::vector<PartitionReset> partitions;
-  int32_t group_epoch = 0;
+  GroupEpoch group_epoch;
 };
 
 }  // namespace conduit::coordinator

@@ -41,10 +41,10 @@ absl::Status ValidateHeartbeatSize(size_t subscribed_topics, size_t subscription
   return absl::OkStatus();
 }
 
-absl::Status ValidateMemberlessEpoch(int32_t member_epoch) {
-  if (member_epoch != -1 && member_epoch != 0) {
+absl::Status ValidateMemberlessEpoch(MemberEpoch member_epoch) {
+  if (member_epoch != kLeavingEpoch && member_epoch != kJoiningEpoch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("member_epoch ", member_epoch,
+        absl::StrCat("member_epoch ", member_epoch.value(),
                      " needs a member_id; a commit without members uses epoch -1 or 0"));
   }
   return absl::OkStatus();

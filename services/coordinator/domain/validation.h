@@ -1,8 +1,8 @@
 #pragma once
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "services/coordinator/domain/types.h"
 
 namespace conduit::coordinator {
 
@@ -25,6 +25,6 @@ absl::Status ValidateHeartbeatSize(size_t subscribed_topics, size_t subscription
                                    size_t owned_partitions);
 
 // The member epoch of a commit without a member id: -1 or 0 (CommitOffsetsRequest).
-absl::Status ValidateMemberlessEpoch(int32_t member_epoch);
+absl::Status ValidateMemberlessEpoch(MemberEpoch member_epoch);
 
 }  // namespace conduit::coordinator

@@ -17,10 +17,10 @@ namespace spb = ::conduit::coordinator::storage;
 int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
 absl::Time FromMicros(int64_t us) { return absl::FromUnixMicros(us); }
 
-void PutPartition(const TopicPartition& tp, int32_t epoch, spb::TopicPartitionRecord* out) {
+void PutPartition(const TopicPartition& tp, GroupEpoch epoch, spb::TopicPartitionRecord* out) {
   out->set_topic(tp.topic);
   out->set_partition(tp.partition);
-  out->set_epoch(epoch);
+  out->set_epoch(epoch.value());
 }
 TopicPartition GetPartition(const spb::TopicPartitionRecord& r) {
   return TopicPartition{r.topic(), r.partition()};
@@ -28,14 +28,15 @@ TopicPartition GetPartition(const spb::TopicPartitionRecord& r) {
 
 std::string EncodeGroup(const GroupRecord& g) {
   spb::Group pb;
-  pb.set_epoch(g.epoch);
+  pb.set_epoch(g.epoch.value());
   pb.set_rebalances(g.rebalances);
   pb.set_next_audit_id(g.next_audit_id);
   pb.set_created_micros(Micros(g.created));
   for (const auto& [member, partitions] : g.target) {
     spb::AssignmentEntry* e = pb.add_target();
     e->set_member_id(member);
-    for (const TopicPartition& tp : partitions) PutPartition(tp, 0, e->add_partitions());
+    for (const TopicPartition& tp : partitions)
+      PutPartition(tp, GroupEpoch(0), e->add_partitions());
   }
   for (const auto& [topic, count] : g.partition_counts) {
     (*pb.mutable_partition_counts())[topic] = count;
@@ -48,13 +49,13 @@ std::string EncodeMember(const MemberRecord& m) {
   pb.set_instance_id(m.instance_id);
   pb.set_client_id(m.client_id);
   pb.set_client_host(m.client_host);
-  pb.set_epoch(m.epoch);
+  pb.set_epoch(m.epoch.value());
   for (const std::string& t : m.subscription) pb.add_subscription(t);
   pb.set_session_timeout_micros(absl::ToInt64Microseconds(m.session_timeout));
   for (const auto& [tp, since] : m.owned) PutPartition(tp, since, pb.add_owned());
-  for (const TopicPartition& tp : m.revoking) PutPartition(tp, 0, pb.add_revoking());
-  for (const TopicPartition& tp : m.resets) PutPartition(tp, 0, pb.add_resets());
-  pb.set_resets_epoch(m.resets_epoch);
+  for (const TopicPartition& tp : m.revoking) PutPartition(tp, GroupEpoch(0), pb.add_revoking());
+  for (const TopicPartition& tp : m.resets) PutPartition(tp, GroupEpoch(0), pb.add_resets());
+  pb.set_resets_epoch(m.resets_epoch.value());
   return pb.SerializeAsString();
 }
 
@@ -64,7 +65,7 @@ std::string EncodeOffset(const OffsetRecord& o) {
   pb.set_metadata(o.metadata);
   pb.set_commit_time_micros(Micros(o.commit_time));
   pb.set_committed_by(o.committed_by);
-  pb.set_member_epoch(o.member_epoch);
+  pb.set_member_epoch(o.member_epoch.value());
   return pb.SerializeAsString();
 }
 
@@ -77,7 +78,7 @@ std::string EncodeAudit(const AuditRecord& a) {
   pb.set_reason(a.reason);
   pb.set_spec(a.spec);
   pb.set_topic(a.topic);
-  pb.set_group_epoch(a.group_epoch);
+  pb.set_group_epoch(a.group_epoch.value());
   for (const PartitionReset& r : a.partitions) {
     spb::PartitionReset* p = pb.add_partitions();
     p->set_partition(r.partition);
@@ -98,7 +99,7 @@ AuditRecord DecodeAudit(const spb::Audit& pb) {
   a.reason = pb.reason();
   a.spec = pb.spec();
   a.topic = pb.topic();
-  a.group_epoch = pb.group_epoch();
+  a.group_epoch = GroupEpoch(pb.group_epoch());
   for (const spb::PartitionReset& p : pb.partitions()) {
     a.partitions.push_back(
         {p.partition(), p.had_offset(), p.before(), p.after(), p.owner_member_id()});
@@ -123,7 +124,7 @@ absl::StatusOr<GroupRecord> DecodeGroup(std::string_view key, std::string_view v
   if (!ParseValue(value, &pb)) return Corrupt("group", key);
   GroupRecord g;
   g.group_id = std::string(key);
-  g.epoch = pb.epoch();
+  g.epoch = GroupEpoch(pb.epoch());
   g.rebalances = pb.rebalances();
   g.next_audit_id = pb.next_audit_id();
   g.created = FromMicros(pb.created_micros());
@@ -146,13 +147,13 @@ absl::StatusOr<MemberRecord> DecodeMember(std::string_view key, std::string_view
   m.instance_id = pb.instance_id();
   m.client_id = pb.client_id();
   m.client_host = pb.client_host();
-  m.epoch = pb.epoch();
+  m.epoch = MemberEpoch(pb.epoch());
   m.subscription.assign(pb.subscription().begin(), pb.subscription().end());
   m.session_timeout = absl::Microseconds(pb.session_timeout_micros());
-  for (const auto& p : pb.owned()) m.owned[GetPartition(p)] = p.epoch();
+  for (const auto& p : pb.owned()) m.owned[GetPartition(p)] = GroupEpoch(p.epoch());
   for (const auto& p : pb.revoking()) m.revoking.insert(GetPartition(p));
   for (const auto& p : pb.resets()) m.resets.insert(GetPartition(p));
-  m.resets_epoch = pb.resets_epoch();
+  m.resets_epoch = GroupEpoch(pb.resets_epoch());
   return m;
 }
 
@@ -169,7 +170,7 @@ absl::StatusOr<OffsetRecord> DecodeOffset(std::string_view key, std::string_view
   o.metadata = pb.metadata();
   o.commit_time = FromMicros(pb.commit_time_micros());
   o.committed_by = pb.committed_by();
-  o.member_epoch = pb.member_epoch();
+  o.member_epoch = MemberEpoch(pb.member_epoch());
   return o;
 }
 

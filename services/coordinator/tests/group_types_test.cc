@@ -61,7 +61,7 @@ class GroupTypesTest : public ::testing::Test {
         EXPECT_EQ(o->second, id);
         EXPECT_LE(since, m.record().epoch);
       }
-      EXPECT_LE(member.record.epoch, m.record().epoch);
+      EXPECT_TRUE(member.record.epoch <= ReconciledTo(m.record().epoch));
     }
     EXPECT_EQ(owned, m.owner().size());
   }
@@ -159,13 +159,13 @@ TEST_F(GroupTypesTest, AResetFencesTheOwnersCommitsFromBeforeIt) {
   ASSERT_TRUE(OffsetBook::CheckFence(commit, m, &reason).ok());
   book.Commit(commit, kT0, &change);
 
-  const int32_t epoch = m.FenceForReset({{"orders", 0}}, &change);
-  EXPECT_GT(epoch, a.member_epoch);
+  const GroupEpoch epoch = m.FenceForReset({{"orders", 0}}, &change);
+  EXPECT_FALSE(Reached(a.member_epoch, epoch));
   EXPECT_EQ(m.Find("a")->record.resets.size(), 1u);
   EXPECT_EQ(OffsetBook::CheckFence(commit, m, &reason).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(reason, "stale_epoch");
-  commit.member_epoch = epoch;  // the owner caught up with the reset's epoch
+  commit.member_epoch = ReconciledTo(epoch);  // the owner caught up with the reset's epoch
   EXPECT_TRUE(OffsetBook::CheckFence(commit, m, &reason).ok());
   ExpectOwnershipAgrees(m);
 }
@@ -173,20 +173,20 @@ TEST_F(GroupTypesTest, AResetFencesTheOwnersCommitsFromBeforeIt) {
 TEST_F(GroupTypesTest, TheFenceRefusesNonOwnersUnknownMembersAndMemberlessCommitsToALiveGroup) {
   GroupMembership m(&context_, "g", kT0);
   std::string reason;
-  CommitInput tool{"g", "", 0, {{{"orders", 0}, 1, ""}}};
+  CommitInput tool{"g", "", kJoiningEpoch, {{{"orders", 0}, 1, ""}}};
   EXPECT_TRUE(OffsetBook::CheckFence(tool, m, &reason).ok()) << "no members: a tool may commit";
   GroupChange change;
   counts_["orders"] = 1;
   auto a = *m.Heartbeat(JoinInput("a", {"orders"}), kT0, &change);
   EXPECT_FALSE(OffsetBook::CheckFence(tool, m, &reason).ok());
   EXPECT_EQ(reason, "not_member");
-  CommitInput stranger{"g", "zed", 1, {{{"orders", 0}, 1, ""}}};
+  CommitInput stranger{"g", "zed", MemberEpoch(1), {{{"orders", 0}, 1, ""}}};
   EXPECT_EQ(OffsetBook::CheckFence(stranger, m, &reason).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(reason, "unknown_member");
   CommitInput not_owned{"g", "a", a.member_epoch, {{{"orders", 3}, 1, ""}}};
   EXPECT_FALSE(OffsetBook::CheckFence(not_owned, m, &reason).ok());
   EXPECT_EQ(reason, "not_owner");
-  CommitInput ahead{"g", "a", a.member_epoch + 1, {{{"orders", 0}, 1, ""}}};
+  CommitInput ahead{"g", "a", MemberEpoch(a.member_epoch.value() + 1), {{{"orders", 0}, 1, ""}}};
   EXPECT_FALSE(OffsetBook::CheckFence(ahead, m, &reason).ok());
   EXPECT_EQ(reason, "stale_epoch");
 }

@@ -33,7 +33,7 @@ class HostileInputTest : public CoordinatorTest {
                                 int32_t epoch = -1) {
     CommitInput in;
     in.group_id = "manual";
-    in.member_epoch = epoch;
+    in.member_epoch = MemberEpoch(epoch);
     in.entries.push_back({{topic, partition}, offset, ""});
     return coordinator_->Commit(in);
   }
@@ -80,7 +80,7 @@ TEST_F(HostileInputTest, AHeartbeatWhoseDeadlinePassedWhileAskingTheBrokerChange
 TEST_F(HostileInputTest, ACommitWhoseDeadlinePassedWhileAskingTheBrokerIsNotApplied) {
   CommitInput in;
   in.group_id = "manual";
-  in.member_epoch = -1;
+  in.member_epoch = kLeavingEpoch;
   in.entries.push_back({{"orders", 0}, 3, ""});
   in.deadline = clock_.Now() + absl::Seconds(5);
   topics_.OnDescribe([this] { clock_.Advance(absl::Seconds(6)); });  // a slow broker

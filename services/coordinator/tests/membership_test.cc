@@ -38,8 +38,8 @@ class MembershipTest : public CoordinatorTest {
 TEST_F(MembershipTest, FirstMemberGetsEveryPartitionAndTheHeartbeatInterval) {
   HeartbeatOutput a = Join("g", {"orders"});
   EXPECT_FALSE(a.member_id.empty());
-  EXPECT_EQ(a.member_epoch, 1);
-  EXPECT_EQ(a.group_epoch, 1);
+  EXPECT_EQ(a.member_epoch, MemberEpoch(1));
+  EXPECT_EQ(a.group_epoch, GroupEpoch(1));
   EXPECT_EQ(a.assignment, Partitions("orders", {0, 1, 2, 3}));
   EXPECT_TRUE(a.pending.empty());
   EXPECT_EQ(a.heartbeat_interval, absl::Seconds(3));  // min(3 s, session 10 s / 3)
@@ -64,7 +64,7 @@ TEST_F(MembershipTest, APartitionMovesOnlyAfterItsOwnerReleasesIt) {
   // A releases (reports only what it may keep) and moves to the group epoch.
   auto a3 = Beat("g", *a2, a2->assignment);
   ASSERT_TRUE(a3.ok());
-  EXPECT_EQ(a3->member_epoch, a3->group_epoch);
+  EXPECT_EQ(a3->member_epoch, ReconciledTo(a3->group_epoch));
   b = Beat("g", b);
   EXPECT_EQ(b.assignment.size(), 2u);
   for (const TopicPartition& tp : b.assignment) EXPECT_FALSE(a3->assignment.contains(tp));
@@ -203,19 +203,19 @@ TEST_F(MembershipTest, BadHeartbeatsAreRejectedAndChangeNothing) {
   in.session_timeout = absl::Milliseconds(10);
   EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->Heartbeat(in).status()));
   in.session_timeout.reset();
-  in.member_epoch = -1;
+  in.member_epoch = kLeavingEpoch;
   EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->Heartbeat(in).status()));
   in.group_id = std::string("bad\0id", 6);
-  in.member_epoch = 0;
+  in.member_epoch = kJoiningEpoch;
   EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->Heartbeat(in).status()));
   in.group_id = "g";
-  in.member_epoch = 3;  // an epoch without a member id
+  in.member_epoch = MemberEpoch(3);  // an epoch without a member id
   EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->Heartbeat(in).status()));
   EXPECT_TRUE(coordinator_->List().empty());
 
   HeartbeatOutput a = Join("g", {"orders"});
   HeartbeatOutput ahead = a;
-  ahead.member_epoch += 5;
+  ahead.member_epoch = MemberEpoch(ahead.member_epoch.value() + 5);
   EXPECT_TRUE(absl::IsFailedPrecondition(Beat("g", ahead, a.assignment).status()));
   HeartbeatOutput stranger = a;
   stranger.member_id = "m-unknown";
@@ -276,16 +276,18 @@ void MembershipTest::RunRandomProtocol(const std::string& group, uint32_t seed) 
         if (!fresh) {
           std::string dump;
           for (const auto& [mid, msim] : live) {
-            absl::StrAppend(&dump, mid, " silent=", msim.silent, " age=",
-                            absl::FormatDuration(clock_.Now() - msim.last_beat), " epoch=",
-                            msim.last.member_epoch, " view:");
+            absl::StrAppend(&dump, mid, " silent=", msim.silent,
+                            " age=", absl::FormatDuration(clock_.Now() - msim.last_beat),
+                            " epoch=", msim.last.member_epoch.value(), " view:");
             for (const auto& p : msim.last.assignment) absl::StrAppend(&dump, " ", p.topic, p.partition);
             absl::StrAppend(&dump, "\n");
           }
           auto d = coordinator_->Describe(group);
           for (const auto& m : d->members) {
-            absl::StrAppend(&dump, "coord ", m.record.member_id, " epoch=", m.record.epoch, " owned:");
-            for (const auto& [p, e] : m.record.owned) absl::StrAppend(&dump, " ", p.topic, p.partition, "@", e);
+            absl::StrAppend(&dump, "coord ", m.record.member_id, " epoch=", m.record.epoch.value(),
+                            " owned:");
+            for (const auto& [p, e] : m.record.owned)
+              absl::StrAppend(&dump, " ", p.topic, p.partition, "@", e.value());
             absl::StrAppend(&dump, " revoking:", m.record.revoking.size(), "\n");
           }
           FAIL() << "seed " << seed << ": " << tp.topic << "/" << tp.partition << " held by " << it->second << " and " << id

@@ -80,7 +80,7 @@ TEST_F(OffsetsTest, AnEvictedMembersCommitIsRejected) {
 }
 
 TEST_F(OffsetsTest, GroupWithoutMembersCommitsFreelyAndMembersMustUseTheirEpoch) {
-  CommitInput manual{"manual", "", -1, {{{"orders", 1}, 3, "by hand"}}};
+  CommitInput manual{"manual", "", kLeavingEpoch, {{{"orders", 1}, 3, "by hand"}}};
   ASSERT_TRUE(coordinator_->Commit(manual).ok());
   EXPECT_EQ(Committed("manual", "orders", 1), 3);
   Join("manual", {"orders"});
@@ -94,7 +94,7 @@ TEST_F(OffsetsTest, BadCommitsGetClearStatuses) {
   EXPECT_TRUE(absl::IsInvalidArgument(CommitAs("g", a, "orders", 5, 0))) << "no partition 5";
   EXPECT_TRUE(absl::IsNotFound(CommitAs("g", a, "missing", 0, 0)));
   HeartbeatOutput ahead = a;
-  ahead.member_epoch += 1;
+  ahead.member_epoch = MemberEpoch(ahead.member_epoch.value() + 1);
   EXPECT_TRUE(absl::IsFailedPrecondition(CommitAs("g", ahead, "orders", 0, 1)));
   EXPECT_TRUE(absl::IsNotFound(CommitAs("nope", a, "orders", 0, 1)));
   EXPECT_EQ(Committed("g", "orders", 0), std::nullopt);
