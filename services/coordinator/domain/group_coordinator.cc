@@ -107,7 +107,9 @@ std::shared_ptr<GroupCoordinator::Waiter> GroupCoordinator::SubmitLocked(Group& 
     if (const Member* m = g.membership.Find(id)) change.write.put_members.push_back(m->record);
   }
   if (change.write.empty()) return BarrierLocked(g);
-  return log_.Submit(std::move(change.write), &g.inflight, g.shared_from_this());
+  // The counter, owned by the group: the write keeps the group alive until it is durable.
+  return log_.Submit(std::move(change.write),
+                     std::shared_ptr<std::atomic<int>>(g.shared_from_this(), &g.inflight));
 }
 
 void GroupCoordinator::ExpireLocked(Group& g) {

@@ -23,12 +23,12 @@ GroupLog::GroupLog(CoordinatorStore* store, const time::Clock* clock)
           },
           &CoordinatorWrite::ApproxBytes) {}
 
-GroupLog::OutcomePtr GroupLog::Submit(CoordinatorWrite write, std::atomic<int>* inflight,
-                                      std::shared_ptr<const void> keep) {
+GroupLog::OutcomePtr GroupLog::Submit(CoordinatorWrite write,
+                                      std::shared_ptr<std::atomic<int>> inflight) {
   auto outcome = std::make_shared<Outcome>();
   if (inflight != nullptr) inflight->fetch_add(1);
-  // The group outlives the write: the callback holds it.
-  log_.Submit(std::move(write), [outcome, inflight, keep = std::move(keep)](absl::Status s) {
+  // The counter's owner outlives the write: the callback holds it.
+  log_.Submit(std::move(write), [outcome, inflight = std::move(inflight)](absl::Status s) {
     if (inflight != nullptr) inflight->fetch_sub(1);
     outcome->Finish(std::move(s));
   });

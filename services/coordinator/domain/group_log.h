@@ -40,9 +40,8 @@ class GroupLog {
   GroupLog(CoordinatorStore* store, const time::Clock* clock);
 
   // Queues `write`. `inflight`, when set, counts it among its group's unfinished writes until it
-  // is durable; `keep` (the group) is held until then.
-  OutcomePtr Submit(CoordinatorWrite write, std::atomic<int>* inflight = nullptr,
-                    std::shared_ptr<const void> keep = nullptr);
+  // is durable, and keeps its owner (the group, through an aliasing shared_ptr) alive until then.
+  OutcomePtr Submit(CoordinatorWrite write, std::shared_ptr<std::atomic<int>> inflight = nullptr);
   // Blocks until `outcome` is known (OK at once for null: nothing was queued).
   static absl::Status Wait(const OutcomePtr& outcome);
   // Runs `fn` with the outcome once it is known: on the log's thread, or at once when `outcome`

@@ -269,18 +269,18 @@ absl::Status PartitionLog::ValidateFollowerFetch(const std::string& topic, int32
   }
   // Does the follower's log agree with this one up to its fetch offset? The end of its last
   // epoch here tells (KIP-101/279; KIP-320 answers it within the fetch).
-  if (item.fetch_offset < meta_.log_start_offset && item.last_fetched_epoch == kNoLeaderEpoch) {
+  if (item.fetch_offset < meta_.log_start_offset && item.last_fetched_epoch < LeaderEpoch(0)) {
     answer->truncate_to = meta_.log_start_offset;  // start over at the log start
     return absl::OutOfRangeError("the follower's log starts before the leader's");
   }
-  if (item.last_fetched_epoch != kNoLeaderEpoch) {
+  if (item.last_fetched_epoch >= LeaderEpoch(0)) {
     auto after = epoch_starts_.upper_bound(item.last_fetched_epoch);
     const LeaderEpoch shared =
         after == epoch_starts_.begin() ? kNoLeaderEpoch : std::prev(after)->first;
     const int64_t end = after == epoch_starts_.end() ? meta_.next_offset : after->second;
     if (shared != item.last_fetched_epoch || end < item.fetch_offset) {
       answer->truncate_to =
-          shared == kNoLeaderEpoch ? meta_.log_start_offset : std::min(end, item.fetch_offset);
+          shared < LeaderEpoch(0) ? meta_.log_start_offset : std::min(end, item.fetch_offset);
       return absl::OutOfRangeError(
           absl::StrFormat("the follower's log diverges from the leader's: epoch %d ends at %d here",
                           item.last_fetched_epoch, *answer->truncate_to));

@@ -66,6 +66,34 @@ TEST_F(BrokerClusterTest, DescribeShowsReplicasTheInSyncSetAndEachFollowersLag) 
 // batch, so the produce is answered DEADLINE_EXCEEDED once ack_timeout passes on the injected
 // clock, and never as success; the record stays invisible. Both followers fetching past a
 // later batch acknowledge it (the control that the wait can end well).
+// An empty follower log is one whose last epoch is below 0, however far below (the follower's
+// own number, taken as sent): its fetch from the log start is served, not taken for divergence.
+TEST_F(BrokerClusterTest, AFollowerWithAnEmptyLogFetchesFromTheStartWhateverNegativeEpochItSends) {
+  TopicAssignment t;
+  t.meta = TopicMeta{TopicId(5), "r", 1, TopicConfig{}, absl::UnixEpoch()};
+  t.meta.config.acks = Acks::kLeader;
+  t.partitions.push_back(PartitionAssignment{1, LeaderEpoch(2), {1, 2}, {1, 2}});
+  t.partition_revisions = {1};
+  t.replication_factor = 2;
+  fake_.view->topics["r"] = t;
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b")}).ok());
+  for (const LeaderEpoch empty : {kNoLeaderEpoch, LeaderEpoch(-2)}) {
+    absl::Notification done;
+    ReplicaFetchItem item{"r", TopicId(5), 0, /*fetch_offset=*/0, empty, LeaderEpoch(2)};
+    ASSERT_TRUE(broker_->replicas()
+                    .ReplicaFetch(2, {item}, 1 << 20, absl::ZeroDuration(),
+                                  [&](std::vector<ReplicaFetchData> answers) {
+                                    const ReplicaFetchData& a = answers.at(0);
+                                    EXPECT_TRUE(a.status.ok()) << empty << ": " << a.status;
+                                    EXPECT_FALSE(a.truncate_to.has_value()) << empty;
+                                    done.Notify();
+                                  })
+                    .ok());
+    done.WaitForNotification();
+  }
+}
+
 TEST_F(BrokerClusterTest, AcksAllAnswersDeadlineExceededWhenAFollowerNeverFetches) {
   SetReplicatedTopic();
   ASSERT_TRUE(Apply().ok());
