@@ -156,7 +156,7 @@ TEST_F(ReplicationTest, ADeposedLeaderAcknowledgesNothingAndTruncatesItsSoloSuff
 // from the moment it resumes until it answers "not the leader" must all be refused: an
 // acknowledgement from it would be a lie (the record is truncated when it rejoins as a
 // follower). It takes writes only under a view at least as recent as its registration
-// (Broker::MayLeadUnder); without that, the first write after the resume was acknowledged and
+// (TopicTable::MayLeadUnder); without that, the first write after the resume was acknowledged and
 // lost in 7 of 10 runs.
 TEST_F(ReplicationTest, ADeposedLeaderRejoiningAcknowledgesNoWrite) {
   StartReplicatedCluster();

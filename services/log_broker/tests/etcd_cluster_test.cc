@@ -241,7 +241,7 @@ TEST_F(EtcdClusterTest, ARestartRevokesTheLeaseOfTheBrokersPreviousProcess) {
 
 // A lease the cluster counted dead (revoked here) while the broker kept running: it registers
 // again, and its registration revision moves past the revocation, so only a view written after
-// its keys went back satisfies the broker's serving rule (Broker::MayLeadUnder).
+// its keys went back satisfies the broker's serving rule (TopicTable::MayLeadUnder).
 TEST_F(EtcdClusterTest, ALeaseFoundGoneRegistersAgainAtALaterRevision) {
   auto one = Member(1);
   const int64_t first = one->RegistrationRevision();
