@@ -47,7 +47,7 @@ class IdempotencyKeys {
 // and DeadLetterLane), its idempotency keys, rates, long-poll waiters and records (JobRecords),
 // and the rules of every change to them. A change is applied here and described in a
 // QueueWrite, which the owner makes durable before it answers; times and random draws come in
-// from the caller. The unit a queue is kept, recovered and (one day) replicated as.
+// from the caller. The unit a queue is kept and recovered as (and the one to replicate per queue).
 //
 // Not thread-safe: WorkQueue holds its lock around every call, except where a method says.
 class JobQueue {
