@@ -151,12 +151,8 @@ void WorkQueue::Redrive(const std::string& queue, const DeadLetterSelection& sel
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write{.queue_id = (*q)->id()};
-  auto result = (*q)->Redrive(selection, replacement_payload, rate, Now(), &write);
-  if (!result.ok()) return ReplyAfterLog(std::move(done), result.status());
-  Commit(std::move(write), [done, result = *result](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(result);
-  });
+  CommitAndReply(&write, std::move(done),
+                 (*q)->Redrive(selection, replacement_payload, rate, Now(), &write));
 }
 
 void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& selection,
@@ -172,12 +168,7 @@ void WorkQueue::Discard(const std::string& queue, const DeadLetterSelection& sel
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write{.queue_id = (*q)->id()};
-  auto chosen = (*q)->Discard(selection, reason, Now(), &write);
-  if (!chosen.ok()) return ReplyAfterLog(std::move(done), chosen.status());
-  Commit(std::move(write), [done, chosen = *chosen](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(chosen);
-  });
+  CommitAndReply(&write, std::move(done), (*q)->Discard(selection, reason, Now(), &write));
 }
 
 }  // namespace conduit::work_queue

@@ -157,13 +157,8 @@ void WorkQueue::Enqueue(const std::string& queue, std::vector<NewJob> jobs,
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write{.queue_id = (*q)->id()};
-  auto out = (*q)->Enqueue(jobs, Now(), &next_job_id_, &write);
-  if (!out.ok()) return ReplyAfterLog(std::move(done), out.status());
   // Duplicates are answered through the log too, so never before their original is durable.
-  Commit(std::move(write), [done, out = *std::move(out)](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(out);
-  });
+  CommitAndReply(&write, std::move(done), (*q)->Enqueue(jobs, Now(), &next_job_id_, &write));
 }
 
 void WorkQueue::AddDeadLetters(const std::string& queue, std::vector<NewDeadLetter> letters,
@@ -202,10 +197,7 @@ void WorkQueue::AddDeadLetters(const std::string& queue, std::vector<NewDeadLett
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write{.queue_id = (*q)->id()};
   std::vector<EnqueuedJob> out = (*q)->AddDeadLetters(letters, Now(), &next_job_id_, &write);
-  Commit(std::move(write), [done, out = std::move(out)](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(out);
-  });
+  CommitAndReply(&write, std::move(done), std::move(out));
 }
 
 }  // namespace conduit::work_queue

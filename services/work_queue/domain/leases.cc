@@ -239,12 +239,8 @@ void WorkQueue::ExtendLease(const std::string& queue, uint64_t job_id, const Lea
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write{.queue_id = (*q)->id()};
-  auto deadline = (*q)->ExtendLease(job_id, token, extension, Now(), &write);
-  if (!deadline.ok()) return ReplyAfterLog(std::move(done), deadline.status());
-  Commit(std::move(write), [done, deadline = *deadline](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(deadline);
-  });
+  CommitAndReply(&write, std::move(done),
+                 (*q)->ExtendLease(job_id, token, extension, Now(), &write));
 }
 
 void WorkQueue::Ack(const std::string& queue, uint64_t job_id, const LeaseToken& token,
@@ -283,10 +279,7 @@ void WorkQueue::AckBatch(const std::string& queue, const std::vector<AckEntry>& 
     const int64_t acked = (*q)->AckBatch(entries, Now(), &write, &results);
     // Replied after the log even when nothing was acked: a result that depends on state must
     // not outrun that state.
-    Commit(std::move(write), [done, results = std::move(results)](absl::Status s) mutable {
-      if (!s.ok()) return done(s);
-      done(std::move(results));
-    });
+    CommitAndReply(&write, std::move(done), std::move(results));
     if (acked >= JobRecords::kReadAheadMinJobs) {
       read_ahead = (*q)->records().PlanReadAhead((*q)->index());
     }
@@ -306,12 +299,7 @@ void WorkQueue::Nack(const std::string& queue, uint64_t job_id, const LeaseToken
   auto q = FindForChange(queue);
   if (!q.ok()) return ReplyAfterLog(std::move(done), q.status());
   QueueWrite write{.queue_id = (*q)->id()};
-  auto result = (*q)->Nack(job_id, token, args, Now(), rng_, &write);
-  if (!result.ok()) return ReplyAfterLog(std::move(done), result.status());
-  Commit(std::move(write), [done, result = *result](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(result);
-  });
+  CommitAndReply(&write, std::move(done), (*q)->Nack(job_id, token, args, Now(), rng_, &write));
 }
 
 void WorkQueue::ReadAhead(QueueId queue_id, const std::vector<uint64_t>& ids) {

@@ -89,10 +89,7 @@ void WorkQueue::RedriveToTopic(const std::string& queue, const DeadLetterSelecti
     if (!found.ok()) return ReplyAfterLog(std::move(done), found.status());
     QueueWrite write{.queue_id = (*found)->id()};
     (*found)->RemoveRedriven(result.moved, topic, Now(), &write);
-    Commit(std::move(write), [done, result](absl::Status s) {
-      if (!s.ok()) return done(s);
-      done(result);
-    });
+    CommitAndReply(&write, std::move(done), result);
   });
 }
 

@@ -119,10 +119,7 @@ void WorkQueue::CreateQueue(const std::string& name, const QueueConfigPatch& pat
   write.create_queue = meta;
   queues_.Add(std::make_unique<JobQueue>(meta, store_, observer_, &scope_));
   interval_sync_.Request(config);
-  Commit(std::move(write), [done, meta](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(meta);
-  });
+  CommitAndReply(&write, std::move(done), meta);
 }
 
 void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
@@ -134,10 +131,7 @@ void WorkQueue::DeleteQueue(const std::string& name, Callback<bool> done) {
   (*q)->WakeWaiters();
   observer_->OnQueueDeleted(name);
   queues_.Remove(name);
-  Commit(std::move(write), [done](absl::Status s) {
-    if (!s.ok()) return done(s);
-    done(true);
-  });
+  CommitAndReply(&write, std::move(done), true);
 }
 
 std::vector<QueueMeta> WorkQueue::ListQueues() const {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -126,6 +127,20 @@ class WorkQueue {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The clock, truncated to the microseconds that are persisted, so memory and disk agree.
   absl::Time Now() const;
+  // Answers `value` once `*write` is durable (the log's error if it fails); an error `value` is
+  // answered through ReplyAfterLog and `*write` is dropped (a refused change describes nothing).
+  // `write` is moved from here, after `value` (which may have filled it) is computed.
+  template <typename T>
+  void CommitAndReply(QueueWrite* write, Callback<T> done,
+                      absl::StatusOr<std::type_identity_t<T>> value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!value.ok()) return ReplyAfterLog(std::move(done), value.status());
+    Commit(std::move(*write),
+           [done = std::move(done), value = *std::move(value)](absl::Status s) mutable {
+             if (!s.ok()) return done(s);
+             done(std::move(value));
+           });
+  }
   // Answers `status` through the commit log: after every earlier change is durable, and outside
   // the domain's lock (a reply that depends on state must not outrun that state).
   template <typename T>
