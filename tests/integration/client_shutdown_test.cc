@@ -137,5 +137,21 @@ TEST_F(ClientShutdown, TopicSourcesDestroyedRightAfterAnAnswerDoNotAbortTheProce
   }
 }
 
+// The coordinator's --broker-address list, as an operator writes it ("a, b"): a broker that
+// cannot be reached (nothing listens on port 1) is passed over, and the next one, named after a
+// space, answers every kind of question the coordinator asks.
+TEST_F(ClientShutdown, ATopicSourceMovesPastAnUnreachableBrokerInItsList) {
+  coordinator::GrpcTopicSource source("127.0.0.1:1, " + server_->address());
+  auto marks = source.Describe("events");
+  ASSERT_TRUE(marks.ok()) << marks.status();
+  EXPECT_EQ(marks->size(), 2u);
+  std::promise<absl::StatusOr<std::vector<coordinator::PartitionMarks>>> async;
+  source.DescribeAsync("events", [&](auto result) { async.set_value(std::move(result)); });
+  EXPECT_TRUE(async.get_future().get().ok());
+  auto offset = source.OffsetForTime("events", 0, absl::InfinitePast());
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_EQ(*offset, 0);
+}
+
 }  // namespace
 }  // namespace conduit::testing

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "client/cluster_router.h"
 #include "common/grpc/dial.h"
 #include "common/grpc/proto_time.h"
 #include "common/grpc/status.h"
@@ -45,10 +45,6 @@ struct CallsInFlight {
 
 namespace {
 
-std::vector<std::string> SplitList(const std::string& addresses) {
-  return absl::StrSplit(addresses, ',', absl::SkipWhitespace());
-}
-
 // A broker that cannot be reached (another in the list may be).
 bool Unreachable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -59,14 +55,14 @@ bool Unreachable(const grpc::Status& s) {
 
 GrpcTopicSource::GrpcTopicSource(std::string addresses, absl::Duration deadline)
     : deadline_(deadline),
-      addresses_(SplitList(addresses)),
+      addresses_(client::BootstrapList(addresses, {})),
       calls_(std::make_shared<CallsInFlight>()) {}
 
 GrpcTopicSource::~GrpcTopicSource() { calls_->AwaitNone(); }
 
 void GrpcTopicSource::SetAddress(const std::string& addresses) {
   absl::MutexLock lock(&mu_);
-  addresses_ = SplitList(addresses);
+  addresses_ = client::BootstrapList(addresses, {});
   current_ = 0;
   stub_.reset();
 }
