@@ -72,11 +72,8 @@ template <typename Work>
 grpc::ServerUnaryReactor* CoordinatorService::RunAsync(grpc::CallbackServerContext* ctx,
                                                        const google::protobuf::Message& request,
                                                        Work work) {
+  if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) return FinishNow(ctx, s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (auto s = grpc_util::CheckTimeFields(request); !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
   // A call that waited in the queue past its deadline is not started: its caller has gone.
   const absl::Time deadline = absl::FromChrono(ctx->deadline());
   if (!scope_->Submit([reactor, deadline, work = std::move(work)]() mutable {

@@ -70,7 +70,7 @@ grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* 
                                                    pb::InitProducerResponse* response) {
   // The request names no topic: a producer id is a cluster-wide grant (Kafka's IdempotentWrite
   // on the cluster); each Produce with it still needs Write on its topic.
-  if (auto s = AllowCluster(ctx, security::Operation::kWrite); !s.ok()) return Done(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kWrite); !s.ok()) return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   return Blocking(ctx, broker_, [this, request, response]() -> absl::Status {
     auto producer = broker_->InitProducer(request->producer_name());
@@ -84,7 +84,7 @@ grpc::ServerUnaryReactor* LogService::InitProducer(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* LogService::ReassignPartition(grpc::CallbackServerContext* ctx,
                                                         const pb::ReassignPartitionRequest* request,
                                                         pb::ReassignPartitionResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return Done(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kAlter); !s.ok()) return Done(ctx, s);
   if (auto s = grpc_util::CheckTimeFields(*request); !s.ok()) return Done(ctx, s);
   return Blocking(ctx, broker_, [this, request]() -> absl::Status {
     return broker_->ReassignPartition(request->topic(), request->partition(),

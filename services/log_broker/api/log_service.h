@@ -99,10 +99,6 @@ class LogService final : public ::conduit::log::v1::LogService::CallbackService 
                      security::Operation operation) const {
     return guard_.Check(*ctx, security::ResourceType::kTopic, name, operation);
   }
-  // The guard's Check on the cluster resource.
-  absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation operation) const {
-    return guard_.CheckCluster(*ctx, operation);
-  }
   bool MayViewPayload(grpc::CallbackServerContext* ctx, const std::string& topic) const {
     return guard_.MayViewPayload(*ctx, security::ResourceType::kTopic, topic);
   }

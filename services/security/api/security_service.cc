@@ -17,7 +17,7 @@ spb::AclSource ToProto(AclSource source) {
 grpc::ServerUnaryReactor* SecurityService::CreateAcls(grpc::CallbackServerContext* ctx,
                                                       const spb::CreateAclsRequest* request,
                                                       spb::CreateAclsResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok())
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kAlter); !s.ok())
     return grpc_util::FinishNow(ctx, s);
   std::vector<security::AclEntry> entries;
   for (int i = 0; i < request->entries_size(); ++i) {
@@ -36,7 +36,7 @@ grpc::ServerUnaryReactor* SecurityService::CreateAcls(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* SecurityService::DeleteAcls(grpc::CallbackServerContext* ctx,
                                                       const spb::DeleteAclsRequest* request,
                                                       spb::DeleteAclsResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok())
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kAlter); !s.ok())
     return grpc_util::FinishNow(ctx, s);
   std::vector<AclFilter> filters;
   for (int i = 0; i < request->filters_size(); ++i) {
@@ -56,7 +56,7 @@ grpc::ServerUnaryReactor* SecurityService::DeleteAcls(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* SecurityService::ListAcls(grpc::CallbackServerContext* ctx,
                                                     const spb::ListAclsRequest* request,
                                                     spb::ListAclsResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok())
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kDescribe); !s.ok())
     return grpc_util::FinishNow(ctx, s);
   auto filter = FromProto(request->filter(), "filter");
   if (!filter.ok()) return grpc_util::FinishNow(ctx, filter.status());
@@ -72,7 +72,7 @@ grpc::ServerUnaryReactor* SecurityService::ListAcls(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* SecurityService::ListAudit(grpc::CallbackServerContext* ctx,
                                                      const spb::ListAuditRequest* request,
                                                      spb::ListAuditResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok())
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kDescribe); !s.ok())
     return grpc_util::FinishNow(ctx, s);
   auto query = FromProto(*request);
   if (!query.ok()) return grpc_util::FinishNow(ctx, query.status());

@@ -28,10 +28,6 @@ class SecurityService final : public spb::Security::CallbackService {
                                       spb::ListAuditResponse*) override;
 
  private:
-  absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation op) const {
-    return guard_.CheckCluster(*ctx, op);
-  }
-
   AclRegistry* const acls_;
   const AuditTrail* const audit_;
   const grpc_util::CallGuard& guard_;

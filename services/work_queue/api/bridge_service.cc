@@ -69,7 +69,8 @@ void ToProto(const bridge::BridgeInfo& info, bpb::BridgeInfo* out) {
 grpc::ServerUnaryReactor* BridgeService::CreateBridge(grpc::CallbackServerContext* ctx,
                                                       const bpb::CreateBridgeRequest* request,
                                                       bpb::CreateBridgeResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kAlter); !s.ok())
+    return FinishNow(ctx, s);
   if (auto s = guard_.Check(*ctx, security::ResourceType::kTopic, request->spec().topic(),
                             security::Operation::kRead);
       !s.ok()) {
@@ -88,7 +89,8 @@ grpc::ServerUnaryReactor* BridgeService::CreateBridge(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* BridgeService::ListBridges(grpc::CallbackServerContext* ctx,
                                                      const bpb::ListBridgesRequest*,
                                                      bpb::ListBridgesResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok()) return FinishNow(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kDescribe); !s.ok())
+    return FinishNow(ctx, s);
   for (const auto& info : bridges_->List()) ToProto(info, response->add_bridges());
   return FinishNow(ctx, absl::OkStatus());
 }
@@ -96,7 +98,8 @@ grpc::ServerUnaryReactor* BridgeService::ListBridges(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* BridgeService::DescribeBridge(grpc::CallbackServerContext* ctx,
                                                         const bpb::DescribeBridgeRequest* request,
                                                         bpb::DescribeBridgeResponse* response) {
-  if (auto s = AllowCluster(ctx, security::Operation::kDescribe); !s.ok()) return FinishNow(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kDescribe); !s.ok())
+    return FinishNow(ctx, s);
   auto info = bridges_->Describe(request->name());
   if (info.ok()) ToProto(*info, response->mutable_bridge());
   return FinishNow(ctx, info.status());
@@ -105,21 +108,24 @@ grpc::ServerUnaryReactor* BridgeService::DescribeBridge(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* BridgeService::PauseBridge(grpc::CallbackServerContext* ctx,
                                                      const bpb::PauseBridgeRequest* request,
                                                      bpb::PauseBridgeResponse*) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kAlter); !s.ok())
+    return FinishNow(ctx, s);
   return FinishNow(ctx, bridges_->Pause(request->name()));
 }
 
 grpc::ServerUnaryReactor* BridgeService::ResumeBridge(grpc::CallbackServerContext* ctx,
                                                       const bpb::ResumeBridgeRequest* request,
                                                       bpb::ResumeBridgeResponse*) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kAlter); !s.ok())
+    return FinishNow(ctx, s);
   return FinishNow(ctx, bridges_->Resume(request->name()));
 }
 
 grpc::ServerUnaryReactor* BridgeService::DeleteBridge(grpc::CallbackServerContext* ctx,
                                                       const bpb::DeleteBridgeRequest* request,
                                                       bpb::DeleteBridgeResponse*) {
-  if (auto s = AllowCluster(ctx, security::Operation::kAlter); !s.ok()) return FinishNow(ctx, s);
+  if (auto s = guard_.CheckCluster(*ctx, security::Operation::kAlter); !s.ok())
+    return FinishNow(ctx, s);
   return FinishNow(ctx, bridges_->Delete(request->name()));
 }
 

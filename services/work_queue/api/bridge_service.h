@@ -38,11 +38,8 @@ class BridgeService final : public bpb::Bridges::CallbackService {
                                          bpb::DeleteBridgeResponse*) override;
 
  private:
-  // The guard's Check on the cluster: bridges are cluster configuration (Describe to see them,
-  // Alter to change them; creating one also needs Read on its topic and Write on its queue).
-  absl::Status AllowCluster(grpc::CallbackServerContext* ctx, security::Operation op) const {
-    return guard_.CheckCluster(*ctx, op);
-  }
+  // Bridges are cluster configuration: Describe on the cluster to see them, Alter to change them
+  // (creating one also needs Read on its topic and Write on its queue).
   bridge::BridgeManager* const bridges_;
   const grpc_util::CallGuard& guard_;
 };

@@ -119,10 +119,6 @@ backoff::Policy RetryPolicy(const QueueConfig& config) {
 }
 }  // namespace
 
-absl::Duration BackoffCap(const QueueConfig& config, int32_t failures) {
-  return RetryPolicy(config).Cap(failures);
-}
-
 absl::Duration Backoff(const QueueConfig& config, int32_t failures, absl::BitGenRef rng) {
   return RetryPolicy(config).Jittered(failures, rng);
 }

@@ -51,7 +51,4 @@ absl::Status ValidateRedriveRate(double rate);
 // [0, cap] (AWS's "full jitter"), so retries of many jobs that failed together spread out.
 absl::Duration Backoff(const QueueConfig& config, int32_t failures, absl::BitGenRef rng);
 
-// The upper bound Backoff draws from (no jitter), for tests and docs.
-absl::Duration BackoffCap(const QueueConfig& config, int32_t failures);
-
 }  // namespace conduit::work_queue

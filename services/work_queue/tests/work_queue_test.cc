@@ -75,11 +75,7 @@ TEST_F(WorkQueueTest, BackoffGrowsExponentiallyWithFullJitterUpToTheCap) {
   config.backoff_initial = absl::Seconds(1);
   config.backoff_multiplier = 2;
   config.backoff_max = absl::Seconds(30);
-  EXPECT_EQ(BackoffCap(config, 1), absl::Seconds(1));
-  EXPECT_EQ(BackoffCap(config, 2), absl::Seconds(2));
-  EXPECT_EQ(BackoffCap(config, 5), absl::Seconds(16));
-  EXPECT_EQ(BackoffCap(config, 6), absl::Seconds(30));
-  EXPECT_EQ(BackoffCap(config, 500), absl::Seconds(30));
+  // The policy's own rules are backoff_test's; here, that the queue's fields reach it.
   absl::BitGen rng;
   absl::Duration lo = absl::InfiniteDuration(), hi = absl::ZeroDuration();
   for (int i = 0; i < 2000; ++i) {
