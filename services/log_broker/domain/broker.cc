@@ -115,7 +115,8 @@ absl::Status Broker::Recover() {
   if (options_.maintenance_interval > absl::ZeroDuration()) {
     maintenance_ = scope_.Every(options_.maintenance_interval, [this] { RunMaintenance(); });
   }
-  replicas_.Start();
+  // A cluster of one has no followers: no in-sync set to maintain.
+  if (!local_cluster_) replicas_.Start();
   return absl::OkStatus();
 }
 
@@ -213,19 +214,6 @@ absl::Status Broker::SetLeaderEpoch(const std::string& topic, int32_t partition,
     return absl::FailedPreconditionError("in a cluster, leader epochs come from its metadata");
   }
   return local_cluster_->SetLeaderEpoch(topic, partition, epoch);
-}
-
-absl::Status Broker::TakeLeaderEpoch(const std::string& topic_name, int32_t partition,
-                                     LeaderEpoch epoch) {
-  CONDUIT_ASSIGN_OR_RETURN(std::shared_ptr<TopicState> topic, topics_.Find(topic_name));
-  CONDUIT_RETURN_IF_ERROR(TopicTable::CheckPartition(*topic, partition));
-  const LeaderEpoch before = topic->partitions[partition].RaiseLeaderEpoch(epoch);
-  if (epoch < before) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("leader epoch %d of %s/%d is older than its current epoch %d", epoch,
-                        topic_name, partition, before));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<ProducerInfo> Broker::InitProducer(const std::string& name) {

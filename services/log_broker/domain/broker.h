@@ -204,9 +204,6 @@ class Broker {
  private:
   friend class PendingFetch;
 
-  // The applied view made this broker the leader of topic/partition at `epoch`: appends from
-  // now on are stamped with it. FAILED_PRECONDITION below the current epoch; NOT_FOUND.
-  absl::Status TakeLeaderEpoch(const std::string& topic, int32_t partition, LeaderEpoch epoch);
   // ApplyView's steps.
   absl::Status MaterializeTopic(const TopicAssignment& assignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(admin_mu_);

@@ -45,8 +45,14 @@ absl::Status Broker::ApplyView(std::shared_ptr<const ClusterView> view) {
       const auto& a = assignment.partitions[p];
       if (!a) continue;
       if (a->leader == self) {
-        // Epochs never go back: a lower one is a stale view, refused and logged by the caller.
-        CONDUIT_RETURN_IF_ERROR(TakeLeaderEpoch(name, static_cast<int32_t>(p), a->leader_epoch));
+        // Appends from now on are stamped with the view's epoch. Epochs never go back: a lower
+        // one is a stale view, refused and logged by the caller.
+        const LeaderEpoch before = topic->partitions[p].RaiseLeaderEpoch(a->leader_epoch);
+        if (a->leader_epoch < before) {
+          return absl::FailedPreconditionError(
+              absl::StrFormat("leader epoch %d of %s/%d is older than its current epoch %d",
+                              a->leader_epoch, name, p, before));
+        }
       }
       replicas_.AssignRole(
           *topic, static_cast<int32_t>(p), *a,

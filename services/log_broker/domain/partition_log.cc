@@ -197,8 +197,7 @@ PartitionLog::Serving PartitionLog::serving() const {
   absl::MutexLock lock(&mu_);
   const bool follower = replica_.role == ReplicaState::Role::kFollower;
   return Serving{leader_epoch_, follower,
-                 !follower && !replica_.replicas.empty() && replica_.leader_epoch == leader_epoch_,
-                 replica_.role == ReplicaState::Role::kLeader};
+                 !follower && !replica_.replicas.empty() && replica_.leader_epoch == leader_epoch_};
 }
 
 std::vector<AckWaiters::Callback> PartitionLog::AssignRole(ReplicaState::Role role, int32_t self,
@@ -210,9 +209,9 @@ std::vector<AckWaiters::Callback> PartitionLog::AssignRole(ReplicaState::Role ro
   const bool was_leading = replica_.role != ReplicaState::Role::kFollower;
   replica_.Assign(role, self, a.leader, a.leader_epoch, a.replicas, a.isr, revision, now);
   replica_.throttle_bytes_per_second = a.throttle_bytes_per_second;
-  if (was_leading && (role == ReplicaState::Role::kFollower || leader_epoch_ != a.leader_epoch)) {
-    failed = acks_.TakeAll();
-  }
+  // A leader that stays leader (at a new epoch too: its log, the waiting records in it, is what
+  // the new epoch's followers copy) keeps its waiting produces; one that follows now fails them.
+  if (was_leading && role == ReplicaState::Role::kFollower) failed = acks_.TakeAll();
   AdvanceHighWatermark(wake);
   return failed;
 }

@@ -140,7 +140,6 @@ class PartitionLog {
     // The applied view has this broker lead the partition (alone or with followers) at the
     // partition's own epoch: it serves reads (and, when it may lead, writes).
     bool leads = false;
-    bool has_followers = false;
   };
   Serving serving() const;
   // Takes the role the view gives this broker (`a` at metadata `revision`). Returns the acks-all
