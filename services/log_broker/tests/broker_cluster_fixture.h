@@ -83,18 +83,27 @@ class BrokerClusterTest : public LifecycleTest {
     return broker_->ApplyView(next);
   }
 
-  // A follower's fetch of partition 0 of topic "r" (id 5) from `offset` at leader epoch 2.
-  void FetchAsFollower(int32_t follower, int64_t offset) {
+  // A follower's fetch of partition 0 of topic "r" (id 5) from `offset`, its log's last record at
+  // `last_epoch`, the follower's view naming `current_epoch`: the leader's answer.
+  ReplicaFetchData FetchAs(int32_t follower, int64_t offset, LeaderEpoch last_epoch,
+                           LeaderEpoch current_epoch) {
     absl::Notification done;
-    ReplicaFetchItem item{"r", TopicId(5), 0, offset, LeaderEpoch(2), LeaderEpoch(2)};
-    ASSERT_TRUE(broker_->replicas()
+    ReplicaFetchData answer;
+    ReplicaFetchItem item{"r", TopicId(5), 0, offset, last_epoch, current_epoch};
+    EXPECT_TRUE(broker_->replicas()
                     .ReplicaFetch(follower, {item}, 1 << 20, absl::ZeroDuration(),
                                   [&](std::vector<ReplicaFetchData> answers) {
-                                    EXPECT_TRUE(answers.at(0).status.ok()) << answers[0].status;
+                                    answer = std::move(answers.at(0));
                                     done.Notify();
                                   })
                     .ok());
     done.WaitForNotification();
+    return answer;
+  }
+  // The same at leader epoch 2 (the log's and the view's), expected to be served.
+  void FetchAsFollower(int32_t follower, int64_t offset) {
+    const ReplicaFetchData a = FetchAs(follower, offset, LeaderEpoch(2), LeaderEpoch(2));
+    EXPECT_TRUE(a.status.ok()) << a.status;
   }
 
   // Topic "r" (id 5), one partition led here at epoch 2 with replicas and in-sync set {1, 2, 3},

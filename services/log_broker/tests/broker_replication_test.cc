@@ -79,19 +79,59 @@ TEST_F(BrokerClusterTest, AFollowerWithAnEmptyLogFetchesFromTheStartWhateverNega
   ASSERT_TRUE(Apply().ok());
   ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b")}).ok());
   for (const LeaderEpoch empty : {kNoLeaderEpoch, LeaderEpoch(-2)}) {
-    absl::Notification done;
-    ReplicaFetchItem item{"r", TopicId(5), 0, /*fetch_offset=*/0, empty, LeaderEpoch(2)};
-    ASSERT_TRUE(broker_->replicas()
-                    .ReplicaFetch(2, {item}, 1 << 20, absl::ZeroDuration(),
-                                  [&](std::vector<ReplicaFetchData> answers) {
-                                    const ReplicaFetchData& a = answers.at(0);
-                                    EXPECT_TRUE(a.status.ok()) << empty << ": " << a.status;
-                                    EXPECT_FALSE(a.truncate_to.has_value()) << empty;
-                                    done.Notify();
-                                  })
-                    .ok());
-    done.WaitForNotification();
+    const ReplicaFetchData a = FetchAs(2, /*offset=*/0, empty, LeaderEpoch(2));
+    EXPECT_TRUE(a.status.ok()) << empty << ": " << a.status;
+    EXPECT_FALSE(a.truncate_to.has_value()) << empty;
   }
+}
+
+// Fencing: a follower whose view names an older leader epoch is refused as stale, one that names
+// a newer epoch than the leader has reached is told to wait; neither counts as progress, so the
+// high watermark stays where it was.
+TEST_F(BrokerClusterTest, FollowerFetchesAtAnotherLeaderEpochAreFencedAndMoveNothing) {
+  SetReplicatedTopic();
+  fake_.view->topics["r"].meta.config.acks = Acks::kLeader;  // appends answered at once
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b"), To(0, "c")}).ok());
+  ASSERT_EQ(Describe("r", 0).high_watermark, 0);
+  const ReplicaFetchData stale = FetchAs(2, 3, LeaderEpoch(2), LeaderEpoch(1));
+  EXPECT_EQ(stale.status.code(), absl::StatusCode::kFailedPrecondition) << stale.status;
+  EXPECT_THAT(std::string(stale.status.message()), ::testing::HasSubstr("fenced"));
+  const ReplicaFetchData ahead = FetchAs(3, 3, LeaderEpoch(2), LeaderEpoch(3));
+  EXPECT_EQ(ahead.status.code(), absl::StatusCode::kUnavailable) << ahead.status;
+  EXPECT_EQ(Describe("r", 0).high_watermark, 0) << "a refused fetch is no follower's progress";
+
+  FetchAsFollower(2, 3);
+  FetchAsFollower(3, 3);
+  EXPECT_EQ(Describe("r", 0).high_watermark, 3);
+}
+
+// The high watermark never goes back: a follower that then reports a shorter log (a fetch from
+// an earlier offset) lowers its own progress, not what readers were already shown.
+TEST_F(BrokerClusterTest, TheHighWatermarkNeverGoesBackWhenAFollowerReportsLess) {
+  SetReplicatedTopic();
+  fake_.view->topics["r"].meta.config.acks = Acks::kLeader;  // appends answered at once
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b"), To(0, "c")}).ok());
+  FetchAsFollower(2, 3);
+  FetchAsFollower(3, 3);
+  ASSERT_EQ(Describe("r", 0).high_watermark, 3);
+  FetchAsFollower(2, 1);
+  EXPECT_EQ(Describe("r", 0).high_watermark, 3);
+}
+
+// A follower whose log diverges from the leader's (its last epoch ends earlier here than its
+// fetch offset) is told where to cut its log back to.
+TEST_F(BrokerClusterTest, ADivergentFollowerIsToldWhereToTruncate) {
+  SetReplicatedTopic();
+  fake_.view->topics["r"].meta.config.acks = Acks::kLeader;  // appends answered at once
+  ASSERT_TRUE(Apply().ok());
+  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b")}).ok());
+  // Epoch 1 never appended here: the follower's records of it are not the leader's.
+  const ReplicaFetchData a = FetchAs(2, 5, LeaderEpoch(1), LeaderEpoch(2));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kOutOfRange) << a.status;
+  ASSERT_TRUE(a.truncate_to.has_value());
+  EXPECT_EQ(*a.truncate_to, 0);
 }
 
 TEST_F(BrokerClusterTest, AcksAllAnswersDeadlineExceededWhenAFollowerNeverFetches) {
