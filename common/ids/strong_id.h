@@ -41,9 +41,10 @@ class StrongId {
   friend std::ostream& operator<<(std::ostream& out, const StrongId& id) {
     return out << id.value_;
   }
-  // absl::StrFormat prints the value: %d for an integral id, %s for a string one.
-  friend absl::FormatConvertResult<std::is_integral_v<T> ? absl::FormatConversionCharSet::kIntegral
-                                                         : absl::FormatConversionCharSet::kString>
+  // absl::StrFormat prints the value: %d for an integral id, %s for a string one. Another
+  // conversion (%x, %u) does not compile; a width or a flag is ignored.
+  friend absl::FormatConvertResult<std::is_integral_v<T> ? absl::FormatConversionCharSet::d
+                                                         : absl::FormatConversionCharSet::s>
   AbslFormatConvert(const StrongId& id, const absl::FormatConversionSpec&, absl::FormatSink* sink) {
     if constexpr (std::is_integral_v<T>) {
       sink->Append(absl::StrCat(id.value_));

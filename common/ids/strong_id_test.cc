@@ -1,13 +1,14 @@
 #include "common/ids/strong_id.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <sstream>
 #include <string>
 #include <type_traits>
 
-#include <gtest/gtest.h>
-
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
 
 namespace conduit::ids {
 namespace {
@@ -36,6 +37,7 @@ TEST(StrongId, ComparesHashesAndPrintsAsItsValue) {
   EXPECT_EQ(out.str(), "t-1");
   Token moved = Token("abc");
   EXPECT_EQ(std::move(moved).value(), "abc");
+  EXPECT_EQ(absl::StrFormat("%d/%s", A(3), Token("t")), "3/t");
 }
 
 }  // namespace
