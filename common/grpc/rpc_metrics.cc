@@ -113,16 +113,17 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
  private:
   MethodSeries* Series(const char* method, ServerRpcInfo::Type type) {
     const absl::string_view path = method != nullptr ? method : "";
-    {  // every call of a known method: a shared lock only
-      absl::ReaderMutexLock lock(&mu_);
-      if (auto it = series_.find(path); it != series_.end()) return &it->second;
+    if (MethodSeries* s = Find(path)) return s;  // every call of a known method
+    // Methods this binary was not built with (a client calling one that does not exist) share
+    // one series per type, so made-up names cannot grow the page without bound; after the first,
+    // their calls too take the shared lock only.
+    const google::protobuf::MethodDescriptor* m = FindMethod(path);
+    const std::string key = m != nullptr ? std::string(path) : absl::StrCat("?", TypeName(type));
+    if (m == nullptr) {
+      if (MethodSeries* s = Find(key)) return s;
     }
     absl::MutexLock lock(&mu_);
-    // Methods this binary was not built with (a client calling one that does not exist) share
-    // one series per type, so made-up names cannot grow the page without bound.
-    const google::protobuf::MethodDescriptor* m = FindMethod(path);
-    auto [it, inserted] =
-        series_.try_emplace(m != nullptr ? std::string(path) : absl::StrCat("?", TypeName(type)));
+    auto [it, inserted] = series_.try_emplace(key);
     MethodSeries& s = it->second;
     if (inserted) {
       s.labels = {{"grpc_service", m != nullptr ? m->service()->full_name() : "unknown"},
@@ -131,6 +132,11 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
       s.started = &started_.Add(s.labels);
     }
     return &s;
+  }
+  MethodSeries* Find(absl::string_view key) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = series_.find(key);
+    return it == series_.end() ? nullptr : &it->second;
   }
 
   const time::Clock* const clock_;

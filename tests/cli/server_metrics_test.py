@@ -3,7 +3,7 @@
 driven by the real `conduit` CLI, then GET and HEAD /metrics.
 
 Checks per-method gRPC counts and latency histograms by status code (an OK call, an
-ALREADY_EXISTS and a NOT_FOUND), build info (the chart's appVersion), the process metrics, disk
+ALREADY_EXISTS and a NOT_FOUND), one series for methods the server does not know, build info (the chart's appVersion), the process metrics, disk
 use per store, and that HEAD answers like GET without the body.
 
 Usage: server_metrics_test.py BIN_DIR    (exit 0 when every check passed)
@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+import grpc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
@@ -103,6 +105,21 @@ def main():
             services = {l.get("grpc_service") for n, l, _ in s
                         if n == "conduit_grpc_server_started_total"}
             check(all(x and x != "unknown" for x in services), f"services named: {services}")
+
+            # Methods the binary does not know share one series per type, however many names
+            # callers make up: two different made-up unary methods, one series, started twice.
+            with grpc.insecure_channel(addr) as channel:
+                for name in ["/made.up.v1.Nope/First", "/made.up.v1.Nope/Second"]:
+                    try:
+                        channel.unary_unary(name)(b"", timeout=10)
+                        check(False, f"{name} answered")
+                    except grpc.RpcError as e:
+                        check(e.code() == grpc.StatusCode.UNIMPLEMENTED, f"{name}: {e.code()}")
+            with urllib.request.urlopen(url, timeout=10) as r:
+                after = parse(r.read().decode())
+            unknown = [v for n, l, v in after if n == "conduit_grpc_server_started_total"
+                       and l.get("grpc_service") == "unknown"]
+            check(unknown == [2], f"made-up methods: one 'unknown' series started twice: {unknown}")
 
             chart = open(os.path.join(ROOT, "helm/conduit/Chart.yaml")).read()
             app_version = re.search(r'^appVersion: *"?([^"\n]*)"?', chart, re.M).group(1)
