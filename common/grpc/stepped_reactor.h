@@ -41,12 +41,14 @@ class SteppedReactor : public Base {
     mu_.Unlock();
     self.Run(std::move(steps));
   }
-  // A read came back empty: the client half-closed, or the stream broke.
+  // A read came back empty (the client half-closed, or the stream broke), or one did not parse.
   void ReadsEnded() ABSL_LOCKS_EXCLUDED(mu_) {
-    React([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      reading_ = false;
-      reads_done_ = true;
-    });
+    React([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { EndReadsLocked(); });
+  }
+  // No read is in flight and none is to start.
+  void EndReadsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    reading_ = false;
+    reads_done_ = true;
   }
 
   void OnWriteDone(bool ok) final {

@@ -77,8 +77,7 @@ class LogService::ProduceStreamReactor final
   // before it are written: it has no sequence to be answered by.
   void OnUnparsable(absl::Status status) override {
     React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      reading_ = false;
-      reads_done_ = true;
+      EndReadsLocked();
       unparsable_ = std::move(status);
     });
   }

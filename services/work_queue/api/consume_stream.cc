@@ -55,8 +55,7 @@ class QueueService::ConsumeReactor final
   // A message that does not parse fails the stream, as a message that names nothing to do.
   void OnUnparsable(absl::Status status) override {
     React([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      reading_ = false;
-      reads_done_ = true;
+      EndReadsLocked();
       Fail(std::move(status));
     });
   }
