@@ -17,7 +17,8 @@ namespace conduit::work_queue {
 // still marked. Thread-safe.
 class IntervalSync {
  public:
-  // Both must outlive the object; `scope` may be constructed after it (only Request uses it).
+  // Both must outlive the object; `scope` may be constructed after it (only Request and Stop use
+  // it).
   IntervalSync(QueueStore* store, runtime::Scope* scope) : store_(store), scope_(scope) {}
   ~IntervalSync() { SyncIfNeeded(); }
 

@@ -57,8 +57,14 @@ class JobQueue {
 
   const QueueMeta& meta() const { return meta_; }
   QueueId id() const { return meta_.id; }
+  // Pending records and read-ahead (the commit log's side of this queue's records).
   JobRecords& records() { return records_; }
-  const JobIndex& index() const { return index_; }
+  // After an AckBatch: the next ready jobs to read ahead (JobRecords::PlanReadAhead), and
+  // keeping what was read (JobRecords::FinishReadAhead), over this queue's index.
+  std::optional<std::vector<uint64_t>> PlanReadAhead() { return records_.PlanReadAhead(index_); }
+  void FinishReadAhead(JobRecords::ReadAheadResult read) {
+    records_.FinishReadAhead(std::move(read), index_);
+  }
 
   // Rebuilds the indexes and keys from the store (index entries and leases, not payloads);
   // raises `*next_job_id` past every job id met.

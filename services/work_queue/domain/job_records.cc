@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "services/work_queue/domain/work_queue.h"
+#include "services/work_queue/domain/queue_requests.h"
 
 namespace conduit::work_queue {
 
@@ -71,17 +71,20 @@ bool JobRecords::Exists(uint64_t id, const DeadLetterLane& dead) const {
   return read.ok() && read->front().has_value();
 }
 
-void JobRecords::NotePending(uint64_t seq, const std::vector<Job>& puts,
-                             const std::vector<uint64_t>& deletes, std::vector<uint64_t>* ids) {
+std::vector<uint64_t> JobRecords::NotePending(uint64_t seq, const std::vector<Job>& puts,
+                                              const std::vector<uint64_t>& deletes) {
+  std::vector<uint64_t> ids;
+  ids.reserve(puts.size() + deletes.size());
   for (const Job& job : puts) {
     pending_[job.id] = Pending{seq, job};
-    ids->push_back(job.id);
+    ids.push_back(job.id);
   }
   for (uint64_t id : deletes) {
     pending_[id] = Pending{seq, std::nullopt};
-    ids->push_back(id);
+    ids.push_back(id);
   }
-  for (uint64_t id : *ids) ahead_.Written(id);
+  for (uint64_t id : ids) ahead_.Written(id);
+  return ids;
 }
 
 void JobRecords::ClearPending(uint64_t seq, const std::vector<uint64_t>& ids) {

@@ -57,8 +57,9 @@ class JobRecords {
 
   // A write of these records and deletes (`seq` numbers it) is queued: they are read from here
   // until ClearPending(seq) says the store has them; a record read ahead is dropped.
-  void NotePending(uint64_t seq, const std::vector<Job>& puts, const std::vector<uint64_t>& deletes,
-                   std::vector<uint64_t>* ids);
+  // Returns the ids written, for ClearPending.
+  std::vector<uint64_t> NotePending(uint64_t seq, const std::vector<Job>& puts,
+                                    const std::vector<uint64_t>& deletes);
   void ClearPending(uint64_t seq, const std::vector<uint64_t>& ids);
 
   // Read-ahead (the README's Threading section). The last Lease asked for `jobs` (0: not a

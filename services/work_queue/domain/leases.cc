@@ -281,7 +281,7 @@ void WorkQueue::AckBatch(const std::string& queue, const std::vector<AckEntry>& 
     // not outrun that state.
     CommitAndReply(&write, std::move(done), std::move(results));
     if (acked >= JobRecords::kReadAheadMinJobs) {
-      read_ahead = (*q)->records().PlanReadAhead((*q)->index());
+      read_ahead = (*q)->PlanReadAhead();
     }
   }
   // On this thread, while the writer makes the ack durable and the worker waits for it: the
@@ -307,7 +307,7 @@ void WorkQueue::ReadAhead(QueueId queue_id, const std::vector<uint64_t>& ids) {
   absl::MutexLock lock(&mu_);
   JobQueue* q = queues_.FindById(queue_id);
   if (q == nullptr) return;  // deleted meanwhile
-  q->records().FinishReadAhead(std::move(read), q->index());
+  q->FinishReadAhead(std::move(read));
 }
 
 }  // namespace conduit::work_queue

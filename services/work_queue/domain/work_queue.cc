@@ -89,8 +89,7 @@ void WorkQueue::Commit(QueueWrite write, std::function<void(absl::Status)> done)
     return log_.Submit(std::move(write), std::move(done));
   }
   const uint64_t seq = ++commit_seq_;
-  std::vector<uint64_t> ids;
-  q->records().NotePending(seq, write.puts, write.deletes, &ids);
+  std::vector<uint64_t> ids = q->records().NotePending(seq, write.puts, write.deletes);
   log_.Submit(std::move(write), [this, queue_id = q->id(), seq, ids = std::move(ids),
                                  done = std::move(done)](absl::Status s) {
     if (s.ok()) {  // after a failure memory keeps what the store may not have
