@@ -116,6 +116,15 @@ class BrokerClusterTest : public LifecycleTest {
     t.partition_revisions = {1};
     t.replication_factor = 3;
     fake_.view->topics["r"] = t;
+  }  // SetReplicatedTopic with acks LEADER (appends answered at once), applied, with `records`
+  // records appended to its partition.
+  void LeadReplicatedTopic(int records) {
+    SetReplicatedTopic();
+    fake_.view->topics["r"].meta.config.acks = Acks::kLeader;
+    ASSERT_TRUE(Apply().ok());
+    std::vector<ProduceRecordArgs> batch;
+    for (int i = 0; i < records; ++i) batch.push_back(To(0, "v"));
+    ASSERT_TRUE(Produce("r", std::move(batch)).ok());
   }
 
   // A produce whose answer is awaited later (acks all waits for the followers).

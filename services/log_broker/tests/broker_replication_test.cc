@@ -89,10 +89,7 @@ TEST_F(BrokerClusterTest, AFollowerWithAnEmptyLogFetchesFromTheStartWhateverNega
 // a newer epoch than the leader has reached is told to wait; neither counts as progress, so the
 // high watermark stays where it was.
 TEST_F(BrokerClusterTest, FollowerFetchesAtAnotherLeaderEpochAreFencedAndMoveNothing) {
-  SetReplicatedTopic();
-  fake_.view->topics["r"].meta.config.acks = Acks::kLeader;  // appends answered at once
-  ASSERT_TRUE(Apply().ok());
-  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b"), To(0, "c")}).ok());
+  ASSERT_NO_FATAL_FAILURE(LeadReplicatedTopic(3));
   ASSERT_EQ(Describe("r", 0).high_watermark, 0);
   const ReplicaFetchData stale = FetchAs(2, 3, LeaderEpoch(2), LeaderEpoch(1));
   EXPECT_EQ(stale.status.code(), absl::StatusCode::kFailedPrecondition) << stale.status;
@@ -109,10 +106,7 @@ TEST_F(BrokerClusterTest, FollowerFetchesAtAnotherLeaderEpochAreFencedAndMoveNot
 // The high watermark never goes back: a follower that then reports a shorter log (a fetch from
 // an earlier offset) lowers its own progress, not what readers were already shown.
 TEST_F(BrokerClusterTest, TheHighWatermarkNeverGoesBackWhenAFollowerReportsLess) {
-  SetReplicatedTopic();
-  fake_.view->topics["r"].meta.config.acks = Acks::kLeader;  // appends answered at once
-  ASSERT_TRUE(Apply().ok());
-  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b"), To(0, "c")}).ok());
+  ASSERT_NO_FATAL_FAILURE(LeadReplicatedTopic(3));
   FetchAsFollower(2, 3);
   FetchAsFollower(3, 3);
   ASSERT_EQ(Describe("r", 0).high_watermark, 3);
@@ -123,10 +117,7 @@ TEST_F(BrokerClusterTest, TheHighWatermarkNeverGoesBackWhenAFollowerReportsLess)
 // A follower whose log diverges from the leader's (its last epoch ends earlier here than its
 // fetch offset) is told where to cut its log back to.
 TEST_F(BrokerClusterTest, ADivergentFollowerIsToldWhereToTruncate) {
-  SetReplicatedTopic();
-  fake_.view->topics["r"].meta.config.acks = Acks::kLeader;  // appends answered at once
-  ASSERT_TRUE(Apply().ok());
-  ASSERT_TRUE(Produce("r", {To(0, "a"), To(0, "b")}).ok());
+  ASSERT_NO_FATAL_FAILURE(LeadReplicatedTopic(2));
   // Epoch 1 never appended here: the follower's records of it are not the leader's.
   const ReplicaFetchData a = FetchAs(2, 5, LeaderEpoch(1), LeaderEpoch(2));
   EXPECT_EQ(a.status.code(), absl::StatusCode::kOutOfRange) << a.status;
